@@ -1,0 +1,1 @@
+"""Shared building blocks every layer may import: errors, clocks, ids."""

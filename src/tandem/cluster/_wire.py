@@ -1,0 +1,79 @@
+"""Length-prefixed pickle frames over a stream socket or pipe.
+
+One frame is a 4-byte big-endian length followed by a pickle. The driver side reads
+non-blocking through ``FrameReader``; worker and zygote sides use blocking ``send``/``recv``.
+"""
+
+from __future__ import annotations
+
+import pickle
+import socket
+import struct
+import threading
+from typing import Any
+
+_HEADER = struct.Struct(">I")
+_PROTOCOL = pickle.HIGHEST_PROTOCOL
+
+
+def encode(obj: Any) -> bytes:
+    payload = pickle.dumps(obj, protocol=_PROTOCOL)
+    return _HEADER.pack(len(payload)) + payload
+
+
+class FrameReader:
+    """Accumulates bytes and yields complete frames (non-blocking reads)."""
+
+    __slots__ = ("_buf",)
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[Any]:
+        self._buf += data
+        out = []
+        buf = self._buf
+        pos = 0
+        n = len(buf)
+        while n - pos >= 4:
+            (size,) = _HEADER.unpack_from(buf, pos)
+            if n - pos - 4 < size:
+                break
+            out.append(pickle.loads(bytes(buf[pos + 4 : pos + 4 + size])))
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        return out
+
+
+class SocketChannel:
+    """A blocking, thread-safe frame channel over a connected socket."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._send_lock = threading.Lock()
+        self._reader = FrameReader()
+        self._pending: list[Any] = []
+
+    def send(self, obj: Any) -> None:
+        data = encode(obj)
+        with self._send_lock:
+            self._sock.sendall(data)
+
+    def recv(self) -> Any:
+        """The next frame; raises ``EOFError`` when the peer closed the connection."""
+        while not self._pending:
+            data = self._sock.recv(1 << 16)
+            if not data:
+                raise EOFError("connection closed")
+            self._pending.extend(self._reader.feed(data))
+        return self._pending.pop(0)
+
+    def close(self) -> None:
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+    def fileno(self) -> int:
+        return self._sock.fileno()

@@ -1,0 +1,60 @@
+"""What a worker process runs after the zygote forks it: connect, receive a task, run it.
+
+The cluster layer knows nothing of training. A task is a cloudpickled callable
+``task(channel) -> int`` from a higher layer; ``channel`` sends frames to the driver
+(``channel.send``) and delivers the driver's frames to a handler the task registers
+(``channel.on_message``). If the driver goes away, the worker exits at once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from typing import Any, Callable
+
+import cloudpickle
+
+from tandem.cluster._wire import SocketChannel
+
+
+class WorkerChannel:
+    """The worker's end of its connection to the driver."""
+
+    def __init__(self, channel: SocketChannel, worker_id: str) -> None:
+        self._channel = channel
+        self.worker_id = worker_id
+        self._handler: Callable[[Any], None] | None = None
+
+    def send(self, obj: Any) -> None:
+        self._channel.send(obj)
+
+    def on_message(self, handler: Callable[[Any], None]) -> None:
+        """Registers the function that receives the driver's frames (on a reader thread)."""
+        self._handler = handler
+
+    def _read_forever(self) -> None:
+        try:
+            while True:
+                msg = self._channel.recv()
+                handler = self._handler
+                if handler is not None:
+                    handler(msg)
+        except (EOFError, OSError):
+            pass
+        # The driver is gone (or closed us): nothing may outlive it.
+        os._exit(1)
+
+
+def run(spec: dict) -> int:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(spec["address"])
+    channel = SocketChannel(sock)
+    channel.send(("hello", spec["worker_id"], os.getpid()))
+    msg = channel.recv()
+    if msg[0] != "run":
+        return 1
+    task = cloudpickle.loads(msg[1])
+    wc = WorkerChannel(channel, spec["worker_id"])
+    threading.Thread(target=wc._read_forever, name="tandem-control", daemon=True).start()
+    return int(task(wc) or 0)

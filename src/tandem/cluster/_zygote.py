@@ -1,0 +1,193 @@
+"""The zygote: a small single-threaded process that forks worker processes on request.
+
+Forking from a warm process makes a worker start in milliseconds instead of paying for a
+fresh interpreter and ``import torch`` each time; the pages the zygote imported are shared
+by every worker, which keeps the memory of a worker gang small. The zygote imports heavy
+modules only when a job asks for them (``preload``), so trivial jobs never pay for torch.
+
+Protocol (frames from ``_wire``), driver -> zygote on stdin:
+    ("preload", [module, ...])
+    ("fork", token, spec)        spec: dict(worker_id, address, log_path, env, cwd, sys_path)
+zygote -> driver on stdout:
+    ("preloaded", [module, ...], error_or_None)
+    ("forked", token, pid)
+    ("exit", pid, returncode)    returncode < 0 is the signal that killed it
+
+When stdin closes (the driver exited or died) the zygote kills every worker it forked and
+exits, so no worker outlives its driver.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib
+import os
+import select
+import signal
+import sys
+from typing import Any
+
+from tandem.cluster import _wire
+
+
+def _set_parent_death_signal() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+class _Zygote:
+    def __init__(self, inp: int, out: int) -> None:
+        self._in = inp
+        self._out = out
+        self._reader = _wire.FrameReader()
+        self._children: set[int] = set()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        os.set_blocking(self._wake_r, False)
+
+    def _send(self, obj: Any) -> None:
+        data = _wire.encode(obj)
+        view = memoryview(data)
+        while view:
+            n = os.write(self._out, view)
+            view = view[n:]
+
+    def serve(self) -> None:
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.set_wakeup_fd(self._wake_w)
+        try:
+            while True:
+                try:
+                    ready, _, _ = select.select([self._in, self._wake_r], [], [])
+                except InterruptedError:
+                    ready = []
+                if self._wake_r in ready:
+                    try:
+                        while os.read(self._wake_r, 512):
+                            pass
+                    except BlockingIOError:
+                        pass
+                self._reap()
+                if self._in in ready:
+                    data = os.read(self._in, 1 << 16)
+                    if not data:
+                        return
+                    for msg in self._reader.feed(data):
+                        self._handle(msg)
+        finally:
+            self._kill_all()
+
+    def _handle(self, msg: tuple) -> None:
+        kind = msg[0]
+        if kind == "preload":
+            error = None
+            for name in msg[1]:
+                try:
+                    importlib.import_module(name)
+                except BaseException as e:  # report, never die: the driver decides
+                    error = f"{type(e).__name__}: {e}"
+            self._send(("preloaded", msg[1], error))
+        elif kind == "fork":
+            _, token, spec = msg
+            pid = os.fork()
+            if pid == 0:
+                self._become_worker(spec)  # never returns
+            self._children.add(pid)
+            self._send(("forked", token, pid))
+        elif kind == "kill":
+            for pid in msg[1]:
+                _killpg(pid)
+
+    def _reap(self) -> None:
+        while self._children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self._children.discard(pid)
+            self._send(("exit", pid, os.waitstatus_to_exitcode(status)))
+
+    def _kill_all(self) -> None:
+        for pid in list(self._children):
+            _killpg(pid)
+        for pid in list(self._children):
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+    def _become_worker(self, spec: dict) -> None:
+        code = 1
+        try:
+            os.setsid()  # own process group: killpg reaches the user's subprocesses too
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            _set_parent_death_signal()
+            for fd in (self._in, self._out, self._wake_r, self._wake_w):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            os.close(devnull)
+            log = os.open(spec["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            os.close(log)
+            os.environ.update(spec.get("env") or {})
+            if spec.get("cwd"):
+                os.chdir(spec["cwd"])
+            if spec.get("sys_path"):
+                sys.path[:] = spec["sys_path"]
+            from tandem.cluster import _worker_main
+
+            code = _worker_main.run(spec)
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except BaseException:
+                pass
+            os._exit(code)
+
+
+def _killpg(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError as e:
+        if e.errno != errno.ESRCH:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def main() -> None:
+    _set_parent_death_signal()
+    inp = os.dup(0)
+    out = os.dup(1)
+    # Anything that prints to stdout (an imported module) must not corrupt the frame stream.
+    os.dup2(2, 1)
+    _Zygote(inp, out).serve()
+
+
+if __name__ == "__main__":
+    main()

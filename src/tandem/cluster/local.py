@@ -1,0 +1,507 @@
+"""``LocalCluster``: worker processes on this machine, forked from a warm zygote.
+
+Resources are logical, as in Ray: the cluster counts CPUs, GPUs and memory (detected, or
+declared with ``tandem.init(num_cpus=...)``) plus custom resources, and reserves them per
+gang. Each worker gets ``CUDA_VISIBLE_DEVICES`` for its GPUs and a thread count that
+follows its CPU share, so two workers do not fight over cores.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import os
+import re
+import selectors
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from typing import Any, Sequence
+
+import psutil
+
+from tandem._core.errors import ResourcesUnavailableError, TandemError
+from tandem.cluster import _wire
+from tandem.cluster.base import (
+    Bundle,
+    Cluster,
+    Placement,
+    Sink,
+    WorkerProcess,
+    WorkerSpec,
+    _fmt,
+)
+
+logger = logging.getLogger(__name__)
+
+NODE_ID = "local"
+NODE_IP = "127.0.0.1"
+
+
+def detect_gpus() -> list[int]:
+    """GPU indices visible to this process, without importing torch or CUDA."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [v.strip() for v in visible.split(",") if v.strip() and v.strip() != "-1"]
+        return list(range(len(ids)))
+    try:
+        names = os.listdir("/dev")
+    except OSError:
+        return []
+    return sorted(int(m.group(1)) for n in names if (m := re.fullmatch(r"nvidia(\d+)", n)))
+
+
+def _visible_device_names() -> list[str]:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return [str(i) for i in detect_gpus()]
+    return [v.strip() for v in visible.split(",") if v.strip() and v.strip() != "-1"]
+
+
+class LocalWorker(WorkerProcess):
+    def __init__(self, cluster: LocalCluster, spec: WorkerSpec, task: bytes, sink: Sink) -> None:
+        self.worker_id = spec.worker_id
+        self.node_id = NODE_ID
+        self.node_ip = NODE_IP
+        self.log_path = spec.log_path
+        self._cluster = cluster
+        self._task = task
+        self._sink = sink
+        self._pid: int | None = None
+        self._conn: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._killed = False
+        self.exitcode: int | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._pid
+
+    def send(self, obj: Any) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        data = _wire.encode(obj)
+        with self._lock:
+            try:
+                conn.setblocking(True)
+                conn.sendall(data)
+            except OSError:
+                pass
+
+    def kill(self) -> None:
+        with self._lock:
+            if self._killed:
+                return
+            self._killed = True
+        self._cluster._kill(self)
+
+    def _deliver(self, frame: Any) -> None:
+        try:
+            self._sink(self, frame)
+        except Exception:  # a sink must never kill the I/O thread
+            logger.exception("worker frame handler failed")
+
+
+class LocalCluster(Cluster):
+    """Processes on this machine.
+
+    Args:
+        num_cpus: logical CPUs to schedule (default: this machine's count).
+        num_gpus: GPUs to schedule (default: the GPUs visible to this process).
+        memory: bytes of memory to schedule (default: this machine's total).
+        resources: custom resources, e.g. ``{"accelerator_x": 2}``.
+    """
+
+    def __init__(
+        self,
+        num_cpus: float | None = None,
+        num_gpus: float | None = None,
+        memory: float | None = None,
+        resources: dict[str, float] | None = None,
+    ) -> None:
+        gpus = detect_gpus()
+        self._gpu_names = _visible_device_names()
+        ngpu = len(gpus) if num_gpus is None else int(num_gpus)
+        self._total: dict[str, float] = {
+            "CPU": float(num_cpus if num_cpus is not None else (os.cpu_count() or 1)),
+            "GPU": float(ngpu),
+            "memory": float(memory if memory is not None else psutil.virtual_memory().total),
+        }
+        for key, value in (resources or {}).items():
+            self._total[key] = float(value)
+        self._avail = dict(self._total)
+        self._gpu_free = [1.0] * ngpu  # capacity left on each GPU (fractions allowed)
+        self._placements: dict[str, list[list[tuple[int, float]]]] = {}
+        self._lock = threading.Lock()
+        self._ids = itertools.count()
+        self._io: _IOThread | None = None
+        self._io_lock = threading.Lock()
+
+    # -- resources ---------------------------------------------------------------------
+    def resources(self) -> dict[str, float]:
+        return dict(self._total)
+
+    def available(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self._avail)
+
+    def _check_bundle_shapes(self, bundles: Sequence[Bundle], strategy: str) -> None:
+        if strategy == "STRICT_SPREAD" and len(bundles) > 1:
+            raise ResourcesUnavailableError(
+                f"placement_strategy='STRICT_SPREAD' needs {len(bundles)} nodes, but a "
+                f"LocalCluster is one node. Use 'PACK' or 'SPREAD', or run on a Ray cluster."
+            )
+        for b in bundles:
+            g = b.get("GPU", 0.0)
+            if g > 1 and g > len(self._gpu_free):
+                raise ResourcesUnavailableError(
+                    f"A worker asks for GPU={_fmt(g)} but this machine has "
+                    f"{len(self._gpu_free)} GPU(s)."
+                )
+
+    def place(self, bundles: Sequence[Bundle], strategy: str = "PACK") -> Placement | None:
+        with self._lock:
+            need: dict[str, float] = {}
+            for b in bundles:
+                for k, v in b.items():
+                    need[k] = need.get(k, 0.0) + v
+            if any(self._avail.get(k, 0.0) + 1e-9 < v for k, v in need.items()):
+                return None
+            gpu_free = list(self._gpu_free)
+            assignment: list[list[tuple[int, float]]] = []
+            for b in bundles:
+                got = _assign_gpus(gpu_free, b.get("GPU", 0.0))
+                if got is None:
+                    return None
+                assignment.append(got)
+            self._gpu_free = gpu_free
+            for k, v in need.items():
+                self._avail[k] -= v
+            pid = f"pg_{next(self._ids)}"
+            self._placements[pid] = assignment
+        return Placement(
+            placement_id=pid,
+            bundles=tuple(dict(b) for b in bundles),
+            node_ids=(NODE_ID,) * len(bundles),
+            node_ips=(NODE_IP,) * len(bundles),
+            gpu_ids=tuple(tuple(i for i, _ in a) for a in assignment),
+            strategy=strategy,
+        )
+
+    def release(self, placement: Placement) -> None:
+        with self._lock:
+            assignment = self._placements.pop(placement.placement_id, None)
+            if assignment is None:
+                return
+            for b in placement.bundles:
+                for k, v in b.items():
+                    self._avail[k] = min(self._total.get(k, 0.0), self._avail.get(k, 0.0) + v)
+            for a in assignment:
+                for i, amount in a:
+                    self._gpu_free[i] = min(1.0, self._gpu_free[i] + amount)
+
+    # -- processes ---------------------------------------------------------------------
+    def prewarm(self, preload: Sequence[str] = ()) -> None:
+        self._io_thread().preload(tuple(preload))
+
+    def start_workers(
+        self, placement: Placement, specs: Sequence[WorkerSpec], tasks: Sequence[bytes], sink: Sink
+    ) -> list[WorkerProcess]:
+        io = self._io_thread()
+        workers: list[WorkerProcess] = []
+        for spec, task in zip(specs, tasks):
+            env = dict(self.worker_env(placement, spec.bundle_index))
+            env.update(spec.env)
+            spec = WorkerSpec(
+                spec.worker_id, spec.bundle_index, spec.log_path, env, spec.cwd, spec.preload
+            )
+            worker = LocalWorker(self, spec, task, sink)
+            io.start_worker(worker, spec)
+            workers.append(worker)
+        return workers
+
+    def worker_env(self, placement: Placement, index: int) -> dict[str, str]:
+        bundle = placement.bundles[index]
+        threads = max(1, int(math.floor(bundle.get("CPU", 1.0) + 1e-9)))
+        gpus = placement.gpu_ids[index]
+        names = [self._gpu_names[i] if i < len(self._gpu_names) else str(i) for i in gpus]
+        return {
+            "OMP_NUM_THREADS": str(threads),
+            "MKL_NUM_THREADS": str(threads),
+            "TANDEM_NUM_THREADS": str(threads),
+            "CUDA_VISIBLE_DEVICES": ",".join(names),
+        }
+
+    def _kill(self, worker: LocalWorker) -> None:
+        io = self._io
+        if io is not None:
+            io.kill(worker)
+
+    def _io_thread(self) -> _IOThread:
+        with self._io_lock:
+            if self._io is None or not self._io.alive:
+                self._io = _IOThread()
+                self._io.start()
+            return self._io
+
+    def live_worker_pids(self) -> list[int]:
+        io = self._io
+        return io.live_pids() if io is not None else []
+
+    def shutdown(self) -> None:
+        """Kills every worker and the zygote. The cluster may be used again afterwards."""
+        with self._io_lock:
+            io, self._io = self._io, None
+        if io is not None:
+            io.stop()
+
+
+def _assign_gpus(free: list[float], amount: float) -> list[tuple[int, float]] | None:
+    """Picks GPUs for one bundle, mutating ``free``; None if it cannot be satisfied."""
+    if amount <= 0:
+        return []
+    if amount <= 1:
+        # Best fit: the fullest GPU that still has room, so fractions pack together.
+        candidates = [i for i, f in enumerate(free) if f + 1e-9 >= amount]
+        if not candidates:
+            return None
+        i = min(candidates, key=lambda j: free[j])
+        free[i] -= amount
+        return [(i, amount)]
+    whole = [i for i, f in enumerate(free) if f >= 1 - 1e-9][: int(amount)]
+    if len(whole) < int(amount):
+        return None
+    for i in whole:
+        free[i] = 0.0
+    return [(i, 1.0) for i in whole]
+
+
+class _IOThread(threading.Thread):
+    """Owns the zygote, the workers' listening socket, and every worker connection."""
+
+    def __init__(self) -> None:
+        super().__init__(name="tandem-cluster-io", daemon=True)
+        self._dir = tempfile.mkdtemp(prefix="tandem-")
+        os.chmod(self._dir, 0o700)
+        self.address = os.path.join(self._dir, "workers.sock")
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(self.address)
+        self._listener.listen(256)
+        self._listener.setblocking(False)
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._listener, selectors.EVENT_READ, ("listen", None))
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._sel.register(self._wake_r, selectors.EVENT_READ, ("wake", None))
+        self._zygote = subprocess.Popen(
+            [sys.executable, "-m", "tandem.cluster._zygote"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+            close_fds=True,
+        )
+        assert self._zygote.stdout is not None and self._zygote.stdin is not None
+        os.set_blocking(self._zygote.stdout.fileno(), False)
+        self._sel.register(self._zygote.stdout, selectors.EVENT_READ, ("zygote", _wire.FrameReader()))
+        self._zin_lock = threading.Lock()
+        self._tokens = itertools.count()
+        self._by_token: dict[int, LocalWorker] = {}
+        self._by_pid: dict[int, LocalWorker] = {}
+        self._by_id: dict[str, LocalWorker] = {}
+        self._preloaded: set[str] = set()
+        self._preload_done: dict[tuple[str, ...], threading.Event] = {}
+        self._stopping = False
+        self.alive = True
+
+    # -- called from other threads ------------------------------------------------------
+    def _to_zygote(self, msg: Any) -> None:
+        data = _wire.encode(msg)
+        with self._zin_lock:
+            try:
+                assert self._zygote.stdin is not None
+                self._zygote.stdin.write(data)
+                self._zygote.stdin.flush()
+            except (BrokenPipeError, OSError, ValueError) as e:
+                raise TandemError(
+                    "The local worker launcher (zygote process) is gone; "
+                    "call tandem.shutdown() and try again."
+                ) from e
+
+    def preload(self, modules: tuple[str, ...]) -> None:
+        """Asks the zygote to import ``modules`` (non-blocking; forks queue behind it)."""
+        todo = tuple(m for m in modules if m not in self._preloaded)
+        if todo:
+            self._preloaded.update(todo)
+            self._to_zygote(("preload", list(todo)))
+
+    def start_worker(self, worker: LocalWorker, spec: WorkerSpec) -> None:
+        self.preload(spec.preload)
+        token = next(self._tokens)
+        self._by_token[token] = worker
+        self._by_id[worker.worker_id] = worker
+        self._to_zygote(
+            (
+                "fork",
+                token,
+                {
+                    "worker_id": worker.worker_id,
+                    "address": self.address,
+                    "log_path": spec.log_path,
+                    "env": dict(spec.env),
+                    "cwd": spec.cwd or os.getcwd(),
+                    "sys_path": list(sys.path),
+                },
+            )
+        )
+
+    def kill(self, worker: LocalWorker) -> None:
+        pid = worker.pid
+        if pid is not None:
+            _killpg(pid)
+        else:
+            worker._killed = True  # killed as soon as its pid is known
+        conn = worker._conn
+        if conn is not None:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def live_pids(self) -> list[int]:
+        return [w.pid for w in list(self._by_pid.values()) if w.pid is not None]
+
+    def stop(self) -> None:
+        self._stopping = True
+        for w in list(self._by_pid.values()):
+            _killpg(w.pid)  # type: ignore[arg-type]
+        try:
+            assert self._zygote.stdin is not None
+            self._zygote.stdin.close()  # zygote kills its children and exits on EOF
+        except OSError:
+            pass
+        try:
+            self._zygote.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._zygote.kill()
+            self._zygote.wait()
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+        self.join(timeout=5)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    # -- the I/O loop ------------------------------------------------------------------
+    def run(self) -> None:
+        try:
+            while not self._stopping:
+                for key, _ in self._sel.select(timeout=1.0):
+                    kind, data = key.data
+                    if kind == "listen":
+                        self._accept()
+                    elif kind == "conn":
+                        self._read_conn(key.fileobj, data)  # type: ignore[arg-type]
+                    elif kind == "zygote":
+                        self._read_zygote(key.fileobj, data)
+                    elif kind == "wake":
+                        try:
+                            self._wake_r.recv(4096)
+                        except OSError:
+                            pass
+        except Exception:
+            logger.exception("tandem cluster I/O thread failed")
+        finally:
+            self.alive = False
+            for key in list(self._sel.get_map().values()):
+                try:
+                    key.fileobj.close()  # type: ignore[union-attr]
+                except OSError:
+                    pass
+            self._sel.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            conn.setblocking(False)
+            self._sel.register(conn, selectors.EVENT_READ, ("conn", [_wire.FrameReader(), None]))
+
+    def _read_conn(self, conn: socket.socket, state: list) -> None:
+        reader, worker = state
+        try:
+            data = conn.recv(1 << 18)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._sel.unregister(conn)
+            conn.close()
+            if worker is not None:
+                worker._conn = None
+                worker._deliver(("__eof__",))
+            return
+        for frame in reader.feed(data):
+            if worker is None:
+                if frame[0] != "hello" or frame[1] not in self._by_id:
+                    self._sel.unregister(conn)
+                    conn.close()
+                    return
+                worker = self._by_id[frame[1]]
+                state[1] = worker
+                worker._conn = conn
+                worker._deliver(("__connected__", frame[2]))
+                worker.send(("run", worker._task))
+                worker._task = b""
+            else:
+                worker._deliver(frame)
+
+    def _read_zygote(self, pipe: Any, reader: _wire.FrameReader) -> None:
+        try:
+            data = os.read(pipe.fileno(), 1 << 16)
+        except BlockingIOError:
+            return
+        if not data:
+            self._sel.unregister(pipe)
+            if not self._stopping:
+                logger.error("the tandem zygote process exited unexpectedly")
+                for w in list(self._by_id.values()):
+                    w._deliver(("__exit__", None))
+                self._by_id.clear()
+            self._stopping = True
+            return
+        for msg in reader.feed(data):
+            kind = msg[0]
+            if kind == "forked":
+                worker = self._by_token.pop(msg[1])
+                worker._pid = msg[2]
+                self._by_pid[msg[2]] = worker
+                if worker._killed:
+                    _killpg(msg[2])
+            elif kind == "exit":
+                worker = self._by_pid.pop(msg[1], None)
+                if worker is not None:
+                    self._by_id.pop(worker.worker_id, None)
+                    worker.exitcode = msg[2]
+                    worker._deliver(("__exit__", msg[2]))
+            elif kind == "preloaded" and msg[2]:
+                logger.warning("could not preload %s in worker processes: %s", msg[1], msg[2])
+
+
+def _killpg(pid: int) -> None:
+    import signal
+
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass

@@ -1,0 +1,67 @@
+"""The process-wide job service: created on first use, or by ``tandem.init``."""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from typing import Any
+
+from tandem.cluster.base import Cluster
+from tandem.jobs.handle import JobHandle
+from tandem.jobs.service import LocalJobService
+
+_lock = threading.Lock()
+_service: LocalJobService | None = None
+
+
+def set_service(service: LocalJobService | None) -> None:
+    global _service
+    with _lock:
+        _service = service
+
+
+def get_service(create: bool = True, cluster_factory: Any = None) -> LocalJobService:
+    """The embedded job service, started on first use over this machine's resources."""
+    global _service
+    with _lock:
+        if _service is None:
+            if not create:
+                raise RuntimeError("tandem is not initialised")
+            if cluster_factory is None:
+                from tandem.cluster.local import LocalCluster
+
+                cluster: Cluster = LocalCluster()
+            else:
+                cluster = cluster_factory()
+            _service = LocalJobService(cluster)
+        return _service
+
+
+def current_service() -> LocalJobService | None:
+    return _service
+
+
+def shutdown_service() -> None:
+    """Stops every job, then the cluster's processes. Safe to call twice."""
+    global _service
+    with _lock:
+        service, _service = _service, None
+    if service is None:
+        return
+    service.shutdown()
+    shut = getattr(service.cluster, "shutdown", None)
+    if shut is not None:
+        shut()
+
+
+def get(job_id: str) -> JobHandle:
+    service = get_service()
+    return JobHandle(service.get(job_id), service)
+
+
+def list_jobs() -> list[JobHandle]:
+    service = get_service()
+    return [JobHandle(j, service) for j in service.list()]
+
+
+atexit.register(shutdown_service)

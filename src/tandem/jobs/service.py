@@ -1,0 +1,236 @@
+"""The job service: a queue, the gang scheduler, and one thread per running job.
+
+Embedded by default (``LocalJobService`` in the calling process over a ``LocalCluster``);
+the train server runs the same class in a long-lived process.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+import traceback
+from typing import Any, Callable, Iterable
+
+from tandem._core.clock import Clock, RealClock
+from tandem._core.errors import ConfigError, JobNotFoundError, ServiceShutdownError
+from tandem._core.ids import new_id
+from tandem.cluster.base import STRATEGIES, Cluster, Placement
+from tandem.jobs.scheduler import GangScheduler
+from tandem.jobs.spec import JobContext, JobOutcome, JobSpec, JobStatus
+
+logger = logging.getLogger(__name__)
+
+
+class Job:
+    """The service's record of one job. Fields are written under the service lock."""
+
+    def __init__(self, service: LocalJobService, spec: JobSpec, seq: int, now: float) -> None:
+        self._service = service
+        self.job_id = new_id("job_")
+        self.spec = spec
+        self.name = spec.name
+        self.priority = spec.priority
+        self.seq = seq
+        self.bundles = spec.bundles
+        self.strategy = spec.strategy
+        self.submitted_at = now
+        self.submitted_time = time.time()
+        self.started_time: float | None = None
+        self.ended_time: float | None = None
+        self.status = JobStatus.PENDING
+        self.transitions: list[tuple[str, float]] = [(JobStatus.PENDING.value, self.submitted_time)]
+        self.placement: Placement | None = None
+        self.ctx: JobContext | None = None
+        self.outcome: JobOutcome | None = None
+        self.reports: list[dict] = []
+        self.log_paths: dict[int, str] = {}
+        self.cond = threading.Condition()
+        self.thread: threading.Thread | None = None
+
+    def _set_status(self, status: JobStatus) -> None:
+        with self.cond:
+            if self.status.is_terminal or self.status == status:
+                return
+            self.status = status
+            self.transitions.append((status.value, time.time()))
+            self.cond.notify_all()
+        if self.spec.listener is not None:
+            self.spec.listener("status", status)
+        self._service._notify(self, "status", status)
+
+    def _emit(self, kind: str, payload: Any) -> None:
+        if self.spec.listener is not None:
+            self.spec.listener(kind, payload)
+        self._service._notify(self, kind, payload)
+
+    def _publish(self, reports: list[dict]) -> None:
+        with self.cond:
+            self.reports.extend(reports)
+            self.cond.notify_all()
+        if self.spec.listener is not None:
+            self.spec.listener("reports", reports)
+        self._service._notify(self, "reports", reports)
+
+
+class LocalJobService:
+    """Queues jobs, starts each when its whole gang fits, frees resources when it ends.
+
+    Thread-safe. ``submit`` refuses at once a job that could never fit on the cluster.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        clock: Clock | None = None,
+        scheduler: GangScheduler | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.clock = clock or RealClock()
+        self.scheduler = scheduler or GangScheduler(self.clock)
+        self._lock = threading.RLock()
+        self._jobs: dict[str, Job] = {}
+        self._pending: list[Job] = []
+        self._seq = itertools.count()
+        self._closed = False
+        self._subscribers: list[Callable[[Job, str, Any], None]] = []
+
+    # -- public ------------------------------------------------------------------------
+    def submit(self, spec: JobSpec) -> Job:
+        if spec.strategy not in STRATEGIES:
+            raise ConfigError(
+                f"placement_strategy={spec.strategy!r} is not known; use one of {STRATEGIES}."
+            )
+        if not spec.bundles:
+            raise ConfigError("A job needs at least one worker (got an empty gang).")
+        self.cluster.check_feasible(spec.bundles, spec.strategy)
+        spec.runner.prepare(self.cluster)
+        with self._lock:
+            if self._closed:
+                raise ServiceShutdownError("The job service has been shut down.")
+            job = Job(self, spec, next(self._seq), self.clock.now())
+            self._jobs[job.job_id] = job
+            self._pending.append(job)
+            self._notify(job, "status", JobStatus.PENDING)
+            self._schedule()
+        return job
+
+    def get(self, job_id: str) -> Job:
+        with self._lock:
+            job = self._jobs.get(job_id)
+        if job is None:
+            raise JobNotFoundError(
+                f"No job with id {job_id!r} is known to this job service. "
+                f"List jobs with tandem.jobs.list() or `tandem jobs list`."
+            )
+        return job
+
+    def list(self) -> list[Job]:
+        with self._lock:
+            return list(self._jobs.values())
+
+    def stop(self, job_id: str) -> None:
+        job = self.get(job_id)
+        with self._lock:
+            if job in self._pending:
+                self._pending.remove(job)
+                self._finish(job, JobOutcome(JobStatus.STOPPED))
+                return
+            ctx = job.ctx
+        if ctx is not None and not job.status.is_terminal:
+            ctx.stop_event.set()
+            job.spec.runner.stop()
+
+    def forget(self, job_id: str) -> None:
+        """Drops a finished job's record (memory stays flat over many short jobs)."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is not None and job.status.is_terminal:
+                del self._jobs[job_id]
+
+    def subscribe(self, callback: Callable[[Job, str, Any], None]) -> None:
+        """``callback(job, kind, payload)`` for every status change and report batch."""
+        self._subscribers.append(callback)
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Stops every job (pending ones first) and waits for their threads."""
+        with self._lock:
+            self._closed = True
+            pending, self._pending = self._pending, []
+            running = [j for j in self._jobs.values() if j.thread is not None]
+        for job in pending:
+            self._finish(job, JobOutcome(JobStatus.STOPPED))
+        for job in running:
+            if job.ctx is not None:
+                job.ctx.stop_event.set()
+                job.spec.runner.stop()
+        deadline = time.monotonic() + timeout_s
+        for job in running:
+            assert job.thread is not None
+            job.thread.join(max(0.0, deadline - time.monotonic()))
+
+    # -- internals ---------------------------------------------------------------------
+    def _notify(self, job: Job, kind: str, payload: Any) -> None:
+        for cb in self._subscribers:
+            try:
+                cb(job, kind, payload)
+            except Exception:
+                logger.exception("job event subscriber failed")
+
+    def _schedule(self) -> None:
+        with self._lock:
+            if self._closed or not self._pending:
+                return
+            for decision in self.scheduler.select(self._pending, self.cluster):
+                job = decision.job
+                self._pending.remove(job)
+                job.placement = decision.placement
+                job.ctx = JobContext(job, self.cluster, decision.placement)
+                job.started_time = time.time()
+                job.thread = threading.Thread(
+                    target=self._run_job, args=(job,), name=f"tandem-job-{job.name}", daemon=True
+                )
+                job._set_status(JobStatus.RUNNING)
+                job.thread.start()
+
+    def _run_job(self, job: Job) -> None:
+        assert job.ctx is not None
+        try:
+            outcome = job.spec.runner.run(job.ctx)
+        except BaseException as e:  # noqa: BLE001 - a runner bug must not leak resources
+            logger.error("job %s failed inside the service:\n%s", job.job_id, traceback.format_exc())
+            outcome = JobOutcome(JobStatus.FAILED, error=e)
+        self._release_early(job)
+        self._finish(job, outcome)
+        self._schedule()
+
+    def _release_early(self, job: Job) -> None:
+        with self._lock:
+            placement, job.placement = job.placement, None
+        if placement is not None:
+            self.cluster.release(placement)
+            self._schedule()
+
+    def _finish(self, job: Job, outcome: JobOutcome) -> None:
+        with job.cond:
+            job.outcome = outcome
+            job.ended_time = time.time()
+        job._set_status(outcome.status)
+        with job.cond:
+            job.cond.notify_all()
+
+
+def iter_reports(job: Job, poll_s: float = 0.5) -> Iterable[dict]:
+    """Yields a job's reports as they arrive, from the first, until the job ends."""
+    i = 0
+    while True:
+        with job.cond:
+            while i >= len(job.reports) and not job.status.is_terminal:
+                job.cond.wait(poll_s)
+            batch = job.reports[i:]
+            done = job.status.is_terminal
+        i += len(batch)
+        yield from batch
+        if done and i >= len(job.reports):
+            return

@@ -1,0 +1,108 @@
+"""What a job is to the job service: a gang of resource bundles and a runner."""
+
+from __future__ import annotations
+
+import enum
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+if TYPE_CHECKING:
+    from tandem.cluster.base import Cluster, Placement
+
+
+class JobStatus(str, enum.Enum):
+    """``PENDING -> RUNNING -> (RESTARTING ->) FINISHED | FAILED | STOPPED``."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    RESTARTING = "RESTARTING"
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.STOPPED)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """What a runner returns: the terminal status, a value for ``wait()``, and the error if any."""
+
+    status: JobStatus
+    value: Any = None
+    error: BaseException | None = None
+
+
+class JobContext:
+    """What the service gives a runner while its job runs. Created by the service."""
+
+    def __init__(self, job: Any, cluster: Cluster, placement: Placement) -> None:
+        self._job = job
+        self.job_id: str = job.job_id
+        self.cluster = cluster
+        self.placement = placement
+        self.stop_event = threading.Event()
+
+    def set_status(self, status: JobStatus) -> None:
+        """Marks the job RUNNING or RESTARTING (the service sets terminal states)."""
+        self._job._set_status(status)
+
+    def publish(self, reports: list[dict]) -> None:
+        """Makes reports visible to ``JobHandle.results()`` and to listeners."""
+        self._job._publish(reports)
+
+    def emit(self, kind: str, payload: Any) -> None:
+        """Passes an event (e.g. ``("checkpoint", ...)``) to the job's listener and subscribers."""
+        self._job._emit(kind, payload)
+
+    def set_log_paths(self, paths: Mapping[int, str]) -> None:
+        """Tells the service where each rank's output goes (for ``JobHandle.logs()``)."""
+        self._job.log_paths = dict(paths)
+
+    def release_resources(self) -> None:
+        """Gives the job's resources back early: the job keeps running without a slot.
+
+        Used when a job only waits on a nested job it submitted (a tuning trial that fits
+        a Trainer), so the nested job can use the slot and a full cluster never deadlocks.
+        """
+        self._job._service._release_early(self._job)
+
+
+class JobRunner(ABC):
+    """Runs one job once the service has placed its gang.
+
+    ``run`` is called on a thread of its own, blocks until the job ends and returns a
+    ``JobOutcome``; raising is a failure. ``stop`` may be called from any thread, at any
+    time, and must make ``run`` return soon (with ``JobStatus.STOPPED``).
+    """
+
+    @abstractmethod
+    def run(self, ctx: JobContext) -> JobOutcome:
+        """Runs the job on ``ctx.placement``."""
+
+    def stop(self) -> None:  # noqa: B027 - the stop_event is enough for simple runners
+        """Asks the job to stop; ``ctx.stop_event`` is set too."""
+
+    def prepare(self, cluster: Cluster) -> None:  # noqa: B027 - optional hook
+        """Called once at submission, before queuing (e.g. to warm the cluster up)."""
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A job: ``bundles[i]`` is the resources of worker ``i``; all start together or none."""
+
+    name: str
+    bundles: tuple[Mapping[str, float], ...]
+    runner: JobRunner
+    strategy: str = "PACK"
+    priority: int = 0
+    tags: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    listener: Callable[[str, Any], None] | None = None
+    """Called with ``("reports", [..])`` and ``("status", JobStatus)`` on the job's thread."""

@@ -1,0 +1,734 @@
+"""``SQLJobStore``: the job store on SQLite (the default) or PostgreSQL, via SQLAlchemy Core."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event, exc
+from sqlalchemy.engine import Connection, Engine, Row
+
+from tandem._core.errors import ConfigError
+from tandem.jobs.store.base import (
+    RUNNING_STATE,
+    TERMINAL_STATES,
+    DuplicateJobError,
+    DuplicateReportError,
+    JobRecord,
+    JobStore,
+    JobStoreUnavailableError,
+    Order,
+    ReportRecord,
+    TransitionRecord,
+    UsageSample,
+    check_json_dict,
+    check_list_args,
+    check_update_fields,
+    decode_json,
+    encode_json,
+    job_not_found,
+    states_filter,
+)
+
+__all__ = ["SCHEMA_VERSION", "SQLJobStore", "normalize_url"]
+
+T = TypeVar("T")
+
+#: Bumped when the tables change incompatibly; stored in ``tandem_meta``.
+SCHEMA_VERSION = 1
+
+# --------------------------------------------------------------------------- schema
+
+metadata = sa.MetaData()
+
+# Autoincrementing 64-bit ids: SQLite only autoincrements a column declared INTEGER.
+_BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+meta_table = sa.Table(
+    "tandem_meta",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+
+jobs_table = sa.Table(
+    "tandem_jobs",
+    metadata,
+    sa.Column("job_id", sa.String(128), primary_key=True),
+    sa.Column("name", sa.String(512), nullable=False),
+    sa.Column("state", sa.String(32), nullable=False),
+    sa.Column("priority", sa.Integer, nullable=False, default=0),
+    sa.Column("tags", sa.Text, nullable=False),  # JSON list, denormalised from tandem_job_tags
+    sa.Column("submitted_at", sa.Float, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=True),
+    sa.Column("ended_at", sa.Float, nullable=True),
+    sa.Column("spec", sa.LargeBinary, nullable=True),
+    sa.Column("spec_json", sa.Text, nullable=False),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("traceback", sa.Text, nullable=True),
+    sa.Column("result", sa.Text, nullable=True),
+    sa.Index("ix_tandem_jobs_submitted", "submitted_at", "job_id"),
+    sa.Index("ix_tandem_jobs_state", "state", "submitted_at"),
+    sa.Index("ix_tandem_jobs_name", "name", "submitted_at"),
+)
+
+tags_table = sa.Table(
+    "tandem_job_tags",
+    metadata,
+    sa.Column(
+        "job_id", sa.String(128), sa.ForeignKey("tandem_jobs.job_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("tag", sa.String(256), primary_key=True),
+    sa.Index("ix_tandem_job_tags_tag", "tag", "job_id"),
+)
+
+transitions_table = sa.Table(
+    "tandem_transitions",
+    metadata,
+    sa.Column("id", _BigId, primary_key=True, autoincrement=True),
+    sa.Column(
+        "job_id", sa.String(128), sa.ForeignKey("tandem_jobs.job_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("from_state", sa.String(32), nullable=True),
+    sa.Column("to_state", sa.String(32), nullable=False),
+    sa.Column("time", sa.Float, nullable=False),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Index("ix_tandem_transitions_job", "job_id", "id"),
+)
+
+reports_table = sa.Table(
+    "tandem_reports",
+    metadata,
+    sa.Column(
+        "job_id", sa.String(128), sa.ForeignKey("tandem_jobs.job_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("rank", sa.Integer, nullable=True),
+    sa.Column("time", sa.Float, nullable=False),
+    sa.Column("metrics", sa.Text, nullable=False),
+    sa.Column("checkpoint_path", sa.Text, nullable=True),
+)
+
+usage_table = sa.Table(
+    "tandem_usage",
+    metadata,
+    sa.Column("id", _BigId, primary_key=True, autoincrement=True),
+    sa.Column(
+        "job_id", sa.String(128), sa.ForeignKey("tandem_jobs.job_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("rank", sa.Integer, nullable=False),
+    sa.Column("time", sa.Float, nullable=False),
+    sa.Column("cpu_percent", sa.Float, nullable=False),
+    sa.Column("rss_bytes", sa.BigInteger, nullable=False),
+    sa.Column("gpu_util", sa.Float, nullable=True),
+    sa.Column("gpu_mem_bytes", sa.BigInteger, nullable=True),
+    sa.Index("ix_tandem_usage_job_time", "job_id", "time", "rank"),
+)
+
+# Every job column but the spec: what listing loads.
+_LIST_COLUMNS = [c for c in jobs_table.c if c.name != "spec"]
+
+# --------------------------------------------------------------------------- URLs
+
+_ALLOWED_SCHEMES = ("sqlite", "postgresql", "postgres")
+
+
+def normalize_url(url: str) -> str:
+    """The SQLAlchemy URL the store connects with.
+
+    ``postgresql://`` and ``postgres://`` get the psycopg 3 driver
+    (``postgresql+psycopg://``); ``sqlite:///path`` stays as it is.
+
+    Raises:
+        ConfigError: a scheme other than ``sqlite`` or ``postgresql``.
+    """
+    if not isinstance(url, str) or "://" not in url:
+        raise ConfigError(
+            f"job store URL {url!r} is not a database URL; use 'sqlite:///path/to/jobs.db' "
+            f"or 'postgresql://user@host:port/db' (or pass a file path to open_store)"
+        )
+    scheme, rest = url.split("://", 1)
+    base, _, driver = scheme.partition("+")
+    if base not in _ALLOWED_SCHEMES:
+        raise ConfigError(
+            f"job store URL {url!r} has scheme {scheme!r}; allowed schemes are 'sqlite' and "
+            f"'postgresql' (e.g. 'sqlite:////abs/path/jobs.db', 'postgresql://user@host/db')"
+        )
+    if base in ("postgresql", "postgres"):
+        if driver and driver != "psycopg":
+            raise ConfigError(
+                f"job store URL {url!r} names the driver {driver!r}; tandem uses psycopg 3: "
+                f"write 'postgresql://...' or 'postgresql+psycopg://...'"
+            )
+        return f"postgresql+psycopg://{rest}"
+    return url
+
+
+# --------------------------------------------------------------------------- retries
+
+
+def _is_lock_error(e: BaseException) -> bool:
+    """True for errors that mean "try again": SQLite busy/locked, PostgreSQL deadlock or
+    serialization failure. Such a transaction was rolled back, so retrying is safe."""
+    msg = str(getattr(e, "orig", e)).lower()
+    return (
+        "database is locked" in msg
+        or "database table is locked" in msg
+        or "database schema is locked" in msg
+        or "deadlock detected" in msg
+        or "could not serialize access" in msg
+    )
+
+
+# Stores whose engines must drop inherited connections in a forked child.
+_LIVE_STORES: weakref.WeakSet[SQLJobStore] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for store in list(_LIVE_STORES):
+        store._engine.dispose(close=False)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# --------------------------------------------------------------------------- the store
+
+
+class SQLJobStore(JobStore):
+    """A ``JobStore`` in a SQL database: SQLite (a file) or PostgreSQL.
+
+    Creates its tables if absent (``tandem_meta``, ``tandem_jobs``, ``tandem_job_tags``,
+    ``tandem_transitions``, ``tandem_reports``, ``tandem_usage``); several processes may
+    open the same database at once, including for the first time.
+
+    Thread safety and processes: see ``JobStore``. On SQLite every connection runs in WAL
+    mode with ``synchronous=NORMAL`` (a power loss may drop the last transactions, never
+    corrupt the file), ``busy_timeout``, and writes begin with ``BEGIN IMMEDIATE``; a
+    call that still meets a lock is retried with backoff for up to ``retry_timeout_s``.
+    A forked child drops the connections it inherited and opens its own.
+
+    Args:
+        url: ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``,
+            ``sqlite:///:memory:`` (one process only), ``postgresql://user@host:port/db``
+            (the psycopg 3 driver is used; ``pip install "psycopg[binary]"``).
+        busy_timeout_s: How long SQLite itself waits on a lock per statement.
+        retry_timeout_s: How long a call keeps retrying after lock errors before raising
+            ``JobStoreUnavailableError``.
+        engine_kwargs: Extra keyword arguments for ``sqlalchemy.create_engine``.
+
+    Raises:
+        ConfigError: an unsupported URL.
+        ImportError: PostgreSQL without psycopg installed (the message says what to install).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        busy_timeout_s: float = 5.0,
+        retry_timeout_s: float = 60.0,
+        engine_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self._url = normalize_url(url)
+        self._retry_timeout_s = retry_timeout_s
+        self._closed = False
+        kwargs: dict[str, Any] = dict(engine_kwargs or {})
+        parsed = sa.engine.make_url(self._url)
+        self._dialect = parsed.get_backend_name()
+        # One shared connection for in-memory SQLite, so calls need a lock of their own.
+        self._serial: threading.Lock | None = None
+        if self._dialect == "sqlite":
+            database = parsed.database or ""
+            in_memory = database in ("", ":memory:") or database.startswith("file::memory:")
+            connect_args = kwargs.setdefault("connect_args", {})
+            connect_args.setdefault("check_same_thread", False)
+            connect_args.setdefault("timeout", busy_timeout_s)
+            if in_memory:
+                kwargs.setdefault("poolclass", sa.pool.StaticPool)
+                self._serial = threading.Lock()
+            else:
+                parent = os.path.dirname(os.path.abspath(database))
+                os.makedirs(parent, exist_ok=True)
+        else:
+            try:
+                import psycopg  # noqa: F401
+            except ImportError as e:
+                raise ImportError(
+                    f"the job store URL {parsed.render_as_string(hide_password=True)!r} needs "
+                    f"the PostgreSQL driver psycopg 3: pip install 'psycopg[binary]' "
+                    f"(or pip install 'tandem-ml[server]')"
+                ) from e
+            kwargs.setdefault("pool_pre_ping", True)
+        self._engine: Engine = sa.create_engine(self._url, **kwargs)
+        if self._dialect == "sqlite":
+            self._install_sqlite_hooks(int(busy_timeout_s * 1000))
+        _LIVE_STORES.add(self)
+        self._ensure_schema()
+
+    def __repr__(self) -> str:
+        shown = self._engine.url.render_as_string(hide_password=True)
+        return f"SQLJobStore({shown!r})"
+
+    @property
+    def url(self) -> str:
+        """The SQLAlchemy URL in use, password hidden."""
+        return self._engine.url.render_as_string(hide_password=True)
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (for tests and maintenance tools)."""
+        return self._engine
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            _LIVE_STORES.discard(self)
+            self._engine.dispose()
+
+    # ----------------------------------------------------------------- plumbing
+
+    def _install_sqlite_hooks(self, busy_timeout_ms: int) -> None:
+        @event.listens_for(self._engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            # We issue BEGIN ourselves (below): pysqlite's implicit BEGIN is deferred, and a
+            # deferred transaction that later writes can fail with SQLITE_BUSY at once,
+            # without waiting on busy_timeout.
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            try:
+                cur.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+                cur.execute("PRAGMA journal_mode = WAL")
+                cur.execute("PRAGMA synchronous = NORMAL")
+                cur.execute("PRAGMA foreign_keys = ON")
+            finally:
+                cur.close()
+
+        @event.listens_for(self._engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            write = conn.get_execution_options().get("tandem_write", False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    @contextmanager
+    def _transaction(self, write: bool) -> Iterator[Connection]:
+        with self._serial if self._serial is not None else nullcontext():
+            with self._engine.connect() as conn:
+                if write:
+                    conn = conn.execution_options(tandem_write=True)
+                with conn.begin():
+                    yield conn
+
+    def _run(self, fn: Callable[[Connection], T], *, write: bool) -> T:
+        """Runs ``fn`` in one short transaction, retrying it on lock errors."""
+        if self._closed:
+            raise JobStoreUnavailableError(f"{self!r} is closed; open a new store with open_store(url)")
+        deadline = time.monotonic() + self._retry_timeout_s
+        delay = 0.005
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                with self._transaction(write) as conn:
+                    return fn(conn)
+            except exc.DBAPIError as e:
+                # A dropped connection is safe to retry for reads only: a write might
+                # have committed before the connection went away.
+                retry = _is_lock_error(e) or (not write and e.connection_invalidated)
+                if not retry:
+                    raise
+                if time.monotonic() >= deadline:
+                    raise JobStoreUnavailableError(
+                        f"{self!r}: the database stayed locked/unavailable for "
+                        f"{self._retry_timeout_s:.0f} s ({attempts} attempts; last error: "
+                        f"{getattr(e, 'orig', e)}); another process may hold a long "
+                        f"transaction on it. Raise SQLJobStore(retry_timeout_s=...) or use "
+                        f"PostgreSQL for heavy concurrent writes."
+                    ) from e
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 0.25)
+
+    def _ensure_schema(self) -> None:
+        def current(conn: Connection) -> str | None:
+            if not sa.inspect(conn).has_table(meta_table.name):
+                return None
+            return conn.execute(
+                sa.select(meta_table.c.value).where(meta_table.c.key == "schema_version")
+            ).scalar_one_or_none()
+
+        version = self._run(current, write=False)
+        if version is None:
+
+            def create(conn: Connection) -> str:
+                if self._dialect == "postgresql":
+                    # Serialises concurrent first opens; CREATE TABLE is not idempotent.
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(7460110501)"))
+                metadata.create_all(conn, checkfirst=True)
+                found = conn.execute(
+                    sa.select(meta_table.c.value).where(meta_table.c.key == "schema_version")
+                ).scalar_one_or_none()
+                if found is None:
+                    conn.execute(
+                        meta_table.insert().values(key="schema_version", value=str(SCHEMA_VERSION))
+                    )
+                    found = str(SCHEMA_VERSION)
+                return found
+
+            version = self._run(create, write=True)
+        if version != str(SCHEMA_VERSION):
+            raise ConfigError(
+                f"{self!r} holds a job store of schema version {version}, but this tandem "
+                f"reads version {SCHEMA_VERSION}; use the tandem version that wrote it, or "
+                f"point the store at a new database"
+            )
+
+    # ----------------------------------------------------------------- row mapping
+
+    @staticmethod
+    def _job_from_row(row: Row[Any], *, with_spec: bool) -> JobRecord:
+        m = row._mapping
+        return JobRecord(
+            job_id=m["job_id"],
+            name=m["name"],
+            state=m["state"],
+            submitted_at=m["submitted_at"],
+            priority=m["priority"],
+            tags=tuple(decode_json(m["tags"])),
+            started_at=m["started_at"],
+            ended_at=m["ended_at"],
+            spec=(bytes(m["spec"]) if m["spec"] is not None else None) if with_spec else None,
+            spec_json=decode_json(m["spec_json"]),
+            error=m["error"],
+            traceback=m["traceback"],
+            result=decode_json(m["result"]),
+        )
+
+    @staticmethod
+    def _encode_job_fields(fields: dict[str, Any]) -> dict[str, Any]:
+        out = dict(fields)
+        if "tags" in out:
+            out["tags"] = encode_json(list(out["tags"]))
+        if "spec_json" in out:
+            out["spec_json"] = encode_json(out["spec_json"])
+        if "result" in out:
+            out["result"] = None if out["result"] is None else encode_json(out["result"])
+        return out
+
+    # ----------------------------------------------------------------- jobs
+
+    def create_job(self, record: JobRecord) -> None:
+        check_json_dict(record.spec_json, "JobRecord.spec_json")
+        check_json_dict(record.result, "JobRecord.result", allow_none=True)
+        row = self._encode_job_fields(
+            {
+                "job_id": record.job_id,
+                "name": record.name,
+                "state": record.state,
+                "priority": record.priority,
+                "tags": record.tags,
+                "submitted_at": record.submitted_at,
+                "started_at": record.started_at,
+                "ended_at": record.ended_at,
+                "spec": record.spec,
+                "spec_json": record.spec_json,
+                "error": record.error,
+                "traceback": record.traceback,
+                "result": record.result,
+            }
+        )
+        tag_rows = [{"job_id": record.job_id, "tag": t} for t in dict.fromkeys(record.tags)]
+
+        def fn(conn: Connection) -> None:
+            try:
+                conn.execute(jobs_table.insert(), row)
+            except exc.IntegrityError as e:
+                raise DuplicateJobError(
+                    f"a job with id {record.job_id!r} already exists in {self!r}; "
+                    f"give each job a fresh id (tandem._core.ids.new_id('job_'))"
+                ) from e
+            if tag_rows:
+                conn.execute(tags_table.insert(), tag_rows)
+            conn.execute(
+                transitions_table.insert(),
+                {
+                    "job_id": record.job_id,
+                    "from_state": None,
+                    "to_state": record.state,
+                    "time": record.submitted_at,
+                    "reason": None,
+                },
+            )
+
+        self._run(fn, write=True)
+
+    def update_job(self, job_id: str, **fields: Any) -> None:
+        changes = check_update_fields(job_id, fields)
+        if not changes:
+            if self.get_job(job_id) is None:
+                raise job_not_found(job_id, self)
+            return
+        values = self._encode_job_fields(changes)
+
+        def fn(conn: Connection) -> None:
+            res = conn.execute(
+                jobs_table.update().where(jobs_table.c.job_id == job_id).values(**values)
+            )
+            if res.rowcount == 0:
+                raise job_not_found(job_id, self)
+            if "tags" in changes:
+                conn.execute(tags_table.delete().where(tags_table.c.job_id == job_id))
+                tag_rows = [{"job_id": job_id, "tag": t} for t in dict.fromkeys(changes["tags"])]
+                if tag_rows:
+                    conn.execute(tags_table.insert(), tag_rows)
+
+        self._run(fn, write=True)
+
+    def set_state(
+        self,
+        job_id: str,
+        state: str,
+        *,
+        at: float,
+        error: str | None = None,
+        traceback: str | None = None,
+        reason: str | None = None,
+    ) -> JobRecord:
+        if not isinstance(state, str) or not state:
+            raise ValueError(f"state must be a non-empty str, got {state!r}")
+
+        def fn(conn: Connection) -> JobRecord:
+            row = conn.execute(
+                sa.select(*_LIST_COLUMNS).where(jobs_table.c.job_id == job_id).with_for_update()
+            ).first()
+            if row is None:
+                raise job_not_found(job_id, self)
+            old = self._job_from_row(row, with_spec=False)
+            changes: dict[str, Any] = {"state": state}
+            if state == RUNNING_STATE and old.started_at is None:
+                changes["started_at"] = at
+            if state in TERMINAL_STATES and old.ended_at is None:
+                changes["ended_at"] = at
+            if error is not None:
+                changes["error"] = error
+            if traceback is not None:
+                changes["traceback"] = traceback
+            conn.execute(jobs_table.update().where(jobs_table.c.job_id == job_id).values(**changes))
+            conn.execute(
+                transitions_table.insert(),
+                {
+                    "job_id": job_id,
+                    "from_state": old.state,
+                    "to_state": state,
+                    "time": at,
+                    "reason": reason if reason is not None else error,
+                },
+            )
+            return dataclasses.replace(old, **changes)
+
+        return self._run(fn, write=True)
+
+    def get_job(self, job_id: str) -> JobRecord | None:
+        def fn(conn: Connection) -> JobRecord | None:
+            row = conn.execute(sa.select(jobs_table).where(jobs_table.c.job_id == job_id)).first()
+            return None if row is None else self._job_from_row(row, with_spec=True)
+
+        return self._run(fn, write=False)
+
+    def list_jobs(
+        self,
+        states: str | Iterable[str] | None = None,
+        name: str | None = None,
+        tag: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        order: Order = "desc",
+    ) -> list[JobRecord]:
+        check_list_args(limit, offset, order)
+        wanted = states_filter(states)
+        query = sa.select(*_LIST_COLUMNS)
+        if wanted is not None:
+            query = query.where(jobs_table.c.state.in_(wanted))
+        if name is not None:
+            query = query.where(jobs_table.c.name == name)
+        if tag is not None:
+            query = query.where(
+                sa.exists().where(
+                    (tags_table.c.job_id == jobs_table.c.job_id) & (tags_table.c.tag == tag)
+                )
+            )
+        if order == "desc":
+            query = query.order_by(jobs_table.c.submitted_at.desc(), jobs_table.c.job_id.desc())
+        else:
+            query = query.order_by(jobs_table.c.submitted_at.asc(), jobs_table.c.job_id.asc())
+        query = query.limit(limit).offset(offset)
+
+        def fn(conn: Connection) -> list[JobRecord]:
+            return [self._job_from_row(r, with_spec=False) for r in conn.execute(query)]
+
+        return self._run(fn, write=False)
+
+    # ----------------------------------------------------------------- reports
+
+    def append_reports(self, job_id: str, reports: Sequence[ReportRecord]) -> None:
+        rows = []
+        seen: set[int] = set()
+        for r in reports:
+            if r.job_id != job_id:
+                raise ValueError(
+                    f"append_reports({job_id!r}, ...) got a report of job {r.job_id!r} "
+                    f"(seq {r.seq}); append each job's reports in its own call"
+                )
+            if r.seq in seen:
+                raise DuplicateReportError(
+                    f"the batch for job {job_id!r} has seq {r.seq} twice; report seqs must "
+                    f"be unique per job (nothing of this batch was stored)"
+                )
+            seen.add(r.seq)
+            check_json_dict(r.metrics, f"ReportRecord.metrics (seq {r.seq})")
+            rows.append(
+                {
+                    "job_id": job_id,
+                    "seq": r.seq,
+                    "rank": r.rank,
+                    "time": r.time,
+                    "metrics": encode_json(r.metrics),
+                    "checkpoint_path": r.checkpoint_path,
+                }
+            )
+
+        def fn(conn: Connection) -> None:
+            self._require_jobs(conn, [job_id])
+            if not rows:
+                return
+            try:
+                conn.execute(reports_table.insert(), rows)
+            except exc.IntegrityError as e:
+                raise DuplicateReportError(
+                    f"job {job_id!r} already has a report with one of the seqs "
+                    f"{rows[0]['seq']}..{rows[-1]['seq']}; report seqs must be unique per job "
+                    f"(nothing of this batch was stored)"
+                ) from e
+
+        self._run(fn, write=True)
+
+    def _require_jobs(self, conn: Connection, job_ids: Iterable[str]) -> None:
+        wanted = set(job_ids)
+        found = set(
+            conn.execute(
+                sa.select(jobs_table.c.job_id).where(jobs_table.c.job_id.in_(wanted))
+            ).scalars()
+        )
+        missing = wanted - found
+        if missing:
+            raise job_not_found(sorted(missing)[0], self)
+
+    def get_reports(
+        self,
+        job_id: str,
+        after_seq: int = -1,
+        limit: int = 1000,
+        *,
+        with_checkpoint: bool = False,
+    ) -> list[ReportRecord]:
+        check_list_args(limit, 0, "asc")
+        t = reports_table
+        query = sa.select(t).where((t.c.job_id == job_id) & (t.c.seq > after_seq))
+        if with_checkpoint:
+            query = query.where(t.c.checkpoint_path.is_not(None))
+        query = query.order_by(t.c.seq).limit(limit)
+
+        def fn(conn: Connection) -> list[ReportRecord]:
+            return [
+                ReportRecord(
+                    job_id=job_id,
+                    seq=r.seq,
+                    metrics=decode_json(r.metrics),
+                    time=r.time,
+                    rank=r.rank,
+                    checkpoint_path=r.checkpoint_path,
+                )
+                for r in conn.execute(query)
+            ]
+
+        return self._run(fn, write=False)
+
+    def transitions(self, job_id: str) -> list[TransitionRecord]:
+        t = transitions_table
+        query = sa.select(t).where(t.c.job_id == job_id).order_by(t.c.id)
+
+        def fn(conn: Connection) -> list[TransitionRecord]:
+            return [
+                TransitionRecord(job_id, r.from_state, r.to_state, r.time, r.reason)
+                for r in conn.execute(query)
+            ]
+
+        return self._run(fn, write=False)
+
+    # ----------------------------------------------------------------- usage
+
+    def append_usage(self, samples: Sequence[UsageSample]) -> None:
+        if not samples:
+            return
+        rows = [
+            {
+                "job_id": s.job_id,
+                "rank": s.rank,
+                "time": s.time,
+                "cpu_percent": s.cpu_percent,
+                "rss_bytes": s.rss_bytes,
+                "gpu_util": s.gpu_util,
+                "gpu_mem_bytes": s.gpu_mem_bytes,
+            }
+            for s in samples
+        ]
+
+        def fn(conn: Connection) -> None:
+            self._require_jobs(conn, {r["job_id"] for r in rows})
+            conn.execute(usage_table.insert(), rows)
+
+        self._run(fn, write=True)
+
+    def get_usage(
+        self,
+        job_id: str,
+        *,
+        rank: int | None = None,
+        since: float | None = None,
+        limit: int = 10_000,
+    ) -> list[UsageSample]:
+        check_list_args(limit, 0, "asc")
+        t = usage_table
+        query = sa.select(t).where(t.c.job_id == job_id)
+        if rank is not None:
+            query = query.where(t.c.rank == rank)
+        if since is not None:
+            query = query.where(t.c.time > since)
+        query = query.order_by(t.c.time, t.c.rank, t.c.id).limit(limit)
+
+        def fn(conn: Connection) -> list[UsageSample]:
+            return [
+                UsageSample(
+                    job_id=job_id,
+                    rank=r.rank,
+                    time=r.time,
+                    cpu_percent=r.cpu_percent,
+                    rss_bytes=r.rss_bytes,
+                    gpu_util=r.gpu_util,
+                    gpu_mem_bytes=r.gpu_mem_bytes,
+                )
+                for r in conn.execute(query)
+            ]
+
+        return self._run(fn, write=False)

@@ -1,0 +1,4 @@
+"""Test helpers for ``tandem.jobs``: conformance suites implementations must pass.
+
+Importing these modules needs pytest.
+"""

@@ -1,0 +1,119 @@
+"""Which checkpoints a run keeps.
+
+A checkpoint reported at iteration ``i`` is *committed* once every rank has reported
+iteration ``i`` (each rank's report comes after its part of the checkpoint was written),
+so a restart never picks a half-written checkpoint. Committed checkpoints beyond
+``num_to_keep`` are deleted, worst first by the score attribute; the latest is always kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from typing import Any, Callable
+
+from tandem.train.api.checkpoint import Checkpoint
+from tandem.train.api.config import CheckpointConfig
+
+logger = logging.getLogger(__name__)
+_ITER = re.compile(r"checkpoint_(\d+)$")
+
+
+def checkpoint_iteration(path: str) -> int | None:
+    m = _ITER.search(path.rstrip("/"))
+    return int(m.group(1)) if m else None
+
+
+class CheckpointManager:
+    def __init__(
+        self,
+        config: CheckpointConfig | None,
+        delete: Callable[[str], None],
+    ) -> None:
+        self.config = config or CheckpointConfig()
+        self._delete = delete
+        self._pending: dict[int, str] = {}
+        self._pending_metrics: dict[int, dict] = {}
+        self.kept: list[tuple[int, Checkpoint, dict]] = []  # oldest first
+        self.latest: tuple[int, Checkpoint, dict] | None = None
+        self._warned_missing = False
+
+    def seed(self, checkpoint: Checkpoint, iteration: int, metrics: dict | None = None) -> None:
+        """Registers an already-committed checkpoint (resume, restore)."""
+        entry = (iteration, checkpoint, metrics or {})
+        self.kept.append(entry)
+        self.latest = entry
+
+    def on_report(self, iteration: int, path: str | None, rank0_metrics: dict | None) -> None:
+        if path is not None and iteration not in self._pending:
+            self._pending[iteration] = path
+        if rank0_metrics is not None and iteration in self._pending:
+            self._pending_metrics[iteration] = rank0_metrics
+
+    def commit_upto(self, iteration: int) -> list[tuple[int, Checkpoint, dict]]:
+        """Commits pending checkpoints up to ``iteration``; returns the new ones."""
+        new = []
+        for it in sorted(i for i in self._pending if i <= iteration):
+            ckpt = Checkpoint(self._pending.pop(it))
+            entry = (it, ckpt, self._pending_metrics.pop(it, {}))
+            self.kept.append(entry)
+            self.latest = entry
+            new.append(entry)
+        if new:
+            self._enforce_limit()
+        return new
+
+    def drop_pending(self) -> list[str]:
+        """Forgets uncommitted checkpoints (after a failure); returns their paths."""
+        paths = list(self._pending.values())
+        self._pending.clear()
+        self._pending_metrics.clear()
+        return paths
+
+    def _score(self, entry: tuple[int, Checkpoint, dict]) -> tuple[int, float]:
+        attr = self.config.checkpoint_score_attribute
+        if attr is None:
+            return (1, float(entry[0]))
+        value = entry[2].get(attr)
+        if not isinstance(value, (int, float)):
+            if not self._warned_missing:
+                self._warned_missing = True
+                logger.warning(
+                    "CheckpointConfig(checkpoint_score_attribute=%r): the checkpoint at iteration "
+                    "%d has no numeric %r in rank 0's metrics (keys: %s); it ranks lowest.",
+                    attr, entry[0], attr, sorted(entry[2]),
+                )
+            return (0, 0.0)
+        return (1, value if self.config.checkpoint_score_order == "max" else -value)
+
+    def _enforce_limit(self) -> None:
+        k = self.config.num_to_keep
+        if k is None or len(self.kept) <= k:
+            return
+        latest = self.latest
+        candidates = [e for e in self.kept if e is not latest]
+        candidates.sort(key=self._score)
+        while len(self.kept) > k and candidates:
+            worst = candidates.pop(0)
+            self.kept.remove(worst)
+            try:
+                self._delete(worst[1].path)
+            except OSError as e:
+                logger.warning("could not delete checkpoint %s: %s", worst[1].path, e)
+
+    @property
+    def best_checkpoints(self) -> list[tuple[Checkpoint, dict]]:
+        return [(c, m) for _, c, m in self.kept]
+
+
+def existing_checkpoints(run_path: str) -> list[tuple[int, str]]:
+    """``(iteration, path)`` of checkpoint folders already in a local run folder."""
+    if "://" in run_path or not os.path.isdir(run_path):
+        return []
+    out = []
+    for name in os.listdir(run_path):
+        it = checkpoint_iteration(name)
+        if it is not None and os.path.isdir(os.path.join(run_path, name)):
+            out.append((it, os.path.join(run_path, name)))
+    return sorted(out)

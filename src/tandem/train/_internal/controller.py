@@ -1,0 +1,475 @@
+"""``TrainController``: runs one training run as a job.
+
+It starts the worker gang on the job's placement, relays reports into the run folder and
+to listeners, commits checkpoints, and on a worker failure kills the whole gang and starts
+it again from the latest committed checkpoint, within ``FailureConfig.max_failures``.
+The loop is ``step()`` (handle a batch of worker events) plus a thin ``run()``.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import queue
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import cloudpickle
+
+from tandem.cluster.base import WorkerProcess, WorkerSpec
+from tandem.jobs.spec import JobContext, JobOutcome, JobRunner, JobStatus
+from tandem.train._internal import data as data_mod
+from tandem.train._internal.checkpoints import (
+    CheckpointManager,
+    checkpoint_iteration,
+    existing_checkpoints,
+)
+from tandem.train._internal.failure import FailureDecision, FailurePolicy, FailureStatus
+from tandem.train._internal.logs import ECHO
+from tandem.train._internal.storage import RunStorage, remove_dir
+from tandem.train._internal.worker import ErrorInfo, WorkerTask
+from tandem.train.api.checkpoint import Checkpoint
+from tandem.train.api.config import CheckpointConfig, FailureConfig
+from tandem.train.api.errors import TrainingFailedError
+from tandem.train.api.result import Result
+from tandem.train.backends.base import Backend
+from tandem.train.context import StorageContext, TrainContext
+
+logger = logging.getLogger(__name__)
+
+_DEATH_GRACE_S = 0.25  # after a first failure, how long to look for its root cause
+
+
+@dataclass
+class RunSpec:
+    """Everything the controller needs to run (and re-run) a gang. Built by a trainer."""
+
+    fn_bytes: bytes
+    pass_config: bool
+    config: Any
+    num_workers: int
+    storage: StorageContext
+    backend: Backend
+    failure_config: FailureConfig | None = None
+    checkpoint_config: CheckpointConfig | None = None
+    datasets: Mapping[str, Any] = field(default_factory=dict)
+    resume_from_checkpoint: Checkpoint | None = None
+    start_iteration: int = 0
+    trial_id: str | None = None
+    trial_name: str | None = None
+    echo_prefix: str | None = ""  # None: do not echo worker output
+    callbacks: tuple = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    call_handlers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+
+
+class LoopState(enum.Enum):
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self is not LoopState.RUNNING
+
+
+@dataclass
+class _Failure:
+    rank: int | None
+    kind: str  # "error" | "died"
+    exc_type: str
+    message: str
+    traceback: str = ""
+    cause: BaseException | None = None
+
+
+class TrainController(JobRunner):
+    def __init__(self, spec: RunSpec) -> None:
+        self.spec = spec
+        self.policy = FailurePolicy(spec.failure_config)
+        self.checkpoints = CheckpointManager(spec.checkpoint_config, remove_dir)
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._attempt = 0
+        self._workers: list[WorkerProcess] = []
+        self._done: dict[int, Any] = {}
+        self._rank_iter: list[int] = []
+        self._committed_upto = 0
+        self._failures: list[_Failure] = []
+        self.num_failures = 0
+        self.last_metrics: dict | None = None
+        self.storage: RunStorage | None = None
+        self.ctx: JobContext | None = None
+        self._echo_keys: list[int] = []
+        self._stop_requested = False
+
+    # -- JobRunner -----------------------------------------------------------------------
+    def prepare(self, cluster: Any) -> None:
+        if self.spec.backend.preload:
+            cluster.prewarm(self.spec.backend.preload)
+
+    def stop(self) -> None:
+        self._stop_requested = True
+        self._q.put((-1, -1, ("__stop__",)))
+
+    def run(self, ctx: JobContext) -> JobOutcome:
+        self.ctx = ctx
+        spec = self.spec
+        self.storage = RunStorage(spec.storage.run_path)
+        self.storage.write_params(spec.config)
+        self._seed_checkpoints()
+        ctx.set_log_paths({r: self.storage.log_path(r) for r in range(spec.num_workers)})
+        error: TrainingFailedError | None = None
+        state = LoopState.RUNNING
+        try:
+            self._start_gang()
+            while not state.is_terminal:
+                state = self.step()
+                if state is LoopState.FAILED:
+                    error, state = self._on_failure()
+        except BaseException as e:  # our own bug: never leave workers behind
+            self._kill_gang()
+            error = TrainingFailedError(f"tandem's controller failed: {type(e).__name__}: {e}",
+                                        exc_type=type(e).__name__, exc_message=str(e), cause=e)
+            state = LoopState.FAILED
+            logger.exception("controller failure")
+        finally:
+            self._stop_echo()
+        return self._finish(state, error)
+
+    # -- the loop ------------------------------------------------------------------------
+    def step(self, timeout_s: float | None = None) -> LoopState:
+        """Handles the next batch of worker events; returns the loop state afterwards."""
+        try:
+            first = self._q.get(timeout=timeout_s) if timeout_s is not None else self._q.get()
+        except queue.Empty:
+            return LoopState.RUNNING
+        items = [first]
+        for _ in range(4096):
+            try:
+                items.append(self._q.get_nowait())
+            except queue.Empty:
+                break
+        rows: list[dict] = []
+        state = LoopState.RUNNING
+        for attempt, rank, frame in items:
+            kind = frame[0]
+            if kind == "__stop__":
+                state = LoopState.STOPPED
+                break
+            if attempt != self._attempt:
+                continue  # a late frame from a gang we already replaced
+            if kind == "reports":
+                self._on_reports(rank, frame[2], rows)
+            elif kind == "done":
+                self._done[rank] = frame[2]
+                if len(self._done) == self.spec.num_workers:
+                    state = LoopState.SUCCEEDED
+            elif kind == "error":
+                info: ErrorInfo = frame[2]
+                cause = None
+                if info.pickled is not None:
+                    try:
+                        cause = cloudpickle.loads(info.pickled)
+                    except Exception:
+                        cause = None
+                self._failures.append(
+                    _Failure(rank, "error", info.exc_type, info.message, info.traceback, cause)
+                )
+                state = LoopState.FAILED
+            elif kind in ("__eof__", "__exit__"):
+                if rank not in self._done:
+                    code = frame[1] if kind == "__exit__" else None
+                    self._failures.append(_Failure(rank, "died", *_death(code)))
+                    state = LoopState.FAILED
+            elif kind == "call":
+                self._on_call(rank, frame)
+        if rows:
+            self._publish(rows)
+        return state
+
+    def _on_reports(self, rank: int, batch: list, rows: list[dict]) -> None:
+        ckpts = self.checkpoints
+        if rank == 0:
+            for it, t, metrics, path in batch:
+                row = dict(metrics)
+                row.setdefault("training_iteration", it)
+                row.setdefault("time_total_s", round(t, 6))
+                rows.append(row)
+                self.last_metrics = metrics
+                if path is not None:
+                    ckpts.on_report(it, path, metrics)
+                elif ckpts._pending:
+                    ckpts.on_report(it, None, metrics)
+        else:
+            for it, _t, _m, path in batch:
+                if path is not None:
+                    ckpts.on_report(it, path, None)
+        self._rank_iter[rank] = batch[-1][0]
+        low = min(self._rank_iter)
+        if low > self._committed_upto:
+            self._committed_upto = low
+            self._commit(low)
+
+    def _commit(self, upto: int) -> None:
+        new = self.checkpoints.commit_upto(upto)
+        if new:
+            assert self.storage is not None
+            self.storage.sync()
+            assert self.ctx is not None
+            for entry in new:
+                self.ctx.emit("checkpoint", entry)
+
+    def _publish(self, rows: list[dict]) -> None:
+        assert self.storage is not None and self.ctx is not None
+        self.storage.append(rows)
+        self.ctx.publish(rows)
+        for cb in self.spec.callbacks:
+            hook = getattr(cb, "on_report", None)
+            if hook is not None:
+                hook(rows)
+
+    def _on_call(self, rank: int, frame: tuple) -> None:
+        _, call_id, method, payload = frame
+        worker = self._workers[rank]
+        handler = self.spec.call_handlers.get(method)
+        if handler is None:
+            worker.send(("reply", call_id, False, RuntimeError(f"unknown driver call {method!r}")))
+            return
+
+        def reply(ok: bool, value: Any) -> None:
+            try:
+                worker.send(("reply", call_id, ok, value))
+            except Exception as e:  # value did not pickle
+                worker.send(("reply", call_id, False, RuntimeError(repr(e))))
+
+        handler(self, payload, reply)
+
+    # -- gang lifecycle ------------------------------------------------------------------
+    def _seed_checkpoints(self) -> None:
+        spec = self.spec
+        base = spec.start_iteration
+        existing = existing_checkpoints(spec.storage.run_path)
+        if existing:
+            base = max(base, existing[-1][0])
+        if spec.resume_from_checkpoint is not None:
+            it = checkpoint_iteration(spec.resume_from_checkpoint.path) or 0
+            if spec.resume_from_checkpoint.path.startswith(spec.storage.run_path):
+                base = max(base, it)
+            self.checkpoints.seed(spec.resume_from_checkpoint, base)
+        self._base_iteration = base
+        self._committed_upto = base
+
+    def _start_gang(self) -> None:
+        ctx, spec = self.ctx, self.spec
+        assert ctx is not None and self.storage is not None
+        placement = ctx.placement
+        n = spec.num_workers
+        latest = self.checkpoints.latest
+        ckpt_path = latest[1].path if latest else None
+        start_it = latest[0] if latest else self._base_iteration
+        self._done = {}
+        self._rank_iter = [start_it] * n
+        self._committed_upto = start_it
+        self._failures = []
+        node_ips = list(placement.node_ips)
+        envs = spec.backend.worker_env(node_ips)
+        node_order: dict[str, int] = {}
+        local_seen: dict[str, int] = {}
+        contexts = []
+        for rank, ip in enumerate(node_ips):
+            node_rank = node_order.setdefault(placement.node_ids[rank], len(node_order))
+            local = local_seen.get(ip, 0)
+            local_seen[ip] = local + 1
+            contexts.append((node_rank, local))
+        shards = {name: data_mod.split(name, d, n) for name, d in spec.datasets.items()}
+        attempt = self._attempt
+        tasks, specs = [], []
+        for rank in range(n):
+            node_rank, local = contexts[rank]
+            tctx = TrainContext(
+                world_size=n, world_rank=rank, local_rank=local,
+                local_world_size=local_seen[node_ips[rank]], node_rank=node_rank,
+                storage=spec.storage, trial_id=spec.trial_id, trial_name=spec.trial_name,
+                trial_dir=spec.storage.run_path if spec.trial_id else None,
+                metadata=spec.metadata,
+            )
+            task = WorkerTask(
+                fn_bytes=spec.fn_bytes, config=spec.config, pass_config=spec.pass_config,
+                context=tctx, checkpoint_path=ckpt_path, start_iteration=start_it,
+                time_offset_s=0.0, backend=spec.backend, backend_env=envs[rank],
+                dataset_shards={k: v[rank] for k, v in shards.items()},
+            )
+            tasks.append(cloudpickle.dumps(task))
+            specs.append(WorkerSpec(
+                worker_id=f"{ctx.job_id}-a{attempt}-r{rank}", bundle_index=rank,
+                log_path=self.storage.log_path(rank), preload=spec.backend.preload,
+            ))
+        q = self._q
+        ranks = {s.worker_id: i for i, s in enumerate(specs)}
+
+        def sink(worker: WorkerProcess, frame: Any) -> None:
+            q.put((attempt, ranks[worker.worker_id], frame))
+
+        self._start_echo()
+        self._workers = ctx.cluster.start_workers(placement, specs, tasks, sink)
+
+    def _kill_gang(self, wait_s: float = 5.0) -> None:
+        workers, self._workers = self._workers, []
+        for w in workers:
+            w.kill()
+        pending = {i for i, w in enumerate(workers) if getattr(w, "exitcode", None) is None}
+        attempt = self._attempt
+        self._attempt += 1  # frames from the old gang are ignored from now on
+        deadline = time.monotonic() + wait_s
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                a, rank, frame = self._q.get(timeout=left)
+            except queue.Empty:
+                break
+            if a == attempt and frame[0] == "__exit__":
+                pending.discard(rank)
+            elif frame[0] == "__stop__":
+                self._stop_requested = True
+
+    def _on_failure(self) -> tuple[TrainingFailedError | None, LoopState]:
+        """Picks the root cause, then restarts the gang or gives up."""
+        deadline = time.monotonic() + _DEATH_GRACE_S
+        while time.monotonic() < deadline and not any(
+            f.kind == "died" and "killed by" in f.message for f in self._failures
+        ):
+            try:
+                a, rank, frame = self._q.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if frame[0] == "__stop__":
+                self._stop_requested = True
+                break
+            if a == self._attempt and frame[0] in ("__eof__", "__exit__") and rank not in self._done:
+                code = frame[1] if frame[0] == "__exit__" else None
+                if code is not None or not any(f.rank == rank for f in self._failures):
+                    self._failures.append(_Failure(rank, "died", *_death(code)))
+        failure = _root_cause(self._failures)
+        self.num_failures += 1
+        self._kill_gang()
+        for path in self.checkpoints.drop_pending():
+            if self.checkpoints.latest is None or path != self.checkpoints.latest[1].path:
+                remove_dir(path)
+        if self._stop_requested:
+            return None, LoopState.STOPPED
+        status = FailureStatus(self.num_failures, failure.rank, failure.message)
+        decision = self.policy.make_decision(status)
+        where = f"rank {failure.rank}" if failure.rank is not None else "a worker"
+        if decision is FailureDecision.RETRY:
+            latest = self.checkpoints.latest
+            resume = (f"its latest checkpoint ({latest[1].path})" if latest else "the beginning")
+            logger.warning(
+                "Run %s: %s failed (%s: %s); decision RETRY (failure %d, FailureConfig(max_failures=%d)); "
+                "restarting all %d workers from %s.",
+                self.spec.storage.run_name, where, failure.exc_type, failure.message,
+                self.num_failures, self.policy.config.max_failures, self.spec.num_workers, resume,
+            )
+            assert self.ctx is not None
+            self.ctx.set_status(JobStatus.RESTARTING)
+            self._start_gang()
+            self.ctx.set_status(JobStatus.RUNNING)
+            return None, LoopState.RUNNING
+        m = self.policy.config.max_failures
+        budget = ("FailureConfig(max_failures=0): no restarts allowed" if m == 0 else
+                  f"FailureConfig(max_failures={m}) restarts spent")
+        msg = (f"Training failed: {where} {'raised' if failure.kind == 'error' else 'died:'} "
+               f"{failure.exc_type}: {failure.message} "
+               f"(failure {self.num_failures}; {budget}). Run folder: {self.spec.storage.run_path}")
+        if failure.traceback:
+            msg += f"\n\nWorker traceback ({where}):\n{failure.traceback.rstrip()}"
+        error = TrainingFailedError(
+            msg, rank=failure.rank, exc_type=failure.exc_type, exc_message=failure.message,
+            worker_traceback=failure.traceback or None, cause=failure.cause,
+            num_failures=self.num_failures,
+        )
+        if failure.cause is not None:
+            error.__cause__ = failure.cause
+        logger.error("Run %s: %s failed; decision RAISE (%s).", self.spec.storage.run_name, where, budget)
+        return error, LoopState.FAILED
+
+    def _finish(self, state: LoopState, error: TrainingFailedError | None) -> JobOutcome:
+        if state is LoopState.SUCCEEDED:
+            self.checkpoints.commit_upto(10**12)  # ranks that reported unevenly: keep what's there
+        self._kill_gang(wait_s=2.0 if state is not LoopState.SUCCEEDED else 5.0)
+        storage = self.storage
+        if storage is not None:
+            if error is not None:
+                storage.write_error(str(error))
+            storage.close()
+        latest = self.checkpoints.latest
+        result = Result(
+            metrics=self.last_metrics,
+            checkpoint=latest[1] if latest else None,
+            path=self.spec.storage.run_path,
+            error=error,
+            best_checkpoints=self.checkpoints.best_checkpoints,
+            config=self.spec.config if isinstance(self.spec.config, dict) else None,
+        )
+        result._return_values = [  # type: ignore[attr-defined]
+            _load_return(self._done.get(r)) for r in range(self.spec.num_workers)
+        ] if state is LoopState.SUCCEEDED else None
+        for cb in self.spec.callbacks:
+            hook = getattr(cb, "on_end", None)
+            if hook is not None:
+                hook(result)
+        status = {LoopState.SUCCEEDED: JobStatus.FINISHED, LoopState.STOPPED: JobStatus.STOPPED}.get(
+            state, JobStatus.FAILED)
+        return JobOutcome(status, value=result, error=error)
+
+    # -- echo ----------------------------------------------------------------------------
+    def _start_echo(self) -> None:
+        prefix = self.spec.echo_prefix
+        if prefix is None or self._echo_keys:
+            return
+        assert self.storage is not None
+        for rank in range(self.spec.num_workers):
+            path = self.storage.log_path(rank)
+            open(path, "a").close()
+            self._echo_keys.append(ECHO.add(path, f"({prefix}rank={rank}) "))
+
+    def _stop_echo(self) -> None:
+        for key in self._echo_keys:
+            ECHO.remove(key)
+        self._echo_keys = []
+
+
+def _death(code: int | None) -> tuple[str, str]:
+    if code is None:
+        return ("WorkerDiedError", "the worker process exited unexpectedly (connection lost)")
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return ("WorkerDiedError", f"the worker process was killed by {name}")
+    return ("WorkerDiedError", f"the worker process exited with code {code} before finishing")
+
+
+def _root_cause(failures: list[_Failure]) -> _Failure:
+    """A worker that died is the cause of its peers' collective errors, so it wins."""
+    died = [f for f in failures if f.kind == "died" and "killed by" in f.message]
+    if died:
+        return died[0]
+    errors = [f for f in failures if f.kind == "error"]
+    if errors:
+        return errors[0]
+    return failures[0]
+
+
+def _load_return(payload: bytes | None) -> Any:
+    if payload is None:
+        return None
+    try:
+        return cloudpickle.loads(payload)
+    except Exception as e:  # noqa: BLE001
+        return e

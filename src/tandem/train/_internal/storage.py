@@ -1,0 +1,127 @@
+"""A run folder: ``params.json``, ``result.json``, ``progress.csv``, ``error.txt``, logs.
+
+Results are appended as they arrive. On a local path they go straight into the run
+folder; on a remote fsspec URL they are staged in a local folder and uploaded whenever a
+checkpoint is committed and when the run ends.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import tempfile
+from typing import Any, Iterable
+
+from tandem.train.api.checkpoint import _is_url, get_fs
+from tandem.train.api.result import ERROR_FILE, PARAMS_FILE, PROGRESS_FILE, RESULT_FILE
+
+
+def _json_default(o: Any) -> Any:
+    item = getattr(o, "item", None)
+    if item is not None:
+        try:
+            return item()
+        except Exception:
+            pass
+    return repr(o)
+
+
+class RunStorage:
+    """Writes one run folder. Not thread-safe: its controller alone writes it."""
+
+    def __init__(self, run_path: str) -> None:
+        self.run_path = run_path
+        self.remote = _is_url(run_path)
+        if self.remote:
+            self.local_dir = tempfile.mkdtemp(prefix="tandem-run-")
+            fs, p = get_fs(run_path)
+            fs.makedirs(p, exist_ok=True)
+        else:
+            self.local_dir = run_path
+            os.makedirs(run_path, exist_ok=True)
+        self.log_dir = os.path.join(self.local_dir, "logs")
+        os.makedirs(self.log_dir, exist_ok=True)
+        self._result = open(os.path.join(self.local_dir, RESULT_FILE), "a", buffering=1 << 16)
+        progress_path = os.path.join(self.local_dir, PROGRESS_FILE)
+        self._csv_fields: list[str] | None = _read_csv_header(progress_path)
+        self._progress = open(progress_path, "a", newline="", buffering=1 << 16)
+        self._csv: csv.DictWriter | None = None
+        if self._csv_fields is not None:
+            self._csv = csv.DictWriter(self._progress, self._csv_fields, extrasaction="ignore")
+
+    def log_path(self, rank: int, attempt: int = 0) -> str:
+        return os.path.join(self.log_dir, f"rank_{rank}.log")
+
+    def write_params(self, config: Any) -> None:
+        with open(os.path.join(self.local_dir, PARAMS_FILE), "w") as f:
+            json.dump(config if config is not None else {}, f, indent=2, default=_json_default)
+        if self.remote:
+            self.upload([PARAMS_FILE])
+
+    def append(self, rows: Iterable[dict]) -> None:
+        dumps = json.dumps
+        write = self._result.write
+        rows = list(rows)
+        for row in rows:
+            write(dumps(row, default=_json_default))
+            write("\n")
+        if self._csv is None and rows:
+            self._csv_fields = list(rows[0])
+            self._csv = csv.DictWriter(self._progress, self._csv_fields, extrasaction="ignore")
+            self._csv.writeheader()
+        if self._csv is not None:
+            self._csv.writerows(rows)
+        self._result.flush()
+        self._progress.flush()
+
+    def write_error(self, text: str) -> None:
+        with open(os.path.join(self.local_dir, ERROR_FILE), "w") as f:
+            f.write(text)
+        if self.remote:
+            self.upload([ERROR_FILE])
+
+    def sync(self) -> None:
+        """Uploads the result files (remote storage only)."""
+        if self.remote:
+            self.upload([RESULT_FILE, PROGRESS_FILE])
+
+    def upload(self, names: list[str]) -> None:
+        fs, p = get_fs(self.run_path)
+        for name in names:
+            src = os.path.join(self.local_dir, name)
+            if os.path.exists(src):
+                fs.put_file(src, p.rstrip("/") + "/" + name)
+
+    def close(self) -> None:
+        for f in (self._result, self._progress):
+            try:
+                f.close()
+            except OSError:
+                pass
+        if self.remote:
+            self.upload([RESULT_FILE, PROGRESS_FILE])
+            fs, p = get_fs(self.run_path)
+            fs.put(self.log_dir + "/", p.rstrip("/") + "/logs/", recursive=True)
+            shutil.rmtree(self.local_dir, ignore_errors=True)
+
+
+def _read_csv_header(path: str) -> list[str] | None:
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return None
+    with open(path, newline="") as f:
+        first = f.readline()
+    return next(csv.reader(io.StringIO(first))) if first.strip() else None
+
+
+def remove_dir(path: str) -> None:
+    if _is_url(path):
+        fs, p = get_fs(path)
+        try:
+            fs.rm(p, recursive=True)
+        except FileNotFoundError:
+            pass
+    else:
+        shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,229 @@
+"""What runs inside each worker process: the session, the backend, the user's function.
+
+Reports are put on an in-memory queue and a sender thread ships them to the driver in
+batches, so ``report()`` costs microseconds; a checkpoint is copied to storage before
+``report()`` returns. Protocol (worker -> driver frames):
+
+    ("reports", rank, [(iteration, time_total_s, metrics, checkpoint_path | None), ...])
+    ("done", rank, return_value_bytes | None)
+    ("error", rank, ErrorInfo)
+    ("call", request_id, method, payload)      a request to the driver (nested jobs)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import queue
+import shutil
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import cloudpickle
+
+from tandem.train import session as session_mod
+from tandem.train.api.checkpoint import Checkpoint, _is_url, get_fs
+from tandem.train.context import TrainContext
+
+CHECKPOINT_DIR = "checkpoint_{:06d}"
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """A worker's exception, in a form that always crosses the process boundary."""
+
+    exc_type: str
+    message: str
+    traceback: str
+    pickled: bytes | None = None
+
+
+@dataclass
+class WorkerTask:
+    """Everything one worker needs; cloudpickled by the driver, called in the worker."""
+
+    fn_bytes: bytes
+    config: Any
+    pass_config: bool
+    context: TrainContext
+    checkpoint_path: str | None
+    start_iteration: int
+    time_offset_s: float
+    backend: Any  # tandem.train.backends.Backend
+    backend_env: Mapping[str, str] = field(default_factory=dict)
+    dataset_shards: Mapping[str, Any] = field(default_factory=dict)
+
+    def __call__(self, channel: Any) -> int:
+        os.environ.update(self.backend_env)
+        try:
+            sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+            sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+        except (AttributeError, ValueError):
+            pass
+        session = WorkerSession(self, channel)
+        session_mod._set_session(session)
+        rank = self.context.world_rank
+        try:
+            self.backend.on_worker_start(self.context)
+            fn = cloudpickle.loads(self.fn_bytes)
+            args = (self.config,) if self.pass_config else ()
+            if inspect.iscoroutinefunction(fn):
+                value = asyncio.run(fn(*args))
+            else:
+                value = fn(*args)
+                if inspect.iscoroutine(value):
+                    value = asyncio.run(value)
+            try:
+                payload = cloudpickle.dumps(value) if value is not None else None
+            except Exception:
+                payload = cloudpickle.dumps(repr(value))
+            session.finish(("done", rank, payload))
+            code = 0
+        except BaseException as e:  # noqa: BLE001 - everything goes back to the driver
+            tb = traceback.format_exc()
+            sys.stderr.write(tb)
+            try:
+                pickled = cloudpickle.dumps(e)
+                cloudpickle.loads(pickled)
+            except Exception:
+                pickled = None
+            session.finish(("error", rank, ErrorInfo(type(e).__name__, str(e), tb, pickled)))
+            code = 1
+        finally:
+            try:
+                self.backend.on_worker_shutdown(self.context)
+            except Exception:
+                pass
+        return code
+
+
+class WorkerSession:
+    """The state behind ``tandem.train.report`` & co. in one worker process."""
+
+    def __init__(self, task: WorkerTask, channel: Any) -> None:
+        self.context = task.context
+        self.checkpoint = Checkpoint(task.checkpoint_path) if task.checkpoint_path else None
+        self.iteration = task.start_iteration
+        self._t0 = time.monotonic() - task.time_offset_s
+        self._shards = task.dataset_shards
+        self._channel = channel
+        self._rank = task.context.world_rank
+        self._run_path = task.context.storage.run_path if task.context.storage else None
+        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._flushed = threading.Event()
+        self._calls: dict[int, tuple[threading.Event, list]] = {}
+        self._call_ids = 0
+        self._call_lock = threading.Lock()
+        self._handlers: dict[str, Callable[[Any], None]] = {}
+        channel.on_message(self._on_driver_message)
+        self._sender = threading.Thread(target=self._send_loop, name="tandem-reports", daemon=True)
+        self._sender.start()
+
+    # -- reports ---------------------------------------------------------------------
+    def report(self, metrics: Mapping[str, Any], checkpoint: Checkpoint | None) -> None:
+        clean = session_mod.clean_metrics(metrics)
+        self.iteration += 1
+        path = None
+        if checkpoint is not None:
+            if not isinstance(checkpoint, Checkpoint):
+                raise TypeError(
+                    f"train.report(checkpoint=...) takes a tandem.train.Checkpoint, got "
+                    f"{type(checkpoint).__name__}. Wrap a directory with "
+                    f"Checkpoint.from_directory(path)."
+                )
+            path = self._persist(checkpoint)
+        self._outbox.put((self.iteration, time.monotonic() - self._t0, clean, path))
+
+    def _persist(self, checkpoint: Checkpoint) -> str:
+        if self._run_path is None:
+            return checkpoint.path
+        dest = self._run_path.rstrip("/") + "/" + CHECKPOINT_DIR.format(self.iteration)
+        if checkpoint.path.rstrip("/") == dest.rstrip("/"):
+            return dest
+        if _is_url(dest) or not checkpoint.is_local:
+            fs, p = get_fs(dest)
+            with checkpoint.as_directory() as src:
+                fs.makedirs(p, exist_ok=True)
+                fs.put(src.rstrip("/") + "/", p.rstrip("/") + "/", recursive=True)
+        else:
+            shutil.copytree(checkpoint.path, dest, dirs_exist_ok=True)
+        return dest
+
+    def dataset_shard(self, name: str) -> Any:
+        if name not in self._shards:
+            names = ", ".join(repr(n) for n in self._shards) or "none"
+            raise KeyError(
+                f"get_dataset_shard({name!r}): no dataset named {name!r} was given to the "
+                f"trainer; datasets given: {names}. Pass datasets={{{name!r}: data}} to it."
+            )
+        return self._shards[name]
+
+    # -- transport -------------------------------------------------------------------
+    def _send_loop(self) -> None:
+        q = self._outbox
+        send = self._channel.send
+        rank = self._rank
+        while True:
+            item = q.get()
+            batch: list = []
+            frames: list = []
+            while True:
+                if type(item) is tuple and len(item) == 4 and type(item[0]) is int:
+                    batch.append(item)
+                else:
+                    if batch:
+                        frames.append(("reports", rank, batch))
+                        batch = []
+                    frames.append(item)
+                try:
+                    item = q.get_nowait()
+                except queue.Empty:
+                    break
+            if batch:
+                frames.append(("reports", rank, batch))
+            for frame in frames:
+                if frame is None:
+                    self._flushed.set()
+                    return
+                send(frame)
+
+    def finish(self, final: tuple) -> None:
+        """Sends the final frame after every queued report, and waits until it is out."""
+        self._outbox.put(final)
+        self._outbox.put(None)
+        self._flushed.wait(30)
+
+    def call(self, method: str, payload: Any, timeout_s: float | None = None) -> Any:
+        """Sends a request to the driver and blocks for its answer."""
+        with self._call_lock:
+            self._call_ids += 1
+            call_id = self._call_ids
+            waiter = (threading.Event(), [])
+            self._calls[call_id] = waiter
+        self._outbox.put(("call", call_id, method, payload))
+        if not waiter[0].wait(timeout_s):
+            raise TimeoutError(f"the driver did not answer {method!r} in {timeout_s} s")
+        ok, value = waiter[1][0]
+        if not ok:
+            raise value
+        return value
+
+    def on(self, kind: str, handler: Callable[[Any], None]) -> None:
+        """Registers a handler for driver frames ``(kind, payload)``."""
+        self._handlers[kind] = handler
+
+    def _on_driver_message(self, msg: Any) -> None:
+        kind = msg[0]
+        if kind == "reply":
+            _, call_id, ok, value = msg
+            waiter = self._calls.pop(call_id, None)
+            if waiter is not None:
+                waiter[1].append((ok, value))
+                waiter[0].set()
+        elif kind in self._handlers:
+            self._handlers[kind](msg[1])

@@ -1,0 +1,163 @@
+"""User-facing configuration: ``ScalingConfig``, ``RunConfig``, ``FailureConfig``, ``CheckpointConfig``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from tandem._core.errors import ConfigError
+from tandem.cluster.base import STRATEGIES, validate_bundle
+
+DEFAULT_STORAGE_PATH = os.path.join("~", "tandem_results")
+
+
+@dataclass(frozen=True)
+class ScalingConfig:
+    """How many workers and what each gets.
+
+    Args:
+        num_workers: the gang size; every worker is a process with its own rank.
+        use_gpu: give each worker one GPU (unless ``resources_per_worker`` says otherwise).
+        resources_per_worker: e.g. ``{"CPU": 2, "GPU": 0.5, "memory": 4e9}``; defaults to
+            ``{"CPU": 1}`` plus ``{"GPU": 1}`` with ``use_gpu``.
+        placement_strategy: ``PACK`` (default), ``SPREAD``, ``STRICT_PACK``, ``STRICT_SPREAD``.
+    """
+
+    num_workers: int = 1
+    use_gpu: bool = False
+    resources_per_worker: Mapping[str, float] | None = None
+    placement_strategy: str = "PACK"
+    trainer_resources: Mapping[str, float] | None = None  # accepted for compatibility; unused
+
+    def __post_init__(self) -> None:
+        n = self.num_workers
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(
+                f"ScalingConfig(num_workers={n!r}) is invalid: num_workers must be an integer "
+                f">= 1 (each worker is one process with its own rank). Use num_workers=1 to "
+                f"train in a single worker."
+            )
+        if self.placement_strategy not in STRATEGIES:
+            raise ConfigError(
+                f"ScalingConfig(placement_strategy={self.placement_strategy!r}) is not known; "
+                f"use one of {', '.join(STRATEGIES)}."
+            )
+        if self.resources_per_worker is not None:
+            validate_bundle(self.resources_per_worker, "ScalingConfig(resources_per_worker)")
+
+    @property
+    def worker_bundle(self) -> dict[str, float]:
+        """One worker's resources."""
+        if self.resources_per_worker is None:
+            return {"CPU": 1.0, "GPU": 1.0} if self.use_gpu else {"CPU": 1.0}
+        given = dict(self.resources_per_worker)
+        bundle = validate_bundle(given, "ScalingConfig(resources_per_worker)")
+        if "CPU" not in given:
+            bundle["CPU"] = 1.0
+        if self.use_gpu and "GPU" not in given:
+            bundle["GPU"] = 1.0
+        return bundle
+
+    @property
+    def bundles(self) -> tuple[dict[str, float], ...]:
+        b = self.worker_bundle
+        return tuple(dict(b) for _ in range(self.num_workers))
+
+
+@dataclass(frozen=True)
+class FailureConfig:
+    """``max_failures``: how many times a run restarts after a worker fails (-1 = unlimited)."""
+
+    max_failures: int = 0
+
+    def __post_init__(self) -> None:
+        m = self.max_failures
+        if isinstance(m, bool) or not isinstance(m, int) or m < -1:
+            raise ConfigError(
+                f"FailureConfig(max_failures={m!r}) is invalid: use 0 (never retry), a positive "
+                f"number of retries, or -1 (retry forever)."
+            )
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """Which checkpoints to keep: the ``num_to_keep`` best by ``checkpoint_score_attribute``
+    (or the most recent, without one). The latest checkpoint is always kept."""
+
+    num_to_keep: int | None = None
+    checkpoint_score_attribute: str | None = None
+    checkpoint_score_order: str = "max"
+
+    def __post_init__(self) -> None:
+        k = self.num_to_keep
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise ConfigError(
+                f"CheckpointConfig(num_to_keep={k!r}) is invalid: use None (keep all) or an "
+                f"integer >= 1."
+            )
+        if self.checkpoint_score_order not in ("max", "min"):
+            raise ConfigError(
+                f"CheckpointConfig(checkpoint_score_order={self.checkpoint_score_order!r}) is "
+                f"invalid: use 'max' or 'min'."
+            )
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Where a run's results go and how it behaves.
+
+    Args:
+        name: the run folder's name (default: ``<Trainer>_<date>_<time>``).
+        storage_path: a local folder or an fsspec URL (default ``~/tandem_results`` or
+            ``$TANDEM_STORAGE_PATH``). Every worker must be able to reach it.
+        failure_config: restarts after worker failures.
+        checkpoint_config: which checkpoints to keep.
+        callbacks: objects with ``on_report(reports)`` / ``on_end(result)`` (tune loggers too).
+        stop: for tuning: a dict of metric thresholds or a callable ``(trial_id, result) -> bool``.
+        verbose: 0 silent, 1 status lines, 2 everything (workers' output echoed).
+    """
+
+    name: str | None = None
+    storage_path: str | None = None
+    failure_config: FailureConfig | None = None
+    checkpoint_config: CheckpointConfig | None = None
+    callbacks: Sequence[Any] | None = None
+    stop: Mapping[str, Any] | Callable[..., bool] | Any | None = None
+    verbose: int | None = None
+    sync_config: Any = None  # accepted for compatibility; storage is written directly
+    log_to_file: bool = True
+
+    def __post_init__(self) -> None:
+        if self.name is not None and (not isinstance(self.name, str) or not self.name.strip()
+                                      or "/" in self.name or self.name in (".", "..")):
+            raise ConfigError(
+                f"RunConfig(name={self.name!r}) is invalid: use a non-empty folder name "
+                f"without '/'."
+            )
+        if self.failure_config is not None and not isinstance(self.failure_config, FailureConfig):
+            raise ConfigError(
+                f"RunConfig(failure_config=...) must be a FailureConfig, got "
+                f"{type(self.failure_config).__name__}."
+            )
+        if self.checkpoint_config is not None and not isinstance(
+            self.checkpoint_config, CheckpointConfig
+        ):
+            raise ConfigError(
+                f"RunConfig(checkpoint_config=...) must be a CheckpointConfig, got "
+                f"{type(self.checkpoint_config).__name__}."
+            )
+
+    def resolved_storage_path(self) -> str:
+        path = self.storage_path or os.environ.get("TANDEM_STORAGE_PATH") or DEFAULT_STORAGE_PATH
+        if "://" in path:
+            return path
+        return os.path.abspath(os.path.expanduser(path))
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Accepted for compatibility with Ray's ``DataConfig``; datasets are split by rank."""
+
+    datasets_to_split: Any = "all"
+    extra: dict = field(default_factory=dict)

@@ -1,0 +1,117 @@
+"""``Result``: what a run produced."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tandem.train.api.checkpoint import Checkpoint, _is_url, get_fs
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+RESULT_FILE = "result.json"
+PROGRESS_FILE = "progress.csv"
+PARAMS_FILE = "params.json"
+ERROR_FILE = "error.txt"
+
+
+@dataclass
+class Result:
+    """A finished (or failed, or stopped) run.
+
+    Attributes:
+        metrics: rank 0's last report, with or without a checkpoint (None if it never
+            reported).
+        checkpoint: the latest persisted checkpoint, or None.
+        best_checkpoints: the kept checkpoints as ``(Checkpoint, metrics)``, oldest first.
+        path: the run folder.
+        error: why the run failed, or None.
+        config: the config the run was started with (a tuning trial's sampled config).
+    """
+
+    metrics: dict[str, Any] | None
+    checkpoint: Checkpoint | None
+    path: str
+    error: BaseException | None = None
+    best_checkpoints: list[tuple[Checkpoint, dict[str, Any]]] = field(default_factory=list)
+    config: dict[str, Any] | None = None
+    _dataframe: Any = field(default=None, repr=False)
+
+    @property
+    def metrics_dataframe(self) -> pd.DataFrame:
+        """Every report of rank 0 (one row each), read from the run folder's ``result.json``."""
+        import pandas as pd
+
+        if self._dataframe is not None:
+            return self._dataframe
+        return pd.DataFrame(read_result_rows(self.path))
+
+    @property
+    def filesystem(self) -> Any:
+        return get_fs(self.path)[0]
+
+    @classmethod
+    def from_path(cls, path: str) -> Result:
+        """Rebuilds a Result from a run folder (e.g. after the driver exited)."""
+        rows = read_result_rows(path)
+        metrics = rows[-1] if rows else None
+        checkpoints = sorted(_list_checkpoints(path))
+        checkpoint = Checkpoint(checkpoints[-1]) if checkpoints else None
+        error = None
+        err_path = os.path.join(path, ERROR_FILE)
+        if not _is_url(path) and os.path.exists(err_path):
+            with open(err_path) as f:
+                from tandem.train.api.errors import TrainingFailedError
+
+                error = TrainingFailedError(f.read())
+        config = None
+        params = os.path.join(path, PARAMS_FILE)
+        if not _is_url(path) and os.path.exists(params):
+            with open(params) as f:
+                config = json.load(f)
+        return cls(metrics=metrics, checkpoint=checkpoint, path=path, error=error,
+                   best_checkpoints=[(Checkpoint(c), {}) for c in checkpoints], config=config)
+
+    def __repr__(self) -> str:
+        err = f", error={type(self.error).__name__}" if self.error is not None else ""
+        return f"Result(metrics={self.metrics!r}, checkpoint={self.checkpoint!r}, path={self.path!r}{err})"
+
+
+def read_result_rows(path: str) -> list[dict[str, Any]]:
+    target = path.rstrip("/") + "/" + RESULT_FILE
+    rows: list[dict[str, Any]] = []
+    if _is_url(path):
+        fs, p = get_fs(target)
+        if not fs.exists(p):
+            return rows
+        with fs.open(p, "r") as f:
+            lines = f.read().splitlines()
+    else:
+        if not os.path.exists(target):
+            return rows
+        with open(target) as f:
+            lines = f.read().splitlines()
+    for line in lines:
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # a line cut short by a crash: everything before it is intact
+    return rows
+
+
+def _list_checkpoints(path: str) -> list[str]:
+    if _is_url(path):
+        fs, p = get_fs(path)
+        try:
+            names = [n.rstrip("/").rsplit("/", 1)[-1] for n in fs.ls(p, detail=False)]
+        except FileNotFoundError:
+            return []
+        return [path.rstrip("/") + "/" + n for n in names if n.startswith("checkpoint_")]
+    if not os.path.isdir(path):
+        return []
+    return [os.path.join(path, n) for n in os.listdir(path)
+            if n.startswith("checkpoint_") and os.path.isdir(os.path.join(path, n))]

@@ -1,0 +1,106 @@
+"""The torch backend: one ``torch.distributed`` process group per gang (gloo on CPU, nccl on GPU)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from tandem._core.errors import ConfigError
+from tandem.train.backends.base import Backend, BackendConfig
+
+if TYPE_CHECKING:
+    from tandem.train.context import TrainContext
+
+_BACKENDS = ("gloo", "nccl", "mpi", "ucc", "xccl")
+
+
+def _free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class TorchConfig(BackendConfig):
+    """Args:
+        backend: ``"gloo"``, ``"nccl"``, ...; default nccl when the worker has a GPU, else gloo.
+        init_method: only ``"tcp"`` is supported.
+        timeout_s: how long collectives wait for a peer before failing.
+    """
+
+    def __init__(self, backend: str | None = None, init_method: str = "tcp", timeout_s: int = 1800):
+        if backend is not None and backend not in _BACKENDS:
+            raise ConfigError(
+                f"TorchConfig(backend={backend!r}) is not a torch.distributed backend; use one "
+                f"of {', '.join(_BACKENDS)}, or None to pick nccl on GPU and gloo on CPU."
+            )
+        self.backend_name = backend
+        self.init_method = init_method
+        self.timeout_s = timeout_s
+
+    def backend(self) -> Backend:
+        return TorchBackend(self.backend_name, self.timeout_s)
+
+    def __repr__(self) -> str:
+        return f"TorchConfig(backend={self.backend_name!r})"
+
+
+class TorchBackend(Backend):
+    preload = ("torch", "torch.distributed", "torch.nn.parallel")
+
+    def __init__(self, backend: str | None = None, timeout_s: int = 1800) -> None:
+        self.backend_name = backend
+        self.timeout_s = timeout_s
+
+    def worker_env(self, node_ips: Sequence[str]) -> list[Mapping[str, str]]:
+        master = node_ips[0]
+        port = str(_free_port("127.0.0.1" if master in ("127.0.0.1", "localhost") else ""))
+        world = str(len(node_ips))
+        local_counts: dict[str, int] = {}
+        envs = []
+        for rank, ip in enumerate(node_ips):
+            local = local_counts.get(ip, 0)
+            local_counts[ip] = local + 1
+            envs.append({
+                "MASTER_ADDR": master, "MASTER_PORT": port, "RANK": str(rank),
+                "WORLD_SIZE": world, "LOCAL_RANK": str(local),
+            })
+        for env, ip in zip(envs, node_ips):
+            env["LOCAL_WORLD_SIZE"] = str(local_counts[ip])
+        return envs
+
+    def on_worker_start(self, context: TrainContext) -> None:
+        import torch
+        import torch.distributed as dist
+
+        threads = int(os.environ.get("TANDEM_NUM_THREADS", "0") or 0)
+        if threads:
+            torch.set_num_threads(threads)
+        use_cuda = bool(os.environ.get("CUDA_VISIBLE_DEVICES")) and torch.cuda.is_available()
+        if use_cuda:
+            torch.cuda.set_device(_local_device_index(context))
+        backend = self.backend_name or ("nccl" if use_cuda else "gloo")
+        dist.init_process_group(
+            backend=backend,
+            init_method=f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
+            rank=context.world_rank,
+            world_size=context.world_size,
+            timeout=datetime.timedelta(seconds=self.timeout_s),
+        )
+
+    def on_worker_shutdown(self, context: TrainContext) -> None:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _local_device_index(context: TrainContext) -> int:
+    """Each worker sees only its own GPUs (CUDA_VISIBLE_DEVICES), so its device is index 0
+    unless several GPUs were given to it, or the devices are shared (Ray) by local rank."""
+    import torch
+
+    n = torch.cuda.device_count()
+    return context.local_rank if n > 1 and n >= context.local_world_size and os.environ.get(
+        "TANDEM_SHARED_GPUS") else 0

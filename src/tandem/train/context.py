@@ -1,0 +1,73 @@
+"""``TrainContext``: who this worker is, and where its run lives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class StorageContext:
+    """Where a run writes: ``run_path = storage_path/run_name`` (local path or fsspec URL)."""
+
+    storage_path: str
+    run_name: str
+    experiment_name: str | None = None
+
+    @property
+    def run_path(self) -> str:
+        return self.storage_path.rstrip("/") + "/" + self.run_name
+
+
+@dataclass(frozen=True)
+class TrainContext:
+    """Returned by ``train.get_context()`` inside a worker."""
+
+    world_size: int = 1
+    world_rank: int = 0
+    local_rank: int = 0
+    local_world_size: int = 1
+    node_rank: int = 0
+    storage: StorageContext | None = None
+    trial_id: str | None = None
+    trial_name: str | None = None
+    trial_dir: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def get_world_size(self) -> int:
+        return self.world_size
+
+    def get_world_rank(self) -> int:
+        return self.world_rank
+
+    def get_local_rank(self) -> int:
+        return self.local_rank
+
+    def get_local_world_size(self) -> int:
+        return self.local_world_size
+
+    def get_node_rank(self) -> int:
+        return self.node_rank
+
+    def get_trial_id(self) -> str | None:
+        return self.trial_id
+
+    def get_trial_name(self) -> str | None:
+        return self.trial_name
+
+    def get_trial_dir(self) -> str | None:
+        return self.trial_dir
+
+    def get_experiment_name(self) -> str | None:
+        if self.storage is None:
+            return None
+        return self.storage.experiment_name or self.storage.run_name
+
+    def get_storage(self) -> StorageContext | None:
+        return self.storage
+
+    def get_run_path(self) -> str | None:
+        return self.storage.run_path if self.storage else None
+
+    def get_metadata(self) -> Mapping[str, Any]:
+        return self.metadata

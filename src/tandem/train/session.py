@@ -1,0 +1,124 @@
+"""The worker-side API: ``report``, ``get_checkpoint``, ``get_context``, ``get_dataset_shard``.
+
+These talk to the session of the worker process they are called in. The session is set
+up by tandem before the train function starts; outside a worker, ``report`` raises.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any, Mapping
+
+from tandem._core.errors import TandemError
+from tandem.train.api.checkpoint import Checkpoint
+from tandem.train.context import TrainContext
+
+if TYPE_CHECKING:
+    from tandem.train._internal.worker import WorkerSession
+
+_session: WorkerSession | None = None
+_DEFAULT_CONTEXT = TrainContext()
+_SCALARS = (int, float, str, bool, type(None))
+
+
+class SessionMisuseError(TandemError, RuntimeError):
+    """A worker-only function was called outside a training worker."""
+
+
+def _set_session(session: WorkerSession | None) -> None:
+    global _session
+    _session = session
+
+
+def get_session() -> WorkerSession | None:
+    return _session
+
+
+def _require(fn: str) -> WorkerSession:
+    if _session is None:
+        raise SessionMisuseError(
+            f"tandem.train.{fn}() was called outside a training worker. Call it from inside "
+            f"the train function you pass to a Trainer (train_loop_per_worker), which tandem "
+            f"runs in each worker process."
+        )
+    return _session
+
+
+def report(metrics: Mapping[str, Any], checkpoint: Checkpoint | None = None) -> None:
+    """Reports metrics (and optionally a checkpoint) for this worker's current step.
+
+    Every worker should call ``report`` the same number of times. Rank 0's metrics become
+    the run's metrics; a checkpoint is copied to ``<run>/checkpoint_<iteration>/`` before
+    this returns, and the run keeps it once every rank has reported that iteration.
+
+    Raises:
+        TypeError: ``metrics`` is not a dict of strings to numbers, strings, lists or dicts.
+    """
+    _require("report").report(metrics, checkpoint)
+
+
+def get_checkpoint() -> Checkpoint | None:
+    """The checkpoint to resume from (after a restart, or ``resume_from_checkpoint``), or None."""
+    return _session.checkpoint if _session is not None else None
+
+
+def get_context() -> TrainContext:
+    """This worker's ranks and run; outside a worker, a single-worker context with no run."""
+    return _session.context if _session is not None else _DEFAULT_CONTEXT
+
+
+def get_dataset_shard(name: str = "train") -> Any:
+    """This worker's shard of ``datasets[name]`` given to the trainer.
+
+    Raises:
+        KeyError: no dataset of that name was given; the message lists the names.
+    """
+    return _require("get_dataset_shard").dataset_shard(name)
+
+
+def clean_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """Returns metrics as plain JSON-able values, converting 0-d tensors and NumPy scalars.
+
+    Raises:
+        TypeError: naming the first key whose value cannot be serialized.
+    """
+    if not isinstance(metrics, Mapping):
+        raise TypeError(
+            f"train.report(metrics=...) takes a dict of metric names to values, got "
+            f"{type(metrics).__name__}: {metrics!r:.80}."
+        )
+    out: dict[str, Any] = {}
+    for key, value in metrics.items():
+        if not isinstance(key, str):
+            raise TypeError(f"train.report(): metric names must be strings, got {key!r}.")
+        if type(value) in _SCALARS:
+            out[key] = value
+        else:
+            out[key] = _clean_value(key, value)
+    return out
+
+
+def _clean_value(key: str, value: Any) -> Any:
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _clean_value(f"{key}/{k}", v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean_value(f"{key}[{i}]", v) for i, v in enumerate(value)]
+    item = getattr(value, "item", None)
+    if item is not None and getattr(value, "ndim", 1) == 0:
+        v = item()
+        if isinstance(v, float) and math.isnan(v):
+            return v
+        return v
+    raise TypeError(
+        f"train.report(): the metric {key!r} has a value of type {type(value).__module__}."
+        f"{type(value).__qualname__} ({value!r:.60}), which cannot be serialized. Report "
+        f"numbers, strings, booleans, or lists/dicts of them (convert a tensor or array with "
+        f".item() or .tolist()); put large objects in a checkpoint instead."
+    )
+
+
+def now() -> float:
+    return time.time()

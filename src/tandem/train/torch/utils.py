@@ -1,0 +1,103 @@
+"""Helpers used inside the train function: device, DDP wrapping, distributed data loading."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tandem.train.session import get_context
+
+
+def get_device() -> Any:
+    """This worker's ``torch.device``: its GPU when it has one, else the CPU."""
+    import torch
+
+    if os.environ.get("CUDA_VISIBLE_DEVICES") and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def prepare_model(
+    model: Any,
+    move_to_device: bool = True,
+    parallel_strategy: str | None = "ddp",
+    parallel_strategy_kwargs: dict | None = None,
+) -> Any:
+    """Moves ``model`` to this worker's device and wraps it in DistributedDataParallel
+    (when there is more than one worker), so gradients are all-reduced on ``backward()``."""
+    import torch
+
+    if parallel_strategy not in ("ddp", None):
+        raise ValueError(
+            f"prepare_model(parallel_strategy={parallel_strategy!r}): use 'ddp' or None."
+        )
+    device = get_device()
+    if move_to_device:
+        model = model.to(device)
+    if parallel_strategy == "ddp" and get_context().get_world_size() > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        kwargs = dict(parallel_strategy_kwargs or {})
+        if device.type == "cuda":
+            kwargs.setdefault("device_ids", [device.index])
+        model = DistributedDataParallel(model, **kwargs)
+    del torch
+    return model
+
+
+class _DeviceLoader:
+    def __init__(self, loader: Any, device: Any) -> None:
+        self._loader = loader
+        self._device = device
+
+    def __len__(self) -> int:
+        return len(self._loader)
+
+    def __iter__(self) -> Any:
+        for batch in self._loader:
+            yield _to_device(batch, self._device)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
+def _to_device(batch: Any, device: Any) -> Any:
+    if hasattr(batch, "to"):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to_device(b, device) for b in batch)
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    return batch
+
+
+def prepare_data_loader(data_loader: Any, add_dist_sampler: bool = True,
+                        move_to_device: bool = True) -> Any:
+    """Gives each worker a distinct part of the data (a ``DistributedSampler``) and moves
+    batches to the worker's device. Call ``loader.sampler.set_epoch(epoch)`` to reshuffle."""
+    from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+
+    ctx = get_context()
+    if add_dist_sampler and ctx.get_world_size() > 1 and not isinstance(
+        data_loader.sampler, DistributedSampler
+    ):
+        shuffle = isinstance(data_loader.sampler, RandomSampler)
+        sampler = DistributedSampler(
+            data_loader.dataset, num_replicas=ctx.get_world_size(), rank=ctx.get_world_rank(),
+            shuffle=shuffle,
+        )
+        data_loader = DataLoader(
+            data_loader.dataset,
+            batch_size=data_loader.batch_size,
+            sampler=sampler,
+            num_workers=data_loader.num_workers,
+            collate_fn=data_loader.collate_fn,
+            pin_memory=data_loader.pin_memory,
+            drop_last=data_loader.drop_last,
+            timeout=data_loader.timeout,
+            worker_init_fn=data_loader.worker_init_fn,
+        )
+    device = get_device()
+    if move_to_device and device.type != "cpu":
+        return _DeviceLoader(data_loader, device)
+    return data_loader

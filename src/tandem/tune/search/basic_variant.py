@@ -1,0 +1,147 @@
+"""Random and grid search: the default searcher."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from tandem._core.errors import ConfigError
+from tandem.tune.search.searcher import Searcher
+from tandem.tune.search.variant_generator import (
+    Variant,
+    _check_num_samples,
+    iter_variants,
+    merge_point,
+    validate_param_space,
+)
+
+__all__ = ["BasicVariantGenerator"]
+
+
+class BasicVariantGenerator(Searcher):
+    """Grid search and random sampling over ``param_space`` (Ray Tune's default searcher).
+
+    It yields ``num_samples`` passes over the grid (every ``grid_search`` combination, with
+    the other domains sampled afresh in each), then :attr:`Searcher.FINISHED`. Each of
+    ``points_to_evaluate`` takes the place of one pass.
+
+    Controller call order::
+
+        searcher.set_search_properties(metric, mode, param_space)
+        searcher.set_num_samples(tune_config.num_samples)   # returns True: it counts itself
+        searcher.suggest(trial_id)  # -> config | None (max_concurrent reached) | FINISHED
+        searcher.on_trial_complete(trial_id, result, error)
+
+    :attr:`last_variant` holds the :class:`Variant` (with ``resolved_vars`` for the
+    experiment tag) of the latest suggestion. Save/restore replays the seeded stream, so a
+    restored generator continues where the saved one stopped.
+
+    Args:
+        points_to_evaluate: Partial configs to run first; keys must exist in the space.
+        max_concurrent: At most this many suggested trials unfinished at once (0 = no cap).
+        random_state: Seed (int), ``numpy.random.Generator`` or None (random seed).
+    """
+
+    def __init__(
+        self,
+        points_to_evaluate: Sequence[Mapping[str, Any]] | None = None,
+        max_concurrent: int = 0,
+        random_state: int | np.random.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int) or (
+            max_concurrent < 0
+        ):
+            raise ConfigError(
+                f"BasicVariantGenerator(max_concurrent={max_concurrent!r}): must be an int >= 0 "
+                "(0 means no limit)."
+            )
+        if points_to_evaluate is not None and (
+            isinstance(points_to_evaluate, Mapping)
+            or not all(isinstance(p, Mapping) for p in points_to_evaluate)
+        ):
+            raise ConfigError(
+                "BasicVariantGenerator(points_to_evaluate=...): must be a list of dicts (partial "
+                f"configs), got {points_to_evaluate!r}. Write e.g. [{{'lr': 0.01}}]."
+            )
+        self._points = [dict(p) for p in points_to_evaluate or []]
+        self._max_concurrent = max_concurrent
+        if isinstance(random_state, np.random.Generator):
+            random_state = int(random_state.integers(0, 2**63 - 1))
+        elif random_state is None:
+            random_state = int(np.random.SeedSequence().generate_state(1)[0])
+        self._seed = random_state
+        self._param_space: dict[str, Any] = {}
+        self._num_samples = 1
+        self._num_suggested = 0
+        self._live: set[str] = set()
+        self._finished = False
+        self._iterator: Iterator[Variant] | None = None
+        self.last_variant: Variant | None = None
+
+    def set_search_properties(
+        self, metric: str | None, mode: str | None, config: dict[str, Any] | None, **spec: Any
+    ) -> bool:
+        super().set_search_properties(metric, mode, config)
+        validate_param_space(config)
+        self._param_space = dict(config or {})
+        for point in self._points:
+            merge_point(self._param_space, point)  # raises on keys missing from the space
+        self._iterator = None
+        return True
+
+    def set_num_samples(self, num_samples: int) -> bool:
+        _check_num_samples(num_samples)
+        self._num_samples = num_samples
+        self._iterator = None
+        return True
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        if self._finished:
+            return Searcher.FINISHED
+        if self._max_concurrent and len(self._live) >= self._max_concurrent:
+            return None
+        if self._iterator is None:
+            self._iterator = self._make_iterator()
+        variant = next(self._iterator, None)
+        if variant is None:
+            self._finished = True
+            return Searcher.FINISHED
+        self._num_suggested += 1
+        self._live.add(trial_id)
+        self.last_variant = variant
+        return variant.config
+
+    def on_trial_complete(
+        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+    ) -> None:
+        self._live.discard(trial_id)
+
+    @property
+    def total_samples(self) -> int | None:
+        """How many configs this generator yields in all (None when num_samples is -1)."""
+        from tandem.tune.search.variant_generator import count_variants
+
+        if self._num_samples == -1:
+            return None
+        per_point = sum(count_variants(merge_point(self._param_space, p)) for p in self._points)
+        passes = max(self._num_samples - len(self._points), 0)
+        return per_point + passes * count_variants(self._param_space)
+
+    def _make_iterator(self) -> Iterator[Variant]:
+        stream = iter_variants(
+            self._param_space,
+            self._num_samples,
+            seed=self._seed,
+            points_to_evaluate=self._points,
+        )
+        # Replay what was already suggested so a restored generator continues the stream.
+        return itertools.islice(stream, self._num_suggested, None)
+
+    def get_state(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_iterator"] = None  # generators cannot be pickled; rebuilt by replay
+        return state
