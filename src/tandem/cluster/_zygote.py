@@ -153,6 +153,8 @@ class _Zygote:
                 os.chdir(spec["cwd"])
             if spec.get("sys_path"):
                 sys.path[:] = spec["sys_path"]
+            if spec.get("argv") is not None:
+                sys.argv[:] = spec["argv"]  # the train function sees the driver's arguments
             from tandem.cluster import _worker_main
 
             code = _worker_main.run(spec)
@@ -181,7 +183,9 @@ def _killpg(pid: int) -> None:
 
 
 def main() -> None:
-    _set_parent_death_signal()
+    # No parent-death signal here: Linux sends it when the parent *thread* ends, and the
+    # driver may start the zygote from a short-lived job thread. Stdin EOF covers the
+    # driver's death (its end of the pipe closes with it).
     inp = os.dup(0)
     out = os.dup(1)
     # Anything that prints to stdout (an imported module) must not corrupt the frame stream.

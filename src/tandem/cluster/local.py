@@ -75,6 +75,7 @@ class LocalWorker(WorkerProcess):
         self._conn: socket.socket | None = None
         self._lock = threading.Lock()
         self._killed = False
+        self._connected = False
         self.exitcode: int | None = None
 
     @property
@@ -355,6 +356,7 @@ class _IOThread(threading.Thread):
                     "env": dict(spec.env),
                     "cwd": spec.cwd or os.getcwd(),
                     "sys_path": list(sys.path),
+                    "argv": list(sys.argv),
                 },
             )
         )
@@ -457,6 +459,7 @@ class _IOThread(threading.Thread):
                 worker = self._by_id[frame[1]]
                 state[1] = worker
                 worker._conn = conn
+                worker._connected = True
                 worker._deliver(("__connected__", frame[2]))
                 worker.send(("run", worker._task))
                 worker._task = b""
@@ -490,6 +493,8 @@ class _IOThread(threading.Thread):
                 if worker is not None:
                     self._by_id.pop(worker.worker_id, None)
                     worker.exitcode = msg[2]
+                    if not worker._connected:
+                        worker._deliver(("__eof__",))  # it died before it ever connected
                     worker._deliver(("__exit__", msg[2]))
             elif kind == "preloaded" and msg[2]:
                 logger.warning("could not preload %s in worker processes: %s", msg[1], msg[2])

@@ -57,14 +57,14 @@ class Trial:
     """
 
     __slots__ = (
-        "trial_id",
-        "config",
-        "status",
-        "last_result",
         "checkpoint",
+        "config",
         "experiment_tag",
-        "resources",
+        "last_result",
         "num_failures",
+        "resources",
+        "status",
+        "trial_id",
     )
 
     def __init__(

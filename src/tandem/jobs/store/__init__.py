@@ -48,7 +48,9 @@ __all__ = [
 ]
 
 
-def open_store(url_or_path: str | os.PathLike[str] | JobStore | None = None, **kwargs: Any) -> JobStore:
+def open_store(
+    url_or_path: str | os.PathLike[str] | JobStore | None = None, **kwargs: Any
+) -> JobStore:
     """Opens the job store named by a URL or a path.
 
     Args:

@@ -23,9 +23,12 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tandem._core.errors import JobNotFoundError, TandemError
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 __all__ = [
     "JOB_FIELDS",
@@ -308,9 +311,21 @@ def check_update_fields(job_id: str, fields: Mapping[str, Any]) -> dict[str, Any
         check_json_dict(out["result"], "result", allow_none=True)
     if "name" in out and not isinstance(out["name"], str):
         raise TypeError(f"name must be a str, got {out['name']!r}")
-    if "priority" in out and (isinstance(out["priority"], bool) or not isinstance(out["priority"], int)):
+    if "priority" in out and (
+        isinstance(out["priority"], bool) or not isinstance(out["priority"], int)
+    ):
         raise TypeError(f"priority must be an int, got {out['priority']!r}")
     return out
+
+
+def check_state_args(state: Any, at: Any) -> None:
+    """Validates ``set_state``'s ``state`` and ``at``."""
+    if not isinstance(state, str) or not state:
+        raise ValueError(f"state must be a non-empty str such as 'RUNNING', got {state!r}")
+    if isinstance(at, bool) or not isinstance(at, (int, float)):
+        raise TypeError(
+            f"set_state(at=...) takes epoch seconds as a float (time.time()), got {at!r}"
+        )
 
 
 def check_list_args(limit: int, offset: int, order: str) -> None:
@@ -410,9 +425,9 @@ class JobStore(ABC):
         self,
         job_id: str,
         state: str,
-        *,
         at: float,
         error: str | None = None,
+        *,
         traceback: str | None = None,
         reason: str | None = None,
     ) -> JobRecord:
@@ -556,10 +571,10 @@ class JobStore(ABC):
             raise job_not_found(job_id, self)
         return job
 
-    def close(self) -> None:  # noqa: B027 - deliberately a no-op by default
+    def close(self) -> None:
         """Releases connections. Calls after ``close`` are not supported. Idempotent."""
 
-    def __enter__(self) -> JobStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

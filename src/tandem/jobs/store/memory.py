@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from tandem.jobs.store.base import (
     UsageSample,
     check_json_dict,
     check_list_args,
+    check_state_args,
     check_update_fields,
     job_not_found,
     normalize_json,
@@ -33,7 +35,7 @@ __all__ = ["InMemoryJobStore"]
 class _Reports:
     """Reports of one job, kept sorted by ``seq``."""
 
-    __slots__ = ("seqs", "records")
+    __slots__ = ("records", "seqs")
 
     def __init__(self) -> None:
         self.seqs: list[int] = []
@@ -96,14 +98,13 @@ class InMemoryJobStore(JobStore):
         self,
         job_id: str,
         state: str,
-        *,
         at: float,
         error: str | None = None,
+        *,
         traceback: str | None = None,
         reason: str | None = None,
     ) -> JobRecord:
-        if not isinstance(state, str) or not state:
-            raise ValueError(f"state must be a non-empty str, got {state!r}")
+        check_state_args(state, at)
         with self._lock:
             job = self._jobs.get(job_id)
             if job is None:
@@ -120,7 +121,9 @@ class InMemoryJobStore(JobStore):
             new = dataclasses.replace(job, **changes)
             self._jobs[job_id] = new
             self._transitions[job_id].append(
-                TransitionRecord(job_id, job.state, state, at, reason if reason is not None else error)
+                TransitionRecord(
+                    job_id, job.state, state, at, reason if reason is not None else error
+                )
             )
         return dataclasses.replace(new, spec=None)
 
@@ -251,4 +254,4 @@ def _contains(sorted_list: list[int], value: int) -> bool:
 
 
 def _ascending(records: Sequence[ReportRecord]) -> bool:
-    return all(a.seq < b.seq for a, b in zip(records, records[1:]))
+    return all(a.seq < b.seq for a, b in itertools.pairwise(records))

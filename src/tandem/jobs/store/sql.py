@@ -31,6 +31,7 @@ from tandem.jobs.store.base import (
     UsageSample,
     check_json_dict,
     check_list_args,
+    check_state_args,
     check_update_fields,
     decode_json,
     encode_json,
@@ -84,7 +85,9 @@ tags_table = sa.Table(
     "tandem_job_tags",
     metadata,
     sa.Column(
-        "job_id", sa.String(128), sa.ForeignKey("tandem_jobs.job_id", ondelete="CASCADE"),
+        "job_id",
+        sa.String(128),
+        sa.ForeignKey("tandem_jobs.job_id", ondelete="CASCADE"),
         primary_key=True,
     ),
     sa.Column("tag", sa.String(256), primary_key=True),
@@ -96,7 +99,9 @@ transitions_table = sa.Table(
     metadata,
     sa.Column("id", _BigId, primary_key=True, autoincrement=True),
     sa.Column(
-        "job_id", sa.String(128), sa.ForeignKey("tandem_jobs.job_id", ondelete="CASCADE"),
+        "job_id",
+        sa.String(128),
+        sa.ForeignKey("tandem_jobs.job_id", ondelete="CASCADE"),
         nullable=False,
     ),
     sa.Column("from_state", sa.String(32), nullable=True),
@@ -110,7 +115,9 @@ reports_table = sa.Table(
     "tandem_reports",
     metadata,
     sa.Column(
-        "job_id", sa.String(128), sa.ForeignKey("tandem_jobs.job_id", ondelete="CASCADE"),
+        "job_id",
+        sa.String(128),
+        sa.ForeignKey("tandem_jobs.job_id", ondelete="CASCADE"),
         primary_key=True,
     ),
     sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
@@ -125,7 +132,9 @@ usage_table = sa.Table(
     metadata,
     sa.Column("id", _BigId, primary_key=True, autoincrement=True),
     sa.Column(
-        "job_id", sa.String(128), sa.ForeignKey("tandem_jobs.job_id", ondelete="CASCADE"),
+        "job_id",
+        sa.String(128),
+        sa.ForeignKey("tandem_jobs.job_id", ondelete="CASCADE"),
         nullable=False,
     ),
     sa.Column("rank", sa.Integer, nullable=False),
@@ -324,17 +333,19 @@ class SQLJobStore(JobStore):
 
     @contextmanager
     def _transaction(self, write: bool) -> Iterator[Connection]:
-        with self._serial if self._serial is not None else nullcontext():
-            with self._engine.connect() as conn:
-                if write:
-                    conn = conn.execution_options(tandem_write=True)
-                with conn.begin():
-                    yield conn
+        serial = self._serial if self._serial is not None else nullcontext()
+        with serial, self._engine.connect() as conn:
+            if write:
+                conn = conn.execution_options(tandem_write=True)
+            with conn.begin():
+                yield conn
 
     def _run(self, fn: Callable[[Connection], T], *, write: bool) -> T:
         """Runs ``fn`` in one short transaction, retrying it on lock errors."""
         if self._closed:
-            raise JobStoreUnavailableError(f"{self!r} is closed; open a new store with open_store(url)")
+            raise JobStoreUnavailableError(
+                f"{self!r} is closed; open a new store with open_store(url)"
+            )
         deadline = time.monotonic() + self._retry_timeout_s
         delay = 0.005
         attempts = 0
@@ -499,14 +510,13 @@ class SQLJobStore(JobStore):
         self,
         job_id: str,
         state: str,
-        *,
         at: float,
         error: str | None = None,
+        *,
         traceback: str | None = None,
         reason: str | None = None,
     ) -> JobRecord:
-        if not isinstance(state, str) or not state:
-            raise ValueError(f"state must be a non-empty str, got {state!r}")
+        check_state_args(state, at)
 
         def fn(conn: Connection) -> JobRecord:
             row = conn.execute(
@@ -632,7 +642,7 @@ class SQLJobStore(JobStore):
         )
         missing = wanted - found
         if missing:
-            raise job_not_found(sorted(missing)[0], self)
+            raise job_not_found(min(missing), self)
 
     def get_reports(
         self,

@@ -21,10 +21,12 @@ Tests assert correctness only. The throughput and latency tests print their numb
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
-import multiprocessing as mp
 import statistics
+import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -78,63 +80,102 @@ def _reports(job_id: str, start: int, n: int, *, every_ckpt: int = 0) -> list[Re
             metrics={"loss": 1.0 / (i + 1), "step": i},
             time=T0 + i,
             rank=i % 2,
-            checkpoint_path=(f"/ckpt/{job_id}/checkpoint_{i:06d}" if every_ckpt and i % every_ckpt == 0 else None),
+            checkpoint_path=(
+                f"/ckpt/{job_id}/checkpoint_{i:06d}" if every_ckpt and i % every_ckpt == 0 else None
+            ),
         )
         for i in range(start, start + n)
     ]
 
 
 # --------------------------------------------------------------------------- child processes
-# Top-level so that "spawn" children can import them.
+# Plain `python -c` subprocesses (not multiprocessing, whose resource tracker outlives the
+# test): they behave like the CLI processes that read a server's store.
 
 
-def _reader_process(url: str, ready: Any, stop: Any, results: Any) -> None:
-    """Lists and reads jobs in a loop until ``stop``; puts ``(iterations, errors)``."""
+def _child_main(argv: list[str]) -> None:
+    """Entry point of a child: ``reader URL`` or ``writer URL PREFIX N``.
+
+    Prints ``READY`` once its store is open, then one ``RESULT {json}`` line with
+    ``{"count": <iterations or jobs written>, "errors": [tracebacks]}``. A reader loops
+    until its stdin is closed.
+    """
+    kind, url = argv[0], argv[1]
     errors: list[str] = []
-    iterations = 0
+    count = 0
+    stop = threading.Event()
     try:
         store = open_store(url)
-        ready.set()
-        while not stop.is_set():
-            try:
-                jobs = store.list_jobs(limit=50)
-                for j in jobs[:5]:
-                    got = store.get_job(j.job_id)
-                    assert got is not None and got.job_id == j.job_id
-                    store.get_reports(j.job_id, limit=100)
-                store.list_jobs(states=["RUNNING"], limit=20)
-                iterations += 1
-            except Exception:  # noqa: BLE001 - report everything to the parent
-                errors.append(traceback.format_exc())
-                if len(errors) > 5:
-                    break
+        print("READY", flush=True)
+        if kind == "reader":
+            threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+            while not stop.is_set() and len(errors) <= 5:
+                try:
+                    for j in store.list_jobs(limit=50)[:5]:
+                        got = store.get_job(j.job_id)
+                        assert got is not None and got.job_id == j.job_id
+                        store.get_reports(j.job_id, limit=100)
+                    store.list_jobs(states=["RUNNING"], limit=20)
+                    count += 1
+                except Exception:  # noqa: BLE001 - report everything to the parent
+                    errors.append(traceback.format_exc())
+        else:
+            prefix, n_jobs = argv[2], int(argv[3])
+            for i in range(n_jobs):
+                try:
+                    _write_one_job(store, f"{prefix}{i:04d}", T0 + i)
+                    count += 1
+                except Exception:  # noqa: BLE001
+                    errors.append(traceback.format_exc())
+                    if len(errors) > 5:
+                        break
         store.close()
     except Exception:  # noqa: BLE001
+        print("READY", flush=True)
         errors.append(traceback.format_exc())
-        ready.set()
-    results.put(("reader", iterations, errors))
+    print("RESULT " + json.dumps({"count": count, "errors": errors}), flush=True)
 
 
-def _writer_process(url: str, prefix: str, n_jobs: int, ready: Any, results: Any) -> None:
-    """Creates ``n_jobs`` jobs with reports and state changes; puts ``(n_done, errors)``."""
-    errors: list[str] = []
-    done = 0
-    try:
-        store = open_store(url)
-        ready.set()
-        for i in range(n_jobs):
-            try:
-                _write_one_job(store, f"{prefix}{i:04d}", T0 + i)
-                done += 1
-            except Exception:  # noqa: BLE001
-                errors.append(traceback.format_exc())
-                if len(errors) > 5:
-                    break
-        store.close()
-    except Exception:  # noqa: BLE001
-        errors.append(traceback.format_exc())
-        ready.set()
-    results.put(("writer", done, errors))
+def _start_child(*args: str) -> subprocess.Popen[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    code = (
+        "import sys; from tandem.jobs.testing.store_conformance import _child_main; "
+        "_child_main(sys.argv[1:])"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+
+
+def _wait_ready(proc: subprocess.Popen[str]) -> list[str]:
+    """Reads the child's output up to ``READY``; returns what came before it."""
+    assert proc.stdout is not None
+    before = []
+    for line in proc.stdout:
+        if line.strip() == "READY":
+            return before
+        before.append(line)
+    raise AssertionError(f"child exited (rc={proc.wait()}) before READY:\n{''.join(before)}")
+
+
+def _finish_child(proc: subprocess.Popen[str], name: str) -> dict[str, Any]:
+    """Closes the child's stdin, waits for it and returns its RESULT."""
+    # Read through proc.stdout, not communicate(): _wait_ready's reads may already hold
+    # later lines in the file object's buffer, which communicate() would skip.
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.close()
+    out = proc.stdout.read()
+    proc.wait(timeout=60)
+    for line in out.splitlines():
+        if line.startswith("RESULT "):
+            return dict(json.loads(line[len("RESULT ") :]))
+    raise AssertionError(f"{name} (rc={proc.returncode}) printed no RESULT:\n{out}")
 
 
 def _write_one_job(store: JobStore, job_id: str, at: float) -> None:
@@ -245,7 +286,7 @@ class JobStoreTestCase:
         r = store.set_state("j", "RUNNING", at=T0 + 1)
         assert (r.state, r.started_at, r.ended_at, r.spec) == ("RUNNING", T0 + 1, None, None)
         store.set_state("j", "RESTARTING", at=T0 + 2, reason="worker 1 died")
-        store.set_state("j", "RUNNING", at=T0 + 3)
+        store.set_state("j", "RUNNING", T0 + 3)  # `at` may be positional
         r = store.set_state("j", "FAILED", at=T0 + 4, error="boom", traceback="Traceback...\nboom")
         assert r.is_terminal
         got = store.get_job("j")
@@ -272,8 +313,12 @@ class JobStoreTestCase:
     def test_set_state_unknown_job(self, store: JobStore) -> None:
         with pytest.raises(JobNotFoundError, match="ghost"):
             store.set_state("ghost", "RUNNING", at=T0)
+        store.create_job(make_job("j"))
         with pytest.raises(ValueError):
-            store.set_state("ghost", "", at=T0)
+            store.set_state("j", "", at=T0)
+        with pytest.raises(TypeError, match="epoch seconds"):
+            store.set_state("j", "RUNNING", at="now")  # type: ignore[arg-type]
+        assert len(store.transitions("j")) == 1
 
     @pytest.mark.timeout(30)
     def test_update_job(self, store: JobStore) -> None:
@@ -290,7 +335,11 @@ class JobStoreTestCase:
         got = store.get_job("j")
         assert got is not None
         assert (got.priority, got.tags, got.spec, got.spec_json, got.name) == (
-            3, ("b", "c"), b"new", {"x": 1}, "renamed",
+            3,
+            ("b", "c"),
+            b"new",
+            {"x": 1},
+            "renamed",
         )
         assert got.result == {"metrics": {"loss": 0.5}, "checkpoint_path": "/c/1", "path": "/r"}
         assert [j.job_id for j in store.list_jobs(tag="b")] == ["j"]
@@ -394,7 +443,9 @@ class JobStoreTestCase:
         assert store.get_reports("unknown") == []
         ckpts = store.get_reports("j", with_checkpoint=True, limit=3)
         assert [r.seq for r in ckpts] == [0, 100, 200]
-        assert store.checkpoint_paths("j") == [f"/ckpt/j/checkpoint_{i:06d}" for i in range(0, 2500, 100)]
+        assert store.checkpoint_paths("j") == [
+            f"/ckpt/j/checkpoint_{i:06d}" for i in range(0, 2500, 100)
+        ]
         assert len(store.get_reports("other")) == 3
 
     @pytest.mark.timeout(30)
@@ -415,7 +466,9 @@ class JobStoreTestCase:
             metrics["arr"] = np.arange(3)
         except ImportError:  # pragma: no cover - numpy is a dependency
             pass
-        store.append_reports("j", [ReportRecord("j", 0, metrics, T0, rank=None, checkpoint_path="s3://b/c")])
+        store.append_reports(
+            "j", [ReportRecord("j", 0, metrics, T0, rank=None, checkpoint_path="s3://b/c")]
+        )
         (r,) = store.get_reports("j")
         m = r.metrics
         assert math.isnan(m["nan"]) and m["inf"] == float("inf")
@@ -458,7 +511,15 @@ class JobStoreTestCase:
         store.create_job(make_job("j"))
         store.create_job(make_job("k"))
         samples = [
-            UsageSample("j", rank, T0 + t, 10.0 * rank + t, 1000 + t, None if rank else 55.5, None if rank else 1 << 33)
+            UsageSample(
+                "j",
+                rank,
+                T0 + t,
+                10.0 * rank + t,
+                1000 + t,
+                None if rank else 55.5,
+                None if rank else 1 << 33,
+            )
             for t in range(5)
             for rank in (1, 0)
         ]
@@ -468,11 +529,16 @@ class JobStoreTestCase:
         assert got[0] == UsageSample("j", 0, T0, 0.0, 1000, 55.5, 1 << 33)
         assert got[1].gpu_util is None and got[1].gpu_mem_bytes is None
         assert [s.time for s in store.get_usage("j", rank=1)] == [T0 + t for t in range(5)]
-        assert [(s.time, s.rank) for s in store.get_usage("j", since=T0 + 3)] == [(T0 + 4, 0), (T0 + 4, 1)]
+        assert [(s.time, s.rank) for s in store.get_usage("j", since=T0 + 3)] == [
+            (T0 + 4, 0),
+            (T0 + 4, 1),
+        ]
         assert len(store.get_usage("j", limit=3)) == 3
         assert store.get_usage("unknown") == []
         with pytest.raises(JobNotFoundError, match="ghost"):
-            store.append_usage([UsageSample("k", 0, T0 + 1, 1.0, 1), UsageSample("ghost", 0, T0, 1.0, 1)])
+            store.append_usage(
+                [UsageSample("k", 0, T0 + 1, 1.0, 1), UsageSample("ghost", 0, T0, 1.0, 1)]
+            )
         assert len(store.get_usage("k")) == 1
         store.append_usage([])
 
@@ -520,42 +586,49 @@ class JobStoreTestCase:
     def test_processes_read_while_writing(self, shared_url: str) -> None:
         """Two reader processes and a writer process run while this process writes too."""
         store = open_store(shared_url)  # creates the schema before the children start
-        ctx = mp.get_context("spawn")
-        results = ctx.Queue()
-        stop = ctx.Event()
-        readies = [ctx.Event() for _ in range(3)]
-        procs = [ctx.Process(target=_reader_process, args=(shared_url, readies[i], stop, results)) for i in range(2)]
-        procs.append(ctx.Process(target=_writer_process, args=(shared_url, "child_", 40, readies[2], results)))
+        procs = {
+            "reader-1": _start_child("reader", shared_url),
+            "reader-2": _start_child("reader", shared_url),
+            "writer": _start_child("writer", shared_url, "child_", "40"),
+        }
         try:
-            for p in procs:
-                p.start()
-            for ev in readies:
-                assert ev.wait(60), "a child process did not start within 60 s"
+            t = time.perf_counter()
+            for proc in procs.values():
+                _wait_ready(proc)
+            t_started = time.perf_counter()
             for i in range(40):
                 _write_one_job(store, f"main_{i:04d}", T0 + i)
-            outcomes = []
-            # The writer finishes on its own; then stop the readers.
-            outcomes.append(results.get(timeout=60))
-            stop.set()
-            for _ in range(2):
-                outcomes.append(results.get(timeout=60))
+            t_main = time.perf_counter()
+            # The writer finishes on its own; closing the readers' stdin stops them.
+            outcomes = {"writer": _finish_child(procs["writer"], "writer")}
+            t_child = time.perf_counter()
+            print(
+                f"\n[{store!r}] children ready in {t_started - t:.2f} s; main wrote 40 jobs in "
+                f"{t_main - t_started:.2f} s; child writer done after {t_child - t_started:.2f} s"
+            )
+            for name in ("reader-1", "reader-2"):
+                outcomes[name] = _finish_child(procs[name], name)
         finally:
-            stop.set()
-            for p in procs:
-                p.join(timeout=30)
-                if p.is_alive():  # pragma: no cover - only on a hang
-                    p.kill()
-                    p.join()
+            for proc in procs.values():
+                if proc.poll() is None:  # pragma: no cover - only after a failure
+                    proc.kill()
+                proc.wait()
+                for f in (proc.stdin, proc.stdout):
+                    if f is not None:
+                        f.close()
         try:
-            for kind, count, errs in outcomes:
-                assert errs == [], f"{kind} process failed:\n" + "\n".join(errs)
-                assert count > 0, f"{kind} process did no work"
-            writer_done = [c for k, c, _ in outcomes if k == "writer"]
-            assert writer_done == [40]
+            for name, outcome in outcomes.items():
+                assert outcome["errors"] == [], f"{name} failed:\n" + "\n".join(outcome["errors"])
+                assert outcome["count"] > 0, f"{name} did no work"
+            assert outcomes["writer"]["count"] == 40
             assert len(store.list_jobs(states="FINISHED", tag="mp", limit=1000)) == 80
             for jid in ("main_0039", "child_0039"):
                 assert len(store.get_reports(jid)) == 50
-                assert [t.to_state for t in store.transitions(jid)] == ["PENDING", "RUNNING", "FINISHED"]
+                assert [t.to_state for t in store.transitions(jid)] == [
+                    "PENDING",
+                    "RUNNING",
+                    "FINISHED",
+                ]
         finally:
             store.close()
 
@@ -579,7 +652,9 @@ class JobStoreTestCase:
         for b in batches:
             store.append_reports("bulk", b)
         dt = time.perf_counter() - t
-        print(f"\n[{store!r}] append_reports: {n} reports in batches of {batch}: {n / dt:,.0f} reports/s")
+        print(
+            f"\n[{store!r}] append_reports: {n} reports in batches of {batch}: {n / dt:,.0f} reports/s"
+        )
         t = time.perf_counter()
         total = 0
         after = -1
@@ -596,8 +671,12 @@ class JobStoreTestCase:
         for i in range(1000):
             store.create_job(
                 make_job(
-                    f"h{i:05d}", submitted_at=T0 + i, state=states[i % 5], name=f"exp{i % 20}",
-                    tags=(f"t{i % 7}",), spec=b"s" * 2000,
+                    f"h{i:05d}",
+                    submitted_at=T0 + i,
+                    state=states[i % 5],
+                    name=f"exp{i % 20}",
+                    tags=(f"t{i % 7}",),
+                    spec=b"s" * 2000,
                     spec_json={"config": {"lr": 0.01 * i, "layers": [64, 64]}},
                 )
             )
@@ -622,4 +701,3 @@ class JobStoreTestCase:
         assert len(store.list_jobs(states="RUNNING", limit=1000)) == 200
         assert len(store.list_jobs(name="exp3", limit=1000)) == 50
         assert len(store.list_jobs(offset=900, limit=1000)) == 100
-

@@ -152,20 +152,25 @@ class TrainController(JobRunner):
                 items.append(self._q.get_nowait())
             except queue.Empty:
                 break
+        return self._handle(items)
+
+    def _handle(self, items: list, seen: dict[int, set] | None = None) -> LoopState:
+        """Applies worker frames; ``seen`` collects each rank's ``__eof__``/``__exit__``."""
         rows: list[dict] = []
         state = LoopState.RUNNING
         for attempt, rank, frame in items:
             kind = frame[0]
             if kind == "__stop__":
+                self._stop_requested = True
                 state = LoopState.STOPPED
-                break
+                continue
             if attempt != self._attempt:
                 continue  # a late frame from a gang we already replaced
             if kind == "reports":
                 self._on_reports(rank, frame[2], rows)
             elif kind == "done":
                 self._done[rank] = frame[2]
-                if len(self._done) == self.spec.num_workers:
+                if len(self._done) == self.spec.num_workers and state is LoopState.RUNNING:
                     state = LoopState.SUCCEEDED
             elif kind == "error":
                 info: ErrorInfo = frame[2]
@@ -178,12 +183,17 @@ class TrainController(JobRunner):
                 self._failures.append(
                     _Failure(rank, "error", info.exc_type, info.message, info.traceback, cause)
                 )
-                state = LoopState.FAILED
+                if state is not LoopState.STOPPED:
+                    state = LoopState.FAILED
             elif kind in ("__eof__", "__exit__"):
+                if seen is not None:
+                    seen.setdefault(rank, set()).add(kind)
                 if rank not in self._done:
                     code = frame[1] if kind == "__exit__" else None
-                    self._failures.append(_Failure(rank, "died", *_death(code)))
-                    state = LoopState.FAILED
+                    if code is not None or not any(f.rank == rank for f in self._failures):
+                        self._failures.append(_Failure(rank, "died", *_death(code)))
+                    if state is not LoopState.STOPPED:
+                        state = LoopState.FAILED
             elif kind == "call":
                 self._on_call(rank, frame)
         if rows:
@@ -317,43 +327,35 @@ class TrainController(JobRunner):
         self._workers = ctx.cluster.start_workers(placement, specs, tasks, sink)
 
     def _kill_gang(self, wait_s: float = 5.0) -> None:
+        """Kills every worker, then reads what they sent up to their end (their reports are
+        real progress: a checkpoint they completed is committed), then retires the gang."""
         workers, self._workers = self._workers, []
         for w in workers:
             w.kill()
-        pending = {i for i, w in enumerate(workers) if getattr(w, "exitcode", None) is None}
-        attempt = self._attempt
-        self._attempt += 1  # frames from the old gang are ignored from now on
+        seen: dict[int, set] = {}
         deadline = time.monotonic() + wait_s
-        while pending:
+        while any(seen.get(r) != {"__eof__", "__exit__"} for r in range(len(workers))):
             left = deadline - time.monotonic()
             if left <= 0:
                 break
             try:
-                a, rank, frame = self._q.get(timeout=left)
+                item = self._q.get(timeout=left)
             except queue.Empty:
                 break
-            if a == attempt and frame[0] == "__exit__":
-                pending.discard(rank)
-            elif frame[0] == "__stop__":
-                self._stop_requested = True
+            self._handle([item], seen)
+        self._attempt += 1  # frames from the old gang are ignored from now on
 
     def _on_failure(self) -> tuple[TrainingFailedError | None, LoopState]:
         """Picks the root cause, then restarts the gang or gives up."""
         deadline = time.monotonic() + _DEATH_GRACE_S
         while time.monotonic() < deadline and not any(
             f.kind == "died" and "killed by" in f.message for f in self._failures
-        ):
+        ) and not self._stop_requested:
             try:
-                a, rank, frame = self._q.get(timeout=max(0.0, deadline - time.monotonic()))
+                item = self._q.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 break
-            if frame[0] == "__stop__":
-                self._stop_requested = True
-                break
-            if a == self._attempt and frame[0] in ("__eof__", "__exit__") and rank not in self._done:
-                code = frame[1] if frame[0] == "__exit__" else None
-                if code is not None or not any(f.rank == rank for f in self._failures):
-                    self._failures.append(_Failure(rank, "died", *_death(code)))
+            self._handle([item])
         failure = _root_cause(self._failures)
         self.num_failures += 1
         self._kill_gang()

@@ -1,8 +1,7 @@
 """What runs inside each worker process: the session, the backend, the user's function.
 
-Reports are put on an in-memory queue and a sender thread ships them to the driver in
-batches, so ``report()`` costs microseconds; a checkpoint is copied to storage before
-``report()`` returns. Protocol (worker -> driver frames):
+``report()`` writes its frame straight to the driver's socket (microseconds), so a report
+survives its worker being killed right after; a checkpoint is copied to storage first. Protocol (worker -> driver frames):
 
     ("reports", rank, [(iteration, time_total_s, metrics, checkpoint_path | None), ...])
     ("done", rank, return_value_bytes | None)
@@ -15,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
-import queue
 import shutil
 import sys
 import threading
@@ -114,15 +112,12 @@ class WorkerSession:
         self._channel = channel
         self._rank = task.context.world_rank
         self._run_path = task.context.storage.run_path if task.context.storage else None
-        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._flushed = threading.Event()
+        self._send = channel.send
         self._calls: dict[int, tuple[threading.Event, list]] = {}
         self._call_ids = 0
         self._call_lock = threading.Lock()
         self._handlers: dict[str, Callable[[Any], None]] = {}
         channel.on_message(self._on_driver_message)
-        self._sender = threading.Thread(target=self._send_loop, name="tandem-reports", daemon=True)
-        self._sender.start()
 
     # -- reports ---------------------------------------------------------------------
     def report(self, metrics: Mapping[str, Any], checkpoint: Checkpoint | None) -> None:
@@ -137,7 +132,9 @@ class WorkerSession:
                     f"Checkpoint.from_directory(path)."
                 )
             path = self._persist(checkpoint)
-        self._outbox.put((self.iteration, time.monotonic() - self._t0, clean, path))
+        # Sent inline: once report() returns, the report is in the kernel's socket buffer and
+        # reaches the driver even if this process is killed the next instant.
+        self._send(("reports", self._rank, [(self.iteration, time.monotonic() - self._t0, clean, path)]))
 
     def _persist(self, checkpoint: Checkpoint) -> str:
         if self._run_path is None:
@@ -164,39 +161,9 @@ class WorkerSession:
         return self._shards[name]
 
     # -- transport -------------------------------------------------------------------
-    def _send_loop(self) -> None:
-        q = self._outbox
-        send = self._channel.send
-        rank = self._rank
-        while True:
-            item = q.get()
-            batch: list = []
-            frames: list = []
-            while True:
-                if type(item) is tuple and len(item) == 4 and type(item[0]) is int:
-                    batch.append(item)
-                else:
-                    if batch:
-                        frames.append(("reports", rank, batch))
-                        batch = []
-                    frames.append(item)
-                try:
-                    item = q.get_nowait()
-                except queue.Empty:
-                    break
-            if batch:
-                frames.append(("reports", rank, batch))
-            for frame in frames:
-                if frame is None:
-                    self._flushed.set()
-                    return
-                send(frame)
-
     def finish(self, final: tuple) -> None:
-        """Sends the final frame after every queued report, and waits until it is out."""
-        self._outbox.put(final)
-        self._outbox.put(None)
-        self._flushed.wait(30)
+        """Sends the final frame (after every report, which were sent inline)."""
+        self._send(final)
 
     def call(self, method: str, payload: Any, timeout_s: float | None = None) -> Any:
         """Sends a request to the driver and blocks for its answer."""
@@ -205,7 +172,7 @@ class WorkerSession:
             call_id = self._call_ids
             waiter = (threading.Event(), [])
             self._calls[call_id] = waiter
-        self._outbox.put(("call", call_id, method, payload))
+        self._send(("call", call_id, method, payload))
         if not waiter[0].wait(timeout_s):
             raise TimeoutError(f"the driver did not answer {method!r} in {timeout_s} s")
         ok, value = waiter[1][0]

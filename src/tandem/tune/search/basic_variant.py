@@ -52,8 +52,10 @@ class BasicVariantGenerator(Searcher):
         random_state: int | np.random.Generator | None = None,
     ) -> None:
         super().__init__()
-        if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int) or (
-            max_concurrent < 0
+        if (
+            isinstance(max_concurrent, bool)
+            or not isinstance(max_concurrent, int)
+            or (max_concurrent < 0)
         ):
             raise ConfigError(
                 f"BasicVariantGenerator(max_concurrent={max_concurrent!r}): must be an int >= 0 "

@@ -28,8 +28,10 @@ class ConcurrencyLimiter(Searcher):
                 f"ConcurrencyLimiter(searcher={searcher!r}): searcher must be a tandem Searcher "
                 "(e.g. OptunaSearch() or BasicVariantGenerator())."
             )
-        if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int) or (
-            max_concurrent < 1
+        if (
+            isinstance(max_concurrent, bool)
+            or not isinstance(max_concurrent, int)
+            or (max_concurrent < 1)
         ):
             raise ConfigError(
                 f"ConcurrencyLimiter(max_concurrent={max_concurrent!r}): must be an int >= 1. "

@@ -8,8 +8,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from tandem._core.errors import ConfigError
 from tandem.tune.search.searcher import Searcher
 from tandem.tune.search.space import Categorical, Domain, Float, Function, Integer
@@ -71,9 +69,14 @@ def _to_param(optuna: Any, path: Path, domain: Domain) -> _Param:
             if domain.q is not None:
                 # Optuna cannot quantize a log distribution; round the value we hand out.
                 q = domain.q
-                return _Param(name, path, dist, to_config=lambda v: float(round(round(v / q) * q, 12)))
+                return _Param(
+                    name, path, dist, to_config=lambda v: float(round(round(v / q) * q, 12))
+                )
             return _Param(name, path, dist)
-        return _Param(name, path, dists.FloatDistribution(domain.lower, domain.upper, step=domain.q))
+        dist = dists.FloatDistribution(domain.lower, domain.upper, step=domain.q)
+        if domain.q is not None:  # Optuna's grid values carry float noise (0.30000000000000004)
+            return _Param(name, path, dist, to_config=lambda v: float(round(v, 12)))
+        return _Param(name, path, dist)
     if isinstance(domain, Integer):
         if domain.q is not None:
             low = math.ceil(domain.low / domain.q) * domain.q
@@ -188,7 +191,8 @@ class OptunaSearch(Searcher):
         params: list[_Param] = []
         if isinstance(self._space, Mapping):
             validate_space = {
-                k: v for k, v in flatten_dict(self._space).items()
+                k: v
+                for k, v in flatten_dict(self._space).items()
                 if not isinstance(v, optuna.distributions.BaseDistribution)
             }
             validate_param_space(validate_space, name="OptunaSearch(space)")
@@ -211,8 +215,10 @@ class OptunaSearch(Searcher):
             for name, value in flatten_dict(self._space).items():
                 if isinstance(value, optuna.distributions.BaseDistribution):
                     params.append(_Param(name, tuple(name.split("/")), value))
-        if not params and not callable(self._space) and not any(
-            isinstance(v, Function) for _, v in _unresolved(spec, ())
+        if (
+            not params
+            and not callable(self._space)
+            and not any(isinstance(v, Function) for _, v in _unresolved(spec, ()))
         ):
             raise ConfigError(
                 "OptunaSearch has nothing to search: neither its `space` nor the param_space "

@@ -36,26 +36,26 @@ import numpy as np
 from tandem._core.errors import ConfigError
 
 __all__ = [
+    "GRID_SEARCH_KEY",
+    "Categorical",
     "Domain",
     "Float",
+    "Function",
     "Integer",
     "Normal",
-    "Categorical",
-    "Function",
-    "GRID_SEARCH_KEY",
-    "is_grid_search",
     "choice",
-    "uniform",
-    "quniform",
+    "grid_search",
+    "is_grid_search",
+    "lograndint",
     "loguniform",
     "qloguniform",
-    "randint",
     "qrandint",
-    "lograndint",
-    "randn",
     "qrandn",
-    "grid_search",
+    "quniform",
+    "randint",
+    "randn",
     "sample_from",
+    "uniform",
 ]
 
 GRID_SEARCH_KEY = "grid_search"
@@ -124,7 +124,7 @@ class Float(Domain):
         q: Round samples to a multiple of ``q``; both bounds must be multiples of ``q``.
     """
 
-    __slots__ = ("lower", "upper", "log", "base", "q", "_fn")
+    __slots__ = ("_fn", "base", "log", "lower", "q", "upper")
 
     def __init__(
         self,
@@ -215,7 +215,7 @@ class Integer(Domain):
         q: Only multiples of ``q`` within ``[low, high]`` are sampled (uniformly).
     """
 
-    __slots__ = ("low", "high", "log", "base", "q", "_fn", "_args")
+    __slots__ = ("_args", "_fn", "base", "high", "log", "low", "q")
 
     def __init__(
         self,
@@ -266,7 +266,7 @@ class Integer(Domain):
 class Normal(Domain):
     """A normally distributed float, optionally rounded to a multiple of ``q``."""
 
-    __slots__ = ("mean", "sd", "q")
+    __slots__ = ("mean", "q", "sd")
 
     def __init__(self, mean: float = 0.0, sd: float = 1.0, q: float | None = None) -> None:
         fn = "qrandn" if q is not None else "randn"
@@ -479,9 +479,7 @@ def grid_search(values: Sequence[Any]) -> dict[str, list[Any]]:
     ``{"grid_search": [...]}`` dicts work too. ``TuneConfig.num_samples`` repeats the whole
     grid.
     """
-    if isinstance(values, (str, bytes, dict, set, frozenset)) or not isinstance(
-        values, Sequence
-    ):
+    if isinstance(values, (str, bytes, dict, set, frozenset)) or not isinstance(values, Sequence):
         raise ConfigError(
             f"tune.grid_search(values={values!r}): values must be a list or tuple, got "
             f"{type(values).__name__}. Write e.g. tune.grid_search([0.01, 0.1])."

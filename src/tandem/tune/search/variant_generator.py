@@ -37,18 +37,18 @@ from tandem.tune.search.space import (
 
 __all__ = [
     "Variant",
-    "validate_param_space",
     "count_variants",
-    "generate_variants",
-    "iter_variants",
-    "resolve_config",
-    "merge_point",
-    "has_search_space",
     "flatten_dict",
-    "unflatten_dict",
     "format_vars",
-    "path_str",
+    "generate_variants",
+    "has_search_space",
+    "iter_variants",
     "make_rng",
+    "merge_point",
+    "path_str",
+    "resolve_config",
+    "unflatten_dict",
+    "validate_param_space",
 ]
 
 Path = tuple[Any, ...]
@@ -58,8 +58,10 @@ _FOREIGN_SPACES: tuple[tuple[str, str, str], ...] = (
     (
         "optuna.distributions",
         "an Optuna distribution",
-        "use tandem's functions (tune.uniform, tune.loguniform, tune.choice, ...), or give "
-        "the Optuna distributions to OptunaSearch(space={...}) instead of param_space",
+        (
+            "use tandem's functions (tune.uniform, tune.loguniform, tune.choice, ...), or give "
+            "the Optuna distributions to OptunaSearch(space={...}) instead of param_space"
+        ),
     ),
     (
         "ray.tune",
@@ -450,8 +452,10 @@ def iter_variants(
 
 
 def _check_num_samples(num_samples: Any) -> None:
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or (
-        num_samples < 1 and num_samples != -1
+    if (
+        isinstance(num_samples, bool)
+        or not isinstance(num_samples, int)
+        or (num_samples < 1 and num_samples != -1)
     ):
         raise ConfigError(
             f"num_samples={num_samples!r} is not allowed; it must be a positive integer, or -1 "

@@ -1,0 +1,422 @@
+"""``PopulationBasedTraining``: exploit good trials' checkpoints, explore their configs."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from tandem._core.errors import ConfigError
+from tandem.tune.schedulers._paused import PausedTrials
+from tandem.tune.schedulers.base import CONTINUE, Decision, TrialScheduler, TrialSuggestion
+from tandem.tune.search.space import Categorical, Domain, Function, is_grid_search
+from tandem.tune.trial import Trial
+
+__all__ = ["PopulationBasedTraining", "explore"]
+
+logger = logging.getLogger(__name__)
+
+
+class _PBTTrialState:
+    """What PBT remembers about one trial."""
+
+    __slots__ = (
+        "last_checkpoint",
+        "last_perturbation_time",
+        "last_result",
+        "last_score",
+        "last_train_time",
+        "trial",
+    )
+
+    def __init__(self, trial: Trial) -> None:
+        self.trial = trial
+        self.last_score: float | None = None
+        self.last_checkpoint: Any = None
+        self.last_perturbation_time: float = 0.0
+        self.last_train_time: float = 0.0
+        self.last_result: dict[str, Any] | None = None
+
+
+def explore(
+    config: Mapping[str, Any],
+    mutations: Mapping[str, Any],
+    resample_probability: float,
+    perturbation_factors: Sequence[float],
+    rng: random.Random,
+    np_rng: np.random.Generator,
+    custom_explore_fn: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A mutated deep copy of ``config`` and, per key, the operation applied (Ray's rules).
+
+    * list/tuple (and ``tune.choice``): with ``resample_probability`` (or if the current
+      value is not in it) pick a random element, else shift one step left or right.
+    * Domain or callable: with ``resample_probability`` resample (``domain.sample`` /
+      ``fn()``), else multiply by a random ``perturbation_factors`` entry (ints stay ints).
+      The product may leave the domain's bounds, as in Ray.
+    * dict: recurse into the nested config.
+    """
+    new_config = copy.deepcopy(dict(config))
+    operations: dict[str, Any] = {}
+    for key, distribution in mutations.items():
+        if isinstance(distribution, Mapping):
+            nested, nested_ops = explore(
+                config[key],
+                distribution,
+                resample_probability,
+                perturbation_factors,
+                rng,
+                np_rng,
+            )
+            new_config[key] = nested
+            operations[key] = nested_ops
+            continue
+        if isinstance(distribution, Categorical):
+            distribution = distribution.categories
+        if isinstance(distribution, (list, tuple)):
+            values = list(distribution)
+            if rng.random() < resample_probability or config[key] not in values:
+                new_config[key] = rng.choice(values)
+                operations[key] = "resample"
+            else:
+                shift = rng.choice([-1, 1])
+                old = values.index(config[key])
+                new = min(max(old + shift, 0), len(values) - 1)
+                new_config[key] = values[new]
+                operations[key] = f"shift {'left' if shift == -1 else 'right'}" + (
+                    " (noop)" if old == new else ""
+                )
+        else:  # Domain or callable (validated by the constructor)
+            if rng.random() < resample_probability:
+                new_config[key] = (
+                    distribution.sample(np_rng)
+                    if isinstance(distribution, Domain)
+                    else distribution()
+                )
+                operations[key] = "resample"
+            else:
+                factor = rng.choice(list(perturbation_factors))
+                value = config[key] * factor
+                new_config[key] = int(value) if isinstance(config[key], int) else value
+                operations[key] = f"* {factor}"
+    if custom_explore_fn is not None:
+        new_config = custom_explore_fn(new_config)
+        if not isinstance(new_config, dict):
+            raise ConfigError(
+                f"PopulationBasedTraining(custom_explore_fn=...) returned {new_config!r}; it "
+                "must return the new config dict."
+            )
+    return new_config, operations
+
+
+class PopulationBasedTraining(TrialScheduler):
+    """Population based training (Ray's ``PopulationBasedTraining``, asynchronous mode).
+
+    Every ``perturbation_interval`` of ``time_attr`` (after ``burn_in_period``) a trial is
+    ranked against the live population by its latest score. A trial in the top
+    ``quantile_fraction`` remembers its current checkpoint (``trial.checkpoint``; the
+    controller sets it before calling :meth:`on_trial_result`) as a donor checkpoint. A
+    trial in the bottom quantile gets ``Decision.restart(config, checkpoint)``: the
+    checkpoint of a random top-quantile donor and a mutated copy of the donor's config
+    (see :func:`explore`); if that donor has no checkpoint, nothing happens. Otherwise the
+    trial pauses when other trials wait (PENDING or PAUSED), so the population shares the
+    cluster; paused trials resume via :meth:`suggest` when no trial is PENDING, least
+    trained first.
+
+    Every key of ``hyperparam_mutations`` must exist in the param space;
+    :meth:`set_search_properties` checks it. With ``log_config`` each exploit is appended
+    to :attr:`perturbations` (the controller may persist them).
+
+    Args:
+        time_attr: Result key measuring progress.
+        metric: Result key to optimize (TuneConfig's when None).
+        mode: ``"min"`` or ``"max"``.
+        perturbation_interval: Perturb a trial every this much ``time_attr``.
+        burn_in_period: No perturbation before this ``time_attr``.
+        hyperparam_mutations: ``{key: list | tuple | Domain | callable | nested dict}``.
+        quantile_fraction: Size of the top/bottom quantiles, in ``[0, 0.5]``.
+        resample_probability: Chance of resampling instead of perturbing a value.
+        perturbation_factors: Factors numeric values are multiplied by.
+        custom_explore_fn: ``fn(config) -> config`` applied after the mutations.
+        log_config: Record each exploit in :attr:`perturbations`.
+        require_attrs: A result without ``time_attr`` or the metric is an error (else it is
+            ignored).
+        seed: Seed for PBT's own random choices.
+    """
+
+    def __init__(
+        self,
+        time_attr: str = "time_total_s",
+        metric: str | None = None,
+        mode: str | None = None,
+        perturbation_interval: float = 60.0,
+        burn_in_period: float = 0,
+        hyperparam_mutations: Mapping[str, Any] | None = None,
+        quantile_fraction: float = 0.25,
+        resample_probability: float = 0.25,
+        perturbation_factors: tuple[float, ...] = (1.2, 0.8),
+        custom_explore_fn: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        log_config: bool = True,
+        require_attrs: bool = True,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(metric, mode)
+        name = type(self).__name__
+        mutations = dict(hyperparam_mutations or {})
+        _validate_mutations(mutations, ())
+        if not mutations and custom_explore_fn is None:
+            raise ConfigError(
+                f"{name} needs hyperparam_mutations or custom_explore_fn (got neither). Pass "
+                "e.g. hyperparam_mutations={'lr': tune.loguniform(1e-4, 1e-1)}."
+            )
+        if custom_explore_fn is not None and not callable(custom_explore_fn):
+            raise ConfigError(f"{name}(custom_explore_fn={custom_explore_fn!r}): not callable.")
+        if not 0 <= quantile_fraction <= 0.5:
+            raise ConfigError(
+                f"{name}(quantile_fraction={quantile_fraction!r}): must be between 0 and 0.5, "
+                "e.g. 0.25."
+            )
+        if not perturbation_interval > 0:
+            raise ConfigError(
+                f"{name}(perturbation_interval={perturbation_interval!r}): must be > 0."
+            )
+        if burn_in_period < 0:
+            raise ConfigError(f"{name}(burn_in_period={burn_in_period!r}): must be >= 0.")
+        if not 0 <= resample_probability <= 1:
+            raise ConfigError(
+                f"{name}(resample_probability={resample_probability!r}): must be in [0, 1]."
+            )
+        factors = tuple(perturbation_factors)
+        if not factors or not all(
+            isinstance(f, (int, float)) and not isinstance(f, bool) for f in factors
+        ):
+            raise ConfigError(
+                f"{name}(perturbation_factors={perturbation_factors!r}): must be a non-empty "
+                "tuple of numbers, e.g. (1.2, 0.8)."
+            )
+        self._time_attr = time_attr
+        self._perturbation_interval = perturbation_interval
+        self._burn_in_period = burn_in_period
+        self._hyperparam_mutations = mutations
+        self._quantile_fraction = quantile_fraction
+        self._resample_probability = resample_probability
+        self._perturbation_factors = factors
+        self._custom_explore_fn = custom_explore_fn
+        self._log_config = log_config
+        self._require_attrs = require_attrs
+        self._rng = random.Random(seed)
+        self._np_rng = np.random.default_rng(seed)
+        self._trial_state: dict[str, _PBTTrialState] = {}
+        self._trials = PausedTrials()
+        self._num_checkpoints = 0
+        self._num_perturbations = 0
+        #: One entry per exploit when ``log_config``: trial ids, scores, old/new configs.
+        self.perturbations: list[dict[str, Any]] = []
+
+    # ---------------------------------------------------------------- setup
+
+    def set_search_properties(
+        self, metric: str | None, mode: str | None, config: dict[str, Any] | None = None
+    ) -> bool:
+        """Also checks that every ``hyperparam_mutations`` key is in ``config`` (the space).
+
+        Raises:
+            ConfigError: naming a mutation key missing from the param space.
+        """
+        super().set_search_properties(metric, mode, config)
+        if config is not None:
+            _check_keys_in_space(self._hyperparam_mutations, config, ())
+        return True
+
+    # ---------------------------------------------------------------- callbacks
+
+    def on_trial_add(self, trial: Trial) -> None:
+        self._trial_state[trial.trial_id] = _PBTTrialState(trial)
+        self._trials.add(trial)
+
+    def on_trial_result(self, trial: Trial, result: dict[str, Any]) -> Decision:
+        for attr in (self._time_attr, self._metric):
+            if attr not in result:
+                msg = (
+                    f"PopulationBasedTraining: trial {trial.trial_id} reported a result "
+                    f"without {attr!r} (keys: {sorted(result)}). Report it from the training "
+                    "function, or set PopulationBasedTraining(require_attrs=False) to ignore "
+                    "such results."
+                )
+                if self._require_attrs:
+                    raise ConfigError(msg)
+                logger.warning(msg)
+                return CONTINUE
+        state = self._trial_state.get(trial.trial_id)
+        if state is None:
+            self.on_trial_add(trial)
+            state = self._trial_state[trial.trial_id]
+        time = result[self._time_attr]
+        if time < self._burn_in_period:
+            return CONTINUE
+        if time - state.last_perturbation_time < self._perturbation_interval:
+            return CONTINUE
+        state.last_score = self._metric_op * float(result[self._metric])  # type: ignore[index]
+        state.last_train_time = time
+        state.last_result = result
+        state.last_perturbation_time = time
+
+        lower, upper = self._quantiles()
+        if trial.trial_id in upper:
+            state.last_checkpoint = trial.checkpoint
+            self._num_checkpoints += 1
+        else:
+            state.last_checkpoint = None  # not a top trial: never a donor until it is
+        if trial.trial_id in lower:
+            donor_id = self._rng.choice(upper)
+            decision = self._exploit(state, self._trial_state[donor_id])
+            if decision is not None:
+                return decision
+        if self._trials.others_waiting(trial):
+            self._trials.mark_paused(trial)
+            return Decision.pause(
+                f"perturbation point at {self._time_attr}={time:g}; yielding to waiting trials"
+            )
+        return CONTINUE
+
+    def on_trial_complete(self, trial: Trial, result: dict[str, Any] | None) -> None:
+        self._trials.remove(trial)
+
+    def on_trial_error(self, trial: Trial) -> None:
+        self._trials.remove(trial)
+
+    def on_trial_remove(self, trial: Trial) -> None:
+        self._trials.remove(trial)
+
+    def suggest(self) -> TrialSuggestion | None:
+        return self._trials.next_resume(
+            key=lambda t: (
+                self._trial_state[t.trial_id].last_train_time
+                if t.trial_id in self._trial_state
+                else 0.0
+            ),
+            reason="least trained paused trial; no trial is waiting to start",
+        )
+
+    # ---------------------------------------------------------------- internals
+
+    def _quantiles(self) -> tuple[list[str], list[str]]:
+        """(bottom, top) trial ids among unfinished trials with a score, worst first."""
+        scored = [
+            s
+            for s in self._trial_state.values()
+            if s.last_score is not None and not s.trial.status.is_terminal
+        ]
+        scored.sort(key=lambda s: s.last_score)  # type: ignore[arg-type, return-value]
+        if len(scored) <= 1:
+            return [], []
+        n = math.ceil(len(scored) * self._quantile_fraction)
+        if n > len(scored) / 2:
+            n = math.floor(len(scored) / 2)
+        ids = [s.trial.trial_id for s in scored]
+        return ids[:n], ids[len(ids) - n :]
+
+    def _exploit(self, state: _PBTTrialState, donor: _PBTTrialState) -> Decision | None:
+        trial, donor_trial = state.trial, donor.trial
+        if donor.last_checkpoint is None:
+            logger.info(
+                "PBT: donor trial %s has no checkpoint; not exploiting it for trial %s",
+                donor_trial.trial_id,
+                trial.trial_id,
+            )
+            return None
+        new_config, operations = explore(
+            donor_trial.config,
+            self._hyperparam_mutations,
+            self._resample_probability,
+            self._perturbation_factors,
+            self._rng,
+            self._np_rng,
+            self._custom_explore_fn,
+        )
+        reason = (
+            f"exploit: cloning trial {donor_trial.trial_id} (score {donor.last_score:.6g}) into "
+            f"trial {trial.trial_id} (score {state.last_score:.6g}); explore: {operations}"
+        )
+        logger.info("[PopulationBasedTraining] %s", reason)
+        if self._log_config:
+            self.perturbations.append(
+                {
+                    "trial_id": trial.trial_id,
+                    "donor_trial_id": donor_trial.trial_id,
+                    "time": state.last_train_time,
+                    "score": state.last_score,
+                    "donor_score": donor.last_score,
+                    "old_config": trial.config,
+                    "new_config": new_config,
+                    "operations": operations,
+                }
+            )
+        self._num_perturbations += 1
+        # The clone continues from the donor's point in time.
+        state.last_perturbation_time = donor.last_perturbation_time
+        state.last_train_time = donor.last_train_time
+        return Decision.restart(new_config, donor.last_checkpoint, reason)
+
+    def debug_string(self) -> str:
+        return (
+            f"PopulationBasedTraining: {self._num_checkpoints} checkpoints, "
+            f"{self._num_perturbations} perturbs"
+        )
+
+
+def _validate_mutations(mutations: Mapping[str, Any], path: tuple[str, ...]) -> None:
+    for key, value in mutations.items():
+        where = "/".join((*path, str(key)))
+        if isinstance(value, Function):
+            raise ConfigError(
+                f"PopulationBasedTraining(hyperparam_mutations): {where!r} is a "
+                "tune.sample_from(...), which PBT cannot resample. Use tune.uniform, "
+                "tune.loguniform, tune.choice, a list, or a zero-argument function."
+            )
+        if is_grid_search(value):
+            raise ConfigError(
+                f"PopulationBasedTraining(hyperparam_mutations): {where!r} is a grid_search; "
+                "use a list of values instead."
+            )
+        if isinstance(value, Mapping):
+            _validate_mutations(value, (*path, str(key)))
+        elif isinstance(value, (list, tuple)):
+            if not value:
+                raise ConfigError(
+                    f"PopulationBasedTraining(hyperparam_mutations): {where!r} is an empty list."
+                )
+        elif not (isinstance(value, Domain) or callable(value)):
+            raise ConfigError(
+                f"PopulationBasedTraining(hyperparam_mutations): {where!r} is {value!r} "
+                f"({type(value).__name__}); each value must be a list, a tuple, a dict, a "
+                "tune search-space object (tune.uniform(...), ...) or a zero-argument function."
+            )
+
+
+def _check_keys_in_space(
+    mutations: Mapping[str, Any], space: Mapping[str, Any], path: tuple[str, ...]
+) -> None:
+    for key, value in mutations.items():
+        where = "/".join((*path, str(key)))
+        if key not in space:
+            level = "/".join(path) or "the top level"
+            raise ConfigError(
+                f"PopulationBasedTraining(hyperparam_mutations): key {where!r} is not in the "
+                f"param space. Keys at {level}: {sorted(map(str, space))}. Add {where!r} to "
+                "param_space (e.g. with its initial distribution) or fix the key; nest keys "
+                "as in param_space, e.g. {'train_loop_config': {'lr': [...]}}."
+            )
+        if isinstance(value, Mapping):
+            sub = space[key]
+            if not isinstance(sub, Mapping) or is_grid_search(sub):
+                raise ConfigError(
+                    f"PopulationBasedTraining(hyperparam_mutations): {where!r} is a dict of "
+                    f"mutations, but param_space[{where!r}] is {sub!r}, not a dict."
+                )
+            _check_keys_in_space(value, sub, (*path, str(key)))

@@ -1,0 +1,76 @@
+"""Test hygiene: every test starts with no tandem service and leaves no process behind."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import psutil
+import pytest
+
+import tandem
+
+pytest_plugins = []
+if os.path.exists(os.path.join(os.path.dirname(__file__), "conftest_postgres.py")):
+    pytest_plugins.append("tests.conftest_postgres")
+
+
+def _descendants() -> list[psutil.Process]:
+    try:
+        return psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_processes():
+    before = {p.pid for p in _descendants()}
+    yield
+    tandem.shutdown()
+    deadline = time.monotonic() + 10
+    left: list[psutil.Process] = []
+    while time.monotonic() < deadline:
+        left = [p for p in _descendants() if p.pid not in before and _alive(p)]
+        if not left:
+            break
+        time.sleep(0.05)
+    for p in left:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    assert not left, f"processes left behind: {[(p.pid, _cmd(p)) for p in left]}"
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _cmd(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline())[:120]
+    except psutil.Error:
+        return "?"
+
+
+@pytest.fixture
+def storage(tmp_path):
+    """A fresh storage folder for runs."""
+    path = tmp_path / "results"
+    path.mkdir()
+    return str(path)
+
+
+def worker_processes() -> list[psutil.Process]:
+    """Live worker processes (children of the zygote) of this test process."""
+    out = []
+    for p in psutil.Process().children(recursive=False):
+        try:
+            if "tandem.cluster._zygote" in " ".join(p.cmdline()):
+                out.extend(c for c in p.children(recursive=True) if _alive(c))
+        except psutil.Error:
+            pass
+    return out

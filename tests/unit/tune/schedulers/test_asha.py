@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from tandem._core.errors import ConfigError
+from tandem.tune.schedulers import CONTINUE, Action, ASHAScheduler
+from tandem.tune.trial import Trial, TrialStatus
+
+
+def _asha(**kw):
+    sched = ASHAScheduler(**{"metric": "acc", "mode": "max", **kw})
+    sched.set_search_properties(None, None)
+    return sched
+
+
+def _trials(sched, n):
+    trials = [Trial(f"t{i}", {}, status=TrialStatus.RUNNING) for i in range(n)]
+    for t in trials:
+        sched.on_trial_add(t)
+    return trials
+
+
+def test_rungs_as_ray_computes_them():
+    assert _asha(grace_period=1, max_t=100, reduction_factor=4).brackets[0].milestones == [
+        1,
+        4,
+        16,
+        64,
+    ]
+    assert _asha(grace_period=1, max_t=10, reduction_factor=2).brackets[0].milestones == [
+        1,
+        2,
+        4,
+        8,
+    ]
+    sched = _asha(grace_period=1, max_t=100, reduction_factor=4, brackets=3)
+    assert [b.milestones for b in sched.brackets] == [[1, 4, 16, 64], [4, 16, 64], [16, 64]]
+
+
+def test_promotions_and_stops_on_synthetic_curves():
+    # rf=2: a trial continues at a rung if its score is >= the median of scores recorded there.
+    sched = _asha(grace_period=1, max_t=10, reduction_factor=2)
+    t0, t1, t2, t3 = _trials(sched, 4)
+    score = {"t0": 1.0, "t1": 2.0, "t2": 3.0, "t3": 0.5}
+
+    def report(trial, it):
+        return sched.on_trial_result(
+            trial, {"training_iteration": it, "acc": score[trial.trial_id]}
+        )
+
+    # Rung 1: cutoffs None, 1.0, median(1, 2)=1.5, median(1, 2, 3)=2.0.
+    assert [report(t, 1).action for t in (t0, t1, t2)] == [Action.CONTINUE] * 3
+    d = report(t3, 1)
+    assert d.action is Action.STOP and "cutoff 2" in d.reason
+    # Rung 2: same pattern; t0 (1.0) is first there, so it continues.
+    assert [report(t, 2) for t in (t0, t1, t2)] == [CONTINUE] * 3
+    # Between rungs nothing is judged.
+    assert report(t0, 3) is CONTINUE
+    # Rung 4: t2 first, then t0 (1.0 < cutoff 3.0) stops, then t1 (2.0 < median(3, 1)=2.0? no).
+    assert report(t2, 4) is CONTINUE
+    assert report(t0, 4).action is Action.STOP
+    assert report(t1, 4) is CONTINUE
+    # max_t stops everything.
+    d = report(t2, 10)
+    assert d.action is Action.STOP and "max_t=10" in d.reason
+
+
+def test_min_mode_and_cutoff_quantile():
+    sched = _asha(metric="loss", mode="min", grace_period=1, max_t=100, reduction_factor=4)
+    trials = _trials(sched, 6)
+    # Improving losses: each is >= the 75th percentile of the (negated) losses before it.
+    for t, loss in zip(trials[:4], [4.0, 3.0, 2.0, 1.0]):
+        assert sched.on_trial_result(t, {"training_iteration": 1, "loss": loss}) is CONTINUE
+    bracket = sched.brackets[0]
+    assert bracket.cutoff(bracket.rungs[-1][1]) == pytest.approx(-1.75)  # 75th pct of -4..-1
+    assert (
+        sched.on_trial_result(trials[4], {"training_iteration": 1, "loss": 2.0}).action
+        is Action.STOP
+    )
+    # Now the cutoff is the 75th percentile of [-4, -3, -2, -1, -2] = -2.0.
+    assert sched.on_trial_result(trials[5], {"training_iteration": 1, "loss": 1.5}) is CONTINUE
+
+
+def test_complete_records_result_and_missing_keys_continue():
+    sched = _asha(grace_period=1, max_t=10, reduction_factor=2)
+    a, b = _trials(sched, 2)
+    sched.on_trial_complete(a, {"training_iteration": 1, "acc": 5.0})
+    assert sched.brackets[0].rungs[-1][1] == {"t0": 5.0}
+    assert sched.on_trial_result(b, {"training_iteration": 1}) is CONTINUE  # no metric
+    assert sched.on_trial_result(b, {"training_iteration": 1, "acc": 1.0}).action is Action.STOP
+
+
+def test_stop_last_trials_false():
+    sched = _asha(grace_period=1, max_t=4, reduction_factor=2, stop_last_trials=False)
+    (a,) = _trials(sched, 1)
+    for it in range(1, 8):
+        assert sched.on_trial_result(a, {"training_iteration": it, "acc": 1.0}) is CONTINUE
+
+
+def test_bracket_assignment_is_softmax_of_rung_counts():
+    sched = _asha(grace_period=1, max_t=100, reduction_factor=4, brackets=3, seed=0)
+    trials = _trials(sched, 3000)
+    counts = Counter(sched._trial_bracket[t.trial_id] for t in trials)
+    expected = np.exp([0.0, -1.0, -2.0]) / np.exp([0.0, -1.0, -2.0]).sum()
+    assert np.allclose([counts[i] / 3000 for i in range(3)], expected, atol=0.03)
+
+
+@pytest.mark.parametrize(
+    ("kw", "needle"),
+    [
+        ({"max_t": 0}, "max_t=0"),
+        ({"grace_period": 0}, "grace_period=0"),
+        ({"grace_period": 20, "max_t": 10}, "grace_period must be <= max_t"),
+        ({"reduction_factor": 1}, "reduction_factor=1"),
+        ({"brackets": 0}, "brackets=0"),
+    ],
+)
+def test_bad_arguments(kw, needle):
+    with pytest.raises(ConfigError, match=needle):
+        ASHAScheduler(**kw)
