@@ -57,6 +57,15 @@ class JobContext:
         """Makes reports visible to ``JobHandle.results()`` and to listeners."""
         self._job._publish(reports)
 
+    @property
+    def service(self) -> Any:
+        """The job service running this job (to submit nested jobs to)."""
+        return self._job._service
+
+    @property
+    def priority(self) -> int:
+        return self._job.priority
+
     def emit(self, kind: str, payload: Any) -> None:
         """Passes an event (e.g. ``("checkpoint", ...)``) to the job's listener and subscribers."""
         self._job._emit(kind, payload)
@@ -64,6 +73,19 @@ class JobContext:
     def set_log_paths(self, paths: Mapping[int, str]) -> None:
         """Tells the service where each rank's output goes (for ``JobHandle.logs()``)."""
         self._job.log_paths = dict(paths)
+
+    def replace_placement(self) -> bool:
+        """Gives the job's placement back and blocks until the scheduler places the gang
+        again (the job waits in the queue like a pending one, holding nothing).
+
+        Used after a node of the placement was lost. Returns False if the job was stopped
+        (or the service shut down) while it waited; ``self.placement`` is then stale.
+        """
+        placement = self._job._service._replace_placement(self._job)
+        if placement is None:
+            return False
+        self.placement = placement
+        return True
 
     def release_resources(self) -> None:
         """Gives the job's resources back early: the job keeps running without a slot.
@@ -91,6 +113,26 @@ class JobRunner(ABC):
 
     def prepare(self, cluster: Cluster) -> None:  # noqa: B027 - optional hook
         """Called once at submission, before queuing (e.g. to warm the cluster up)."""
+
+    # -- optional hooks the train server calls (no-ops for simple runners) -----------------
+    def check_loadable(self) -> None:  # noqa: B027 - optional hook
+        """Called by the train server when a job arrives: raises (e.g. ``ModuleNotFoundError``)
+        if the job's code cannot be loaded in this process."""
+
+    def apply_runtime_env(  # noqa: B027 - optional hook
+        self, working_dir: str | None, env_vars: Mapping[str, str]
+    ) -> None:
+        """Called by the train server before queuing: run the workers in ``working_dir``
+        (first on their import path) with ``env_vars`` set."""
+
+    def on_requeue(self, checkpoint_path: str | None) -> None:  # noqa: B027 - optional hook
+        """Called by the train server when it re-runs a job cut off by a server restart:
+        resume from ``checkpoint_path`` (the latest committed checkpoint it recorded) or
+        from what the earlier run left behind."""
+
+    def worker_pids(self) -> dict[int, int]:
+        """The live worker processes by rank (for resource-use sampling); may be empty."""
+        return {}
 
 
 @dataclass(frozen=True)

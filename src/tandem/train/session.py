@@ -45,17 +45,43 @@ def _require(fn: str) -> WorkerSession:
     return _session
 
 
-def report(metrics: Mapping[str, Any], checkpoint: Checkpoint | None = None) -> None:
+def report(
+    metrics: Mapping[str, Any] | None = None,
+    checkpoint: Checkpoint | None = None,
+    **kwargs: Any,
+) -> None:
     """Reports metrics (and optionally a checkpoint) for this worker's current step.
 
     Every worker should call ``report`` the same number of times. Rank 0's metrics become
     the run's metrics; a checkpoint is copied to ``<run>/checkpoint_<iteration>/`` before
     this returns, and the run keeps it once every rank has reported that iteration.
 
+    The 1.x keyword spelling ``report(loss=0.1, epoch=2)`` is accepted too (a keyword
+    ``checkpoint=`` whose value is not a ``Checkpoint`` is then a metric of that name).
+
     Raises:
-        TypeError: ``metrics`` is not a dict of strings to numbers, strings, lists or dicts.
+        TypeError: ``metrics`` is not a dict of strings to numbers, strings, lists or dicts,
+            or a dict and keyword metrics were both given.
     """
-    _require("report").report(metrics, checkpoint)
+    session = _require("report")
+    if kwargs or metrics is None:
+        metrics, checkpoint = _keyword_metrics(metrics, checkpoint, kwargs)
+    session.report(metrics, checkpoint)
+
+
+def _keyword_metrics(
+    metrics: Any, checkpoint: Any, kwargs: dict[str, Any]
+) -> tuple[dict[str, Any], Checkpoint | None]:
+    """``report(**metrics)`` (the 1.x API) as ``(metrics, checkpoint)``."""
+    if metrics is not None:
+        raise TypeError(
+            f"train.report() got a metrics dict and keyword metrics ({', '.join(kwargs)}); "
+            f"use one spelling: train.report({{'loss': 0.1}}) or train.report(loss=0.1)."
+        )
+    if checkpoint is not None and not isinstance(checkpoint, Checkpoint):
+        kwargs["checkpoint"] = checkpoint
+        checkpoint = None
+    return kwargs, checkpoint
 
 
 def get_checkpoint() -> Checkpoint | None:
@@ -68,12 +94,17 @@ def get_context() -> TrainContext:
     return _session.context if _session is not None else _DEFAULT_CONTEXT
 
 
-def get_dataset_shard(name: str = "train") -> Any:
+def get_dataset_shard(name: str | None = "train", *, dataset_name: str | None = None) -> Any:
     """This worker's shard of ``datasets[name]`` given to the trainer.
+
+    ``name=None`` (the 1.x spelling) returns the shard of the only dataset given, or a dict
+    of every dataset's shard when there are several. ``dataset_name=`` is the same as ``name``.
 
     Raises:
         KeyError: no dataset of that name was given; the message lists the names.
     """
+    if dataset_name is not None:
+        name = dataset_name
     return _require("get_dataset_shard").dataset_shard(name)
 
 

@@ -1,1 +1,69 @@
-"""tandem.tune: search spaces, searchers, trial schedulers and the Tuner; every trial is a train job."""
+"""tandem.tune: search spaces, searchers, trial schedulers and the Tuner.
+
+Every trial is a train job on the same job service as ``trainer.fit()``::
+
+    from tandem import tune
+    tuner = tune.Tuner(train_fn, param_space={"lr": tune.loguniform(1e-4, 1e-1)},
+                       tune_config=tune.TuneConfig(metric="loss", mode="min", num_samples=20))
+    best = tuner.fit().get_best_result()
+"""
+
+from tandem.train.api.checkpoint import Checkpoint
+from tandem.train.api.config import CheckpointConfig, FailureConfig, RunConfig
+from tandem.train.api.result import Result
+from tandem.tune.callback import Callback, TBXLoggerCallback
+from tandem.tune.controller import TuneError
+from tandem.tune.result_grid import ResultGrid
+from tandem.tune.search.space import (
+    choice,
+    grid_search,
+    lograndint,
+    loguniform,
+    qloguniform,
+    qrandint,
+    qrandn,
+    quniform,
+    randint,
+    randn,
+    sample_from,
+    uniform,
+)
+from tandem.tune.session import TuneContext, get_checkpoint, get_context, is_session_enabled, report
+from tandem.tune.stopper import Stopper
+from tandem.tune.trainable import Trainable, with_parameters, with_resources
+from tandem.tune.tuner import TuneConfig, Tuner
+
+__all__ = [
+    "Callback",
+    "Checkpoint",
+    "CheckpointConfig",
+    "FailureConfig",
+    "Result",
+    "ResultGrid",
+    "RunConfig",
+    "Stopper",
+    "TBXLoggerCallback",
+    "TuneConfig",
+    "TuneContext",
+    "TuneError",
+    "Trainable",
+    "Tuner",
+    "choice",
+    "get_checkpoint",
+    "get_context",
+    "grid_search",
+    "is_session_enabled",
+    "lograndint",
+    "loguniform",
+    "qloguniform",
+    "qrandint",
+    "qrandn",
+    "quniform",
+    "randint",
+    "randn",
+    "report",
+    "sample_from",
+    "uniform",
+    "with_parameters",
+    "with_resources",
+]

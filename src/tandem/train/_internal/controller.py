@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 import queue
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 import cloudpickle
 
-from tandem.cluster.base import WorkerProcess, WorkerSpec
+from tandem._core.errors import ConfigError
+from tandem.cluster.base import Placement, WorkerProcess, WorkerSpec
 from tandem.jobs.spec import JobContext, JobOutcome, JobRunner, JobStatus
 from tandem.train._internal import data as data_mod
 from tandem.train._internal.checkpoints import (
@@ -28,9 +30,10 @@ from tandem.train._internal.checkpoints import (
 )
 from tandem.train._internal.failure import FailureDecision, FailurePolicy, FailureStatus
 from tandem.train._internal.logs import ECHO
+from tandem.train._internal.nested import DRIVER_CALLS
 from tandem.train._internal.storage import RunStorage, remove_dir
-from tandem.train._internal.worker import ErrorInfo, WorkerTask
-from tandem.train.api.checkpoint import Checkpoint
+from tandem.train._internal.worker import CHECKPOINT_ONLY, ErrorInfo, WorkerTask
+from tandem.train.api.checkpoint import Checkpoint, _is_url
 from tandem.train.api.config import CheckpointConfig, FailureConfig
 from tandem.train.api.errors import TrainingFailedError
 from tandem.train.api.result import Result
@@ -57,12 +60,20 @@ class RunSpec:
     datasets: Mapping[str, Any] = field(default_factory=dict)
     resume_from_checkpoint: Checkpoint | None = None
     start_iteration: int = 0
+    time_offset_s: float = 0.0
     trial_id: str | None = None
     trial_name: str | None = None
     echo_prefix: str | None = ""  # None: do not echo worker output
     callbacks: tuple = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
     call_handlers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    all_ranks_listener: Callable[[int, list], None] | None = None
+    """Called on the job's thread with ``(rank, batch)`` for every rank's report batch (each
+    ``(iteration, time_total_s, metrics, checkpoint_path | None)``); must not raise."""
+    # Set by the train server (JobRunner hooks below), never by trainers:
+    working_dir: str | None = None  # workers run here, with it first on sys.path
+    env_vars: Mapping[str, str] = field(default_factory=dict)  # set in every worker
+    resume_latest_in_run_path: bool = False  # seed from the newest checkpoint_* in the run folder
 
 
 class LoopState(enum.Enum):
@@ -104,6 +115,55 @@ class TrainController(JobRunner):
         self.ctx: JobContext | None = None
         self._echo_keys: list[int] = []
         self._stop_requested = False
+        self._nested_jobs: list[str] = []
+        self._lent_resources = False
+
+    # -- pickling (a train server receives the runner before it ever ran) ----------------
+    def __getstate__(self) -> dict:
+        spec = self.spec
+        keep = []
+        for cb in spec.callbacks:
+            try:
+                cloudpickle.dumps(cb)
+                keep.append(cb)
+            except Exception as e:  # noqa: BLE001 - a client-only callback stays behind
+                logger.warning("RunConfig callback %r cannot be sent to the train server (%s: "
+                               "%s); it will not run for this job.", cb, type(e).__name__, e)
+        handlers = {}
+        for name, fn in spec.call_handlers.items():
+            try:
+                cloudpickle.dumps(fn)
+                handlers[name] = fn
+            except Exception:  # noqa: BLE001
+                logger.warning("driver call handler %r cannot be sent to the train server; "
+                               "workers calling it will get an error.", name)
+        return {"spec": replace(spec, callbacks=tuple(keep), call_handlers=handlers)}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["spec"])  # type: ignore[misc]
+
+    # -- train server hooks ----------------------------------------------------------------
+    def check_loadable(self) -> None:
+        cloudpickle.loads(self.spec.fn_bytes)
+
+    def apply_runtime_env(self, working_dir: str | None, env_vars: Mapping[str, str]) -> None:
+        self.spec = replace(self.spec, working_dir=working_dir, env_vars=dict(env_vars))
+
+    def on_requeue(self, checkpoint_path: str | None) -> None:
+        import os
+
+        if checkpoint_path is not None and os.path.isdir(checkpoint_path):
+            self.spec = replace(self.spec, resume_from_checkpoint=Checkpoint(checkpoint_path))
+        else:
+            self.spec = replace(self.spec, resume_latest_in_run_path=True)
+
+    def worker_pids(self) -> dict[int, int]:
+        out = {}
+        for rank, w in enumerate(list(self._workers)):
+            pid = w.pid
+            if pid is not None:
+                out[rank] = pid
+        return out
 
     # -- JobRunner -----------------------------------------------------------------------
     def prepare(self, cluster: Any) -> None:
@@ -123,6 +183,9 @@ class TrainController(JobRunner):
         ctx.set_log_paths({r: self.storage.log_path(r) for r in range(spec.num_workers)})
         error: TrainingFailedError | None = None
         state = LoopState.RUNNING
+        refused = self._check_storage_reachable(ctx.placement)
+        if refused is not None:
+            return self._finish(LoopState.FAILED, refused)  # type: ignore[arg-type]
         try:
             self._start_gang()
             while not state.is_terminal:
@@ -202,12 +265,21 @@ class TrainController(JobRunner):
 
     def _on_reports(self, rank: int, batch: list, rows: list[dict]) -> None:
         ckpts = self.checkpoints
+        listener = self.spec.all_ranks_listener
+        if listener is not None:
+            listener(rank, batch)
         if rank == 0:
             for it, t, metrics, path in batch:
+                if CHECKPOINT_ONLY in metrics:  # a checkpoint without a metrics row
+                    if path is not None:
+                        ckpts.on_report(it, path, {k: v for k, v in metrics.items()
+                                                   if k != CHECKPOINT_ONLY})
+                    continue
                 row = dict(metrics)
                 row.setdefault("training_iteration", it)
                 row.setdefault("time_total_s", round(t, 6))
                 rows.append(row)
+                self._time_offset_s = t
                 self.last_metrics = metrics
                 if path is not None:
                     ckpts.on_report(it, path, metrics)
@@ -244,7 +316,7 @@ class TrainController(JobRunner):
     def _on_call(self, rank: int, frame: tuple) -> None:
         _, call_id, method, payload = frame
         worker = self._workers[rank]
-        handler = self.spec.call_handlers.get(method)
+        handler = self.spec.call_handlers.get(method) or DRIVER_CALLS.get(method)
         if handler is None:
             worker.send(("reply", call_id, False, RuntimeError(f"unknown driver call {method!r}")))
             return
@@ -255,7 +327,7 @@ class TrainController(JobRunner):
             except Exception as e:  # value did not pickle
                 worker.send(("reply", call_id, False, RuntimeError(repr(e))))
 
-        handler(self, payload, reply)
+        handler(self, rank, payload, reply)
 
     # -- gang lifecycle ------------------------------------------------------------------
     def _seed_checkpoints(self) -> None:
@@ -264,13 +336,16 @@ class TrainController(JobRunner):
         existing = existing_checkpoints(spec.storage.run_path)
         if existing:
             base = max(base, existing[-1][0])
-        if spec.resume_from_checkpoint is not None:
+        if spec.resume_latest_in_run_path and existing and spec.resume_from_checkpoint is None:
+            self.checkpoints.seed(Checkpoint(existing[-1][1]), existing[-1][0])
+        elif spec.resume_from_checkpoint is not None:
             it = checkpoint_iteration(spec.resume_from_checkpoint.path) or 0
             if spec.resume_from_checkpoint.path.startswith(spec.storage.run_path):
                 base = max(base, it)
             self.checkpoints.seed(spec.resume_from_checkpoint, base)
         self._base_iteration = base
         self._committed_upto = base
+        self._time_offset_s = spec.time_offset_s
 
     def _start_gang(self) -> None:
         ctx, spec = self.ctx, self.spec
@@ -289,19 +364,28 @@ class TrainController(JobRunner):
         node_order: dict[str, int] = {}
         local_seen: dict[str, int] = {}
         contexts = []
-        for rank, ip in enumerate(node_ips):
-            node_rank = node_order.setdefault(placement.node_ids[rank], len(node_order))
-            local = local_seen.get(ip, 0)
-            local_seen[ip] = local + 1
+        for rank in range(n):
+            node = placement.node_ids[rank]  # not the IP: several nodes may share one host
+            node_rank = node_order.setdefault(node, len(node_order))
+            local = local_seen.get(node, 0)
+            local_seen[node] = local + 1
             contexts.append((node_rank, local))
-        shards = {name: data_mod.split(name, d, n) for name, d in spec.datasets.items()}
+        for rank, env in enumerate(envs):
+            if "LOCAL_RANK" in env:
+                envs[rank] = {**env, "LOCAL_RANK": str(contexts[rank][1]),
+                              "LOCAL_WORLD_SIZE": str(local_seen[placement.node_ids[rank]])}
+        ray_split = ctx.cluster.supports_ray_objects
+        shards = {name: data_mod.split(name, d, n, ray_split=ray_split)
+                  for name, d in spec.datasets.items()}
+        by_ray = {name for name, d in spec.datasets.items()
+                  if ray_split and data_mod.is_ray_dataset(d)}
         attempt = self._attempt
         tasks, specs = [], []
         for rank in range(n):
             node_rank, local = contexts[rank]
             tctx = TrainContext(
                 world_size=n, world_rank=rank, local_rank=local,
-                local_world_size=local_seen[node_ips[rank]], node_rank=node_rank,
+                local_world_size=local_seen[placement.node_ids[rank]], node_rank=node_rank,
                 storage=spec.storage, trial_id=spec.trial_id, trial_name=spec.trial_name,
                 trial_dir=spec.storage.run_path if spec.trial_id else None,
                 metadata=spec.metadata,
@@ -309,13 +393,15 @@ class TrainController(JobRunner):
             task = WorkerTask(
                 fn_bytes=spec.fn_bytes, config=spec.config, pass_config=spec.pass_config,
                 context=tctx, checkpoint_path=ckpt_path, start_iteration=start_it,
-                time_offset_s=0.0, backend=spec.backend, backend_env=envs[rank],
-                dataset_shards={k: v[rank] for k, v in shards.items()},
+                time_offset_s=self._time_offset_s, backend=spec.backend, backend_env=envs[rank],
+                dataset_shards={k: v[rank] for k, v in shards.items() if k not in by_ray},
             )
             tasks.append(cloudpickle.dumps(task))
             specs.append(WorkerSpec(
                 worker_id=f"{ctx.job_id}-a{attempt}-r{rank}", bundle_index=rank,
                 log_path=self.storage.log_path(rank), preload=spec.backend.preload,
+                **self._runtime_env(),
+                objects={"dataset_shards": {k: shards[k][rank] for k in by_ray}} if by_ray else {},
             ))
         q = self._q
         ranks = {s.worker_id: i for i, s in enumerate(specs)}
@@ -325,6 +411,35 @@ class TrainController(JobRunner):
 
         self._start_echo()
         self._workers = ctx.cluster.start_workers(placement, specs, tasks, sink)
+
+    def _runtime_env(self) -> dict[str, Any]:
+        """``WorkerSpec`` fields for a job's runtime_env (train server jobs only)."""
+        spec = self.spec
+        if spec.working_dir is None and not spec.env_vars:
+            return {}
+        env = dict(spec.env_vars)
+        if spec.working_dir is not None:
+            env["TANDEM_WORKING_DIR"] = spec.working_dir
+        return {"env": env, "cwd": spec.working_dir}
+
+    def _check_storage_reachable(self, placement: Placement) -> ConfigError | None:
+        """A gang on several nodes writes checkpoints from each of them: the run's storage
+        must be shared (an fsspec URL, or a shared filesystem declared as such)."""
+        if len(set(placement.node_ids)) <= 1:
+            return None
+        path = self.spec.storage.storage_path
+        if (_is_url(path) and not path.startswith(("file://", "local://"))) or \
+                os.environ.get("TANDEM_STORAGE_IS_SHARED", "") not in ("", "0"):
+            return None
+        return ConfigError(
+            f"Run {self.spec.storage.run_name}: its {self.spec.num_workers} workers were placed "
+            f"on {len(set(placement.node_ids))} nodes, but RunConfig(storage_path="
+            f"{path!r}) is a path on this machine, which the other nodes cannot write "
+            f"checkpoints to. Use shared storage: an fsspec URL such as 's3://bucket/runs' or "
+            f"'gs://bucket/runs', or a shared filesystem (NFS) mounted at the same path on "
+            f"every node - then set TANDEM_STORAGE_IS_SHARED=1 to say so. Or keep the gang "
+            f"on one node with ScalingConfig(placement_strategy='STRICT_PACK')."
+        )
 
     def _kill_gang(self, wait_s: float = 5.0) -> None:
         """Kills every worker, then reads what they sent up to their end (their reports are
@@ -378,6 +493,15 @@ class TrainController(JobRunner):
             )
             assert self.ctx is not None
             self.ctx.set_status(JobStatus.RESTARTING)
+            if not self.ctx.cluster.placement_alive(self.ctx.placement):
+                logger.warning("Run %s: a node of its placement is gone; waiting for the "
+                               "cluster to place all %d workers again.",
+                               self.spec.storage.run_name, self.spec.num_workers)
+                if not self.ctx.replace_placement():
+                    return None, LoopState.STOPPED
+                refused = self._check_storage_reachable(self.ctx.placement)
+                if refused is not None:
+                    return refused, LoopState.FAILED  # type: ignore[return-value]
             self._start_gang()
             self.ctx.set_status(JobStatus.RUNNING)
             return None, LoopState.RUNNING
@@ -400,6 +524,12 @@ class TrainController(JobRunner):
         return error, LoopState.FAILED
 
     def _finish(self, state: LoopState, error: TrainingFailedError | None) -> JobOutcome:
+        if self.ctx is not None:
+            for job_id in self._nested_jobs:  # nothing a job started outlives it
+                try:
+                    self.ctx.service.stop(job_id)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
         if state is LoopState.SUCCEEDED:
             self.checkpoints.commit_upto(10**12)  # ranks that reported unevenly: keep what's there
         self._kill_gang(wait_s=2.0 if state is not LoopState.SUCCEEDED else 5.0)

@@ -12,12 +12,22 @@ SUPPORTED = (
 )
 
 
-def split(name: str, data: Any, n: int) -> list[Any]:
+def is_ray_dataset(data: Any) -> bool:
+    return type(data).__module__.startswith("ray.data")
+
+
+def split(name: str, data: Any, n: int, ray_split: bool = False) -> list[Any]:
     """``n`` contiguous shards of equal length (a remainder of < n rows is dropped, so every
-    rank runs the same number of steps and DDP collectives never wait on a missing peer)."""
+    rank runs the same number of steps and DDP collectives never wait on a missing peer).
+
+    A ``ray.data.Dataset`` is split with ``streaming_split(n, equal=True)`` when
+    ``ray_split`` (the Ray backend, which passes the iterators to its actors); elsewhere
+    every rank gets the whole dataset."""
     module = type(data).__module__
-    if module.startswith("ray.data"):
-        return [data] * n  # the Ray backend splits it with streaming_split
+    if is_ray_dataset(data):
+        if ray_split and hasattr(data, "streaming_split"):
+            return list(data.streaming_split(n, equal=True))
+        return [data] * n
     try:
         length = len(data)
     except TypeError:

@@ -7,6 +7,9 @@ survives its worker being killed right after; a checkpoint is copied to storage 
     ("done", rank, return_value_bytes | None)
     ("error", rank, ErrorInfo)
     ("call", request_id, method, payload)      a request to the driver (nested jobs)
+
+A report whose metrics hold the key ``CHECKPOINT_ONLY`` carries a checkpoint and no metrics
+row (the 1.x ``train.save_checkpoint(**state)``); its other metrics only score the checkpoint.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from tandem.train.api.checkpoint import Checkpoint, _is_url, get_fs
 from tandem.train.context import TrainContext
 
 CHECKPOINT_DIR = "checkpoint_{:06d}"
+CHECKPOINT_ONLY = "_tandem_checkpoint_only"
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,10 @@ class WorkerTask:
             pass
         session = WorkerSession(self, channel)
         session_mod._set_session(session)
+        from tandem.jobs import runtime
+        from tandem.train._internal.nested import NestedJobService
+
+        runtime.set_process_service(NestedJobService(session))
         rank = self.context.world_rank
         try:
             self.backend.on_worker_start(self.context)
@@ -108,7 +116,9 @@ class WorkerSession:
         self.checkpoint = Checkpoint(task.checkpoint_path) if task.checkpoint_path else None
         self.iteration = task.start_iteration
         self._t0 = time.monotonic() - task.time_offset_s
-        self._shards = task.dataset_shards
+        self._shards = dict(task.dataset_shards)
+        # Ray Data iterators come through the cluster's own transport (Ray actor arguments).
+        self._shards.update((getattr(channel, "objects", None) or {}).get("dataset_shards", {}))
         self._channel = channel
         self._rank = task.context.world_rank
         self._run_path = task.context.storage.run_path if task.context.storage else None
@@ -140,8 +150,8 @@ class WorkerSession:
         if self._run_path is None:
             return checkpoint.path
         dest = self._run_path.rstrip("/") + "/" + CHECKPOINT_DIR.format(self.iteration)
-        if checkpoint.path.rstrip("/") == dest.rstrip("/"):
-            return dest
+        if checkpoint.path.rstrip("/") == dest.rstrip("/") or _is_persisted(checkpoint.path):
+            return checkpoint.path
         if _is_url(dest) or not checkpoint.is_local:
             fs, p = get_fs(dest)
             with checkpoint.as_directory() as src:
@@ -151,7 +161,11 @@ class WorkerSession:
             shutil.copytree(checkpoint.path, dest, dirs_exist_ok=True)
         return dest
 
-    def dataset_shard(self, name: str) -> Any:
+    def dataset_shard(self, name: str | None) -> Any:
+        if name is None:  # the 1.x spelling: the one dataset given, or all of them by name
+            if len(self._shards) == 1:
+                return next(iter(self._shards.values()))
+            return dict(self._shards)
         if name not in self._shards:
             names = ", ".join(repr(n) for n in self._shards) or "none"
             raise KeyError(
@@ -194,3 +208,11 @@ class WorkerSession:
                 waiter[0].set()
         elif kind in self._handlers:
             self._handlers[kind](msg[1])
+
+
+def _is_persisted(path: str) -> bool:
+    """A checkpoint folder of another run (e.g. a nested train job's): keep it where it is."""
+    if _is_url(path):
+        return False
+    parent, name = os.path.split(path.rstrip("/"))
+    return name.startswith("checkpoint_") and os.path.exists(os.path.join(parent, "result.json"))

@@ -88,6 +88,10 @@ class CheckpointConfig:
     num_to_keep: int | None = None
     checkpoint_score_attribute: str | None = None
     checkpoint_score_order: str = "max"
+    checkpoint_frequency: int = 0
+    """For ``tune.Trainable`` classes: save a checkpoint every N steps (0 = never)."""
+    checkpoint_at_end: bool = False
+    """For ``tune.Trainable`` classes: save a checkpoint when the trial ends."""
 
     def __post_init__(self) -> None:
         k = self.num_to_keep
@@ -95,6 +99,12 @@ class CheckpointConfig:
             raise ConfigError(
                 f"CheckpointConfig(num_to_keep={k!r}) is invalid: use None (keep all) or an "
                 f"integer >= 1."
+            )
+        f = self.checkpoint_frequency
+        if isinstance(f, bool) or not isinstance(f, int) or f < 0:
+            raise ConfigError(
+                f"CheckpointConfig(checkpoint_frequency={f!r}) is invalid: use 0 (off) or a "
+                f"positive number of steps."
             )
         if self.checkpoint_score_order not in ("max", "min"):
             raise ConfigError(

@@ -171,12 +171,16 @@ class DataParallelTrainer:
         callbacks: tuple = (),
         call_handlers: Mapping[str, Any] | None = None,
         tags: tuple[str, ...] = (),
+        fn_bytes: bytes | None = None,
+        start_iteration: int = 0,
+        time_offset_s: float = 0.0,
     ) -> JobSpec:
         rc = self.run_config
         if storage is None:
             storage = StorageContext(rc.resolved_storage_path(), rc.name or self._default_run_name())
         try:
-            fn_bytes = cloudpickle.dumps(self.train_loop_per_worker)
+            if fn_bytes is None:
+                fn_bytes = cloudpickle.dumps(self.train_loop_per_worker)
         except Exception as e:
             raise ConfigError(
                 f"The train function {getattr(self.train_loop_per_worker, '__name__', '?')!r} "
@@ -203,6 +207,8 @@ class DataParallelTrainer:
             callbacks=tuple(rc.callbacks or ()) + tuple(callbacks),
             metadata=self.metadata,
             call_handlers=dict(call_handlers or {}),
+            start_iteration=start_iteration,
+            time_offset_s=time_offset_s,
         )
         return JobSpec(
             name=storage.run_name,

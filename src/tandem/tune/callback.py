@@ -1,0 +1,81 @@
+"""Experiment callbacks (``RunConfig(callbacks=[...])``) and the TensorBoard logger.
+
+Hooks are called by the tune controller with keyword arguments, as Ray Tune's are:
+``on_trial_start(iteration, trials, trial)``, ``on_trial_result(iteration, trials, trial,
+result)``, ``on_trial_complete(...)``, ``on_trial_error(...)``, ``on_experiment_end(trials)``.
+Per-trial ``result.json`` and ``progress.csv`` are always written by the train layer.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+class Callback:
+    def setup(self, **info: Any) -> None:
+        pass
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        pass
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        pass
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        pass
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        pass
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        pass
+
+
+class TBXLoggerCallback(Callback):
+    """Writes each trial's numeric metrics as TensorBoard scalars into its trial folder
+    (needs ``tensorboardX``: ``pip install "tandem-ml[tensorboard]"``)."""
+
+    def __init__(self) -> None:
+        try:
+            from tensorboardX import SummaryWriter  # noqa: F401
+        except ImportError as e:
+            raise ImportError(
+                "TBXLoggerCallback needs tensorboardX: pip install \"tandem-ml[tensorboard]\""
+            ) from e
+        self._writers: dict[str, Any] = {}
+
+    def _writer(self, trial: Any) -> Any:
+        w = self._writers.get(trial.trial_id)
+        if w is None:
+            from tensorboardX import SummaryWriter
+
+            w = SummaryWriter(logdir=trial.path, flush_secs=5)
+            self._writers[trial.trial_id] = w
+        return w
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        step = result.get("training_iteration", 0)
+        w = self._writer(trial)
+        for key, value in result.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                w.add_scalar(key, value, global_step=step)
+
+    def _close(self, trial: Any) -> None:
+        w = self._writers.pop(trial.trial_id, None)
+        if w is not None:
+            w.close()
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._close(trial)
+
+    on_trial_error = on_trial_complete
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        for w in self._writers.values():
+            w.close()
+        self._writers.clear()
+
+
+def trial_dir_exists(path: str) -> bool:
+    return os.path.isdir(path)

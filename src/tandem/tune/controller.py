@@ -1,0 +1,497 @@
+"""``TuneController``: turns a search space into trials and runs each trial as a train job.
+
+Policies decide, the controller acts: the searcher proposes configs, the trial scheduler
+returns decisions (continue, stop, pause, restart from a checkpoint with a new config);
+the controller submits, stops and re-submits train jobs to the one job service. A trial
+waiting for resources is a queued job: it holds no process and no resources. Only a few
+trials are queued at a time, so adaptive searchers see fresh results.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import time
+from typing import Any, Callable
+
+import cloudpickle
+
+from tandem._core.errors import ConfigError, TandemError
+from tandem.jobs.spec import JobStatus
+from tandem.train.api.checkpoint import Checkpoint
+from tandem.train.api.result import Result
+from tandem.tune.schedulers.base import Action, TrialScheduler
+from tandem.tune.search.searcher import Searcher
+from tandem.tune.trial import Trial, TrialStatus
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "experiment_state.json"
+SEARCHER_FILE = "searcher_state.pkl"
+SCHEDULER_FILE = "scheduler_state.pkl"
+
+
+class TuneError(TandemError, RuntimeError):
+    """The experiment as a whole cannot go on (e.g. a metric the scheduler needs is missing)."""
+
+
+class TuneTrial(Trial):
+    """A trial plus what the controller needs to run it."""
+
+    __slots__ = ("name", "path", "job", "gen", "action", "error", "index", "time_total_s",
+                 "result")
+
+    def __init__(self, trial_id: str, config: dict, *, name: str, path: str, index: int,
+                 experiment_tag: str = "", resources: Any = None) -> None:
+        super().__init__(trial_id, config, experiment_tag=experiment_tag, resources=resources)
+        self.name = name
+        self.path = path
+        self.index = index
+        self.job: Any = None
+        self.gen = 0
+        self.action: Any = None  # the decision being carried out while its job ends
+        self.error: BaseException | None = None
+        self.time_total_s = 0.0
+        self.result: Result | None = None
+
+    @property
+    def iteration(self) -> int:
+        return int((self.last_result or {}).get("training_iteration", 0))
+
+
+class TuneController:
+    """Runs one experiment to the end. Not thread-safe: ``run`` owns it; job threads only
+    put events on its queue."""
+
+    def __init__(
+        self,
+        *,
+        launch: Callable[[TuneTrial, Checkpoint | None, Callable], Any],
+        searcher: Searcher,
+        scheduler: TrialScheduler,
+        num_samples: int,
+        searcher_counts: bool,
+        experiment_path: str,
+        metric: str | None,
+        mode: str | None,
+        max_concurrent_trials: int | None,
+        stopper: Any,
+        time_budget_s: float | None,
+        callbacks: list,
+        reporter: Any,
+        name_prefix: str,
+        exp_uid: str,
+        restored: list[TuneTrial] | None = None,
+        strict_metric: str | None = None,
+        queue_depth: int = 2,
+        stop_service: Callable[[Any], None] | None = None,
+    ) -> None:
+        self._launch_job = launch
+        self.searcher = searcher
+        self.scheduler = scheduler
+        self.num_samples = num_samples
+        self.searcher_counts = searcher_counts
+        self.experiment_path = experiment_path
+        self.metric = metric
+        self.mode = mode
+        self.max_concurrent = max_concurrent_trials
+        self.stopper = stopper
+        self.time_budget_s = time_budget_s
+        self.callbacks = callbacks
+        self.reporter = reporter
+        self.name_prefix = name_prefix
+        self.exp_uid = exp_uid
+        self.strict_metric = strict_metric
+        self.queue_depth = max(1, queue_depth)
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self.trials: list[TuneTrial] = list(restored or [])
+        self._by_id = {t.trial_id: t for t in self.trials}
+        self._created = len(self.trials)
+        self._search_done = False
+        self._queued = 0  # trials whose job waits in the service queue
+        self._running = 0
+        self._iteration = 0
+        self._state_dirty = True
+        self._last_state_save = 0.0
+        self._last_searcher_save = 0.0
+        self._stopping_all = False
+        self._fatal: BaseException | None = None
+        self._start_time = time.monotonic()
+
+    # -- the loop --------------------------------------------------------------------------
+    def run(self) -> list[TuneTrial]:
+        self.reporter.start(self.trials)
+        for t in self.trials:
+            if t.status is TrialStatus.PENDING:
+                self.scheduler.on_trial_add(t)
+        try:
+            while not self._finished():
+                self.step()
+        except BaseException:
+            self._stop_everything()
+            raise
+        finally:
+            self._save_state(force=True)
+            self.reporter.end(self.trials, elapsed_s=time.monotonic() - self._start_time)
+            for cb in self.callbacks:
+                cb.on_experiment_end(trials=self.trials)
+        if self._fatal is not None:
+            raise self._fatal
+        return self.trials
+
+    def step(self) -> None:
+        """Launches what may start, then handles the events that arrived."""
+        if not self._stopping_all:
+            self._launch()
+        timeout = 0.5
+        if self.time_budget_s is not None:
+            left = self.time_budget_s - (time.monotonic() - self._start_time)
+            if left <= 0 and not self._stopping_all:
+                logger.info("TuneConfig(time_budget_s=%s) reached: stopping all trials.",
+                            self.time_budget_s)
+                self._stop_everything()
+            timeout = max(0.01, min(timeout, left))
+        try:
+            items = [self._q.get(timeout=timeout)]
+        except queue.Empty:
+            items = []
+        while True:
+            try:
+                items.append(self._q.get_nowait())
+            except queue.Empty:
+                break
+        for trial_id, gen, kind, payload in items:
+            trial = self._by_id.get(trial_id)
+            if trial is None or gen != trial.gen:
+                continue
+            if kind == "reports":
+                self._on_reports(trial, payload)
+            elif kind == "checkpoint":
+                trial.checkpoint = payload[1]
+            elif kind == "status":
+                self._on_status(trial, payload)
+        self.reporter.refresh(self.trials)
+        self._save_state()
+
+    def _finished(self) -> bool:
+        if any(t.status.is_live for t in self.trials):
+            return False
+        if self._stopping_all or self._fatal is not None:
+            return True
+        return self._search_done or (not self.searcher_counts and self._created >= self.num_samples)
+
+    # -- launching --------------------------------------------------------------------------
+    def _live_count(self) -> int:
+        return sum(1 for t in self.trials if t.status in (TrialStatus.PENDING, TrialStatus.RUNNING)
+                   and t.job is not None)
+
+    def _launch(self) -> None:
+        for t in self.trials:  # restored or re-queued trials without a job
+            if t.status is TrialStatus.PENDING and t.job is None and t.action is None:
+                if not self._room():
+                    return
+                self._start(t, self._latest_checkpoint(t))
+        while True:
+            suggestion = self.scheduler.suggest()
+            if suggestion is None:
+                break
+            trial = self._by_id.get(suggestion.trial_id)
+            if trial is None or trial.status is not TrialStatus.PAUSED:
+                continue
+            if suggestion.action.name == "RESUME":
+                trial.status = TrialStatus.PENDING
+                self._start(trial, trial.checkpoint)
+            else:
+                self._end_trial(trial, TrialStatus.TERMINATED, remove=True,
+                                note=suggestion.reason)
+        while self._room() and not self._search_done:
+            if not self.searcher_counts and self._created >= self.num_samples:
+                break
+            trial_id = f"{self.exp_uid}_{self._created:05d}"
+            config = self.searcher.suggest(trial_id)
+            if config is None:
+                break
+            if config == Searcher.FINISHED:
+                self._search_done = True
+                break
+            trial = self._new_trial(trial_id, config)
+            self.scheduler.on_trial_add(trial)
+            self._start(trial, None)
+
+    def _room(self) -> bool:
+        if self._queued >= self.queue_depth:
+            return False
+        return self.max_concurrent is None or self._live_count() < self.max_concurrent
+
+    def _new_trial(self, trial_id: str, config: dict) -> TuneTrial:
+        index = self._created
+        self._created += 1
+        name = f"{self.name_prefix}_{trial_id}"
+        tag = ""
+        last = getattr(self.searcher, "last_variant", None)
+        if last is not None and getattr(last, "resolved_vars", None):
+            from tandem.tune.search.variant_generator import format_vars
+
+            tag = format_vars(last.resolved_vars)
+        trial = TuneTrial(trial_id, config, name=name, index=index,
+                          path=self.experiment_path.rstrip("/") + "/" + name,
+                          experiment_tag=f"{index}_{tag}" if tag else str(index))
+        self.trials.append(trial)
+        self._by_id[trial_id] = trial
+        self._state_dirty = True
+        return trial
+
+    def _start(self, trial: TuneTrial, checkpoint: Checkpoint | None) -> None:
+        trial.gen += 1
+        gen = trial.gen
+        q = self._q
+        tid = trial.trial_id
+
+        def listener(kind: str, payload: Any) -> None:
+            q.put((tid, gen, kind, payload))
+
+        trial.status = TrialStatus.PENDING
+        trial.action = None
+        try:
+            trial.job = self._launch_job(trial, checkpoint, listener)
+        except (ConfigError, TandemError) as e:
+            # e.g. per-trial resources larger than the cluster: this trial can never run
+            trial.job = None
+            self._fatal = e
+            self._stop_everything()
+            return
+        self._queued += 1
+        self._state_dirty = True
+
+    # -- events ------------------------------------------------------------------------------
+    def _on_status(self, trial: TuneTrial, status: JobStatus) -> None:
+        if status is JobStatus.RUNNING:
+            if trial.status is TrialStatus.PENDING:
+                self._queued = max(0, self._queued - 1)
+                self._running += 1
+                trial.status = TrialStatus.RUNNING
+                self._state_dirty = True
+                self.reporter.status_change(trial, self.trials)
+                for cb in self.callbacks:
+                    cb.on_trial_start(iteration=self._iteration, trials=self.trials, trial=trial)
+            return
+        if not status.is_terminal:
+            return
+        job = trial.job
+        was_running = trial.status is TrialStatus.RUNNING
+        if trial.status is TrialStatus.PENDING:
+            self._queued = max(0, self._queued - 1)
+        elif was_running:
+            self._running = max(0, self._running - 1)
+        outcome = getattr(job, "outcome", None)
+        if outcome is not None and isinstance(outcome.value, Result):
+            trial.result = outcome.value
+            if outcome.value.checkpoint is not None:
+                trial.checkpoint = outcome.value.checkpoint
+        trial.job = None
+        action = trial.action
+        trial.action = None
+        if action is not None:
+            if action.action is Action.PAUSE:
+                trial.status = TrialStatus.PAUSED
+                self._state_dirty = True
+                self.reporter.status_change(trial, self.trials, action.reason)
+                return
+            if action.action is Action.RESTART:
+                trial.config = dict(action.config)
+                self._start(trial, action.checkpoint)
+                self.reporter.status_change(trial, self.trials, action.reason)
+                return
+            return  # STOP: already ended when decided
+        if trial.status.is_terminal:
+            return
+        if status is JobStatus.FAILED:
+            trial.error = outcome.error if outcome is not None else TuneError("trial failed")
+            trial.num_failures += 1
+            self._end_trial(trial, TrialStatus.ERROR)
+        else:
+            self._end_trial(trial, TrialStatus.TERMINATED)
+
+    def _on_reports(self, trial: TuneTrial, rows: list[dict]) -> None:
+        if trial.status is not TrialStatus.RUNNING or trial.action is not None:
+            return
+        for row in rows:
+            result = row
+            result["trial_id"] = trial.trial_id
+            trial.last_result = result
+            trial.time_total_s = result.get("time_total_s", trial.time_total_s)
+            self._iteration += 1
+            if self.strict_metric is not None and self.strict_metric not in result:
+                keys = sorted(k for k in result if k not in ("training_iteration", "time_total_s", "trial_id"))
+                self._fatal = TuneError(
+                    f"Trial {trial.name} reported a result without the metric "
+                    f"{self.strict_metric!r} that the {type(self.scheduler).__name__}/"
+                    f"{type(self.searcher).__name__} need (metric={self.strict_metric!r}); it "
+                    f"reported: {keys}. Report it with tune.report({{{self.strict_metric!r}: "
+                    f"value}}), or set TuneConfig(metric=...) to one of those keys."
+                )
+                self._stop_everything()
+                return
+            for cb in self.callbacks:
+                cb.on_trial_result(iteration=self._iteration, trials=self.trials, trial=trial,
+                                   result=result)
+            self.searcher.on_trial_result(trial.trial_id, result)
+            if self.stopper is not None and self.stopper(trial.trial_id, result):
+                self._end_trial(trial, TrialStatus.TERMINATED, stop_job=True, note="stop criteria")
+                if getattr(self.stopper, "stop_all", None) and self.stopper.stop_all():
+                    self._stop_everything()
+                return
+            decision = self.scheduler.on_trial_result(trial, result)
+            act = decision.action
+            if act is Action.CONTINUE:
+                continue
+            if act is Action.STOP:
+                self._end_trial(trial, TrialStatus.TERMINATED, stop_job=True, note=decision.reason)
+                return
+            if act in (Action.PAUSE, Action.RESTART):
+                trial.action = decision
+                self._stop_job(trial)
+                return
+        if self.stopper is not None and getattr(self.stopper, "stop_all", None) and self.stopper.stop_all():
+            self._stop_everything()
+
+    def _end_trial(self, trial: TuneTrial, status: TrialStatus, *, stop_job: bool = False,
+                   remove: bool = False, note: str = "") -> None:
+        if stop_job:
+            trial.action = _STOPPED
+            self._stop_job(trial)
+        trial.status = status
+        self._state_dirty = True
+        if remove:
+            self.scheduler.on_trial_remove(trial)
+        elif status is TrialStatus.ERROR:
+            self.scheduler.on_trial_error(trial)
+        else:
+            self.scheduler.on_trial_complete(trial, trial.last_result)
+        self.searcher.on_trial_complete(trial.trial_id, trial.last_result,
+                                        error=status is TrialStatus.ERROR)
+        self.reporter.status_change(trial, self.trials, note)
+        for cb in self.callbacks:
+            hook = cb.on_trial_error if status is TrialStatus.ERROR else cb.on_trial_complete
+            hook(iteration=self._iteration, trials=self.trials, trial=trial)
+
+    def _stop_job(self, trial: TuneTrial) -> None:
+        job = trial.job
+        if job is not None:
+            try:
+                job.stop()
+            except Exception as e:  # noqa: BLE001 - a job that already ended
+                logger.debug("stopping %s: %s", trial.name, e)
+
+    def _stop_everything(self) -> None:
+        self._stopping_all = True
+        for t in self.trials:
+            if t.status in (TrialStatus.RUNNING, TrialStatus.PENDING):
+                if t.job is not None:
+                    self._end_trial(t, TrialStatus.TERMINATED, stop_job=True, note="experiment stopped")
+                else:
+                    t.status = TrialStatus.TERMINATED
+            elif t.status is TrialStatus.PAUSED:
+                t.status = TrialStatus.TERMINATED
+        # wait for the stopped jobs so nothing outlives the experiment
+        for t in self.trials:
+            job = t.job
+            if job is not None:
+                try:
+                    job.wait_ended(30)
+                except Exception:
+                    pass
+                t.job = None
+
+    # -- state on disk ----------------------------------------------------------------------
+    def _latest_checkpoint(self, trial: TuneTrial) -> Checkpoint | None:
+        if trial.checkpoint is not None:
+            return trial.checkpoint
+        from tandem.train.api.result import _list_checkpoints
+
+        found = sorted(_list_checkpoints(trial.path))
+        return Checkpoint(found[-1]) if found else None
+
+    def _save_state(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and (not self._state_dirty or now - self._last_state_save < 0.25):
+            return
+        self._last_state_save = now
+        self._state_dirty = False
+        if "://" in self.experiment_path:
+            return  # TODO(founder): upload experiment state for remote storage
+        os.makedirs(self.experiment_path, exist_ok=True)
+        state = {
+            "experiment_path": self.experiment_path,
+            "exp_uid": self.exp_uid,
+            "name_prefix": self.name_prefix,
+            "created": self._created,
+            "search_done": self._search_done,
+            "timestamp": time.time(),
+            "trials": [_trial_state(t) for t in self.trials],
+        }
+        _atomic_write(os.path.join(self.experiment_path, STATE_FILE),
+                      json.dumps(state, default=repr).encode())
+        if force or now - self._last_searcher_save > 5.0:
+            self._last_searcher_save = now
+            try:
+                _atomic_write(os.path.join(self.experiment_path, SEARCHER_FILE),
+                              cloudpickle.dumps((type(self.searcher), self.searcher.get_state())))
+                _atomic_write(os.path.join(self.experiment_path, SCHEDULER_FILE),
+                              cloudpickle.dumps(self.scheduler))
+            except Exception as e:  # noqa: BLE001 - restore then starts them afresh
+                logger.warning("could not save the searcher/scheduler state: %s", e)
+
+
+class _Stopped:
+    action = Action.STOP
+    reason = "stopped"
+
+
+_STOPPED = _Stopped()
+
+
+def _trial_state(t: TuneTrial) -> dict:
+    return {
+        "trial_id": t.trial_id,
+        "name": t.name,
+        "index": t.index,
+        "status": t.status.value,
+        "config": t.config,
+        "experiment_tag": t.experiment_tag,
+        "path": t.path,
+        "last_result": t.last_result,
+        "checkpoint": t.checkpoint.path if t.checkpoint is not None else None,
+        "num_failures": t.num_failures,
+        "error": f"{type(t.error).__name__}: {t.error}" if t.error is not None else None,
+    }
+
+
+def load_searcher(path: str) -> Searcher:
+    """Rebuilds a searcher saved by the controller (its class and ``get_state()``)."""
+    with open(path, "rb") as f:
+        cls, state = cloudpickle.load(f)
+    searcher = cls.__new__(cls)
+    searcher.set_state(state)
+    return searcher
+
+
+def trial_from_state(d: dict) -> TuneTrial:
+    t = TuneTrial(d["trial_id"], d["config"], name=d["name"], path=d["path"], index=d["index"],
+                  experiment_tag=d.get("experiment_tag", ""))
+    t.status = TrialStatus(d["status"])
+    t.last_result = d.get("last_result")
+    t.checkpoint = Checkpoint(d["checkpoint"]) if d.get("checkpoint") else None
+    t.num_failures = d.get("num_failures", 0)
+    if d.get("error"):
+        t.error = TuneError(d["error"])
+    return t
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)

@@ -1,0 +1,115 @@
+"""What a person sees while an experiment runs.
+
+On a terminal, a live table redrawn in place (at most a few times a second); otherwise
+one line per trial status change — never one line per result. ``verbose=0`` prints
+nothing, 1 the table/lines and a summary, 2 also every worker's output.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Sequence
+
+from tandem.tune.search.variant_generator import flatten_dict
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+class ProgressReporter:
+    def __init__(self, verbose: int, metric: str | None, mode: str | None,
+                 param_keys: Sequence[str], experiment_path: str, max_rows: int = 20,
+                 refresh_s: float = 0.5) -> None:
+        self.verbose = verbose
+        self.metric = metric
+        self.mode = mode
+        self.param_keys = list(param_keys)[:6]
+        self.experiment_path = experiment_path
+        self.max_rows = max_rows
+        self.refresh_s = refresh_s
+        self._live: Any = None
+        self._last = 0.0
+        self._tty = sys.stdout.isatty()
+
+    def start(self, trials: Sequence[Any]) -> None:
+        if self.verbose <= 0:
+            return
+        print(f"tandem: experiment folder {self.experiment_path}", flush=True)
+        if self._tty:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(self._table(trials), console=Console(), refresh_per_second=4,
+                              transient=False)
+            self._live.start()
+
+    def status_change(self, trial: Any, trials: Sequence[Any], note: str = "") -> None:
+        if self.verbose <= 0:
+            return
+        if self._live is not None:
+            self.refresh(trials, force=False)
+            return
+        params = ", ".join(f"{k}={_fmt(v)}" for k, v in self._params(trial).items())
+        metric = ""
+        if self.metric and trial.last_result and self.metric in trial.last_result:
+            metric = f" {self.metric}={_fmt(trial.last_result[self.metric])}"
+        it = trial.last_result.get("training_iteration") if trial.last_result else None
+        it_s = f" iter={it}" if it is not None else ""
+        extra = f" ({note})" if note else ""
+        print(f"Trial {trial.name} {trial.status.value}{extra}{it_s}{metric}"
+              f"{' ' + params if params else ''}", flush=True)
+
+    def refresh(self, trials: Sequence[Any], force: bool = False) -> None:
+        if self._live is None:
+            return
+        now = time.monotonic()
+        if force or now - self._last >= self.refresh_s:
+            self._last = now
+            self._live.update(self._table(trials))
+
+    def _params(self, trial: Any) -> dict[str, Any]:
+        flat = flatten_dict(trial.config)
+        return {k: flat[k] for k in self.param_keys if k in flat}
+
+    def _table(self, trials: Sequence[Any]) -> Any:
+        from rich.table import Table
+
+        counts: dict[str, int] = {}
+        for t in trials:
+            counts[t.status.value] = counts.get(t.status.value, 0) + 1
+        title = "Trials: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        table = Table(title=title, title_justify="left")
+        table.add_column("Trial")
+        table.add_column("Status")
+        for k in self.param_keys:
+            table.add_column(k)
+        table.add_column("iter", justify="right")
+        if self.metric:
+            table.add_column(self.metric, justify="right")
+        order = {"RUNNING": 0, "PENDING": 1, "PAUSED": 2, "ERROR": 3, "TERMINATED": 4}
+        shown = sorted(trials, key=lambda t: order.get(t.status.value, 5))[: self.max_rows]
+        for t in shown:
+            res = t.last_result or {}
+            row = [t.name, t.status.value] + [_fmt(self._params(t).get(k, "")) for k in self.param_keys]
+            row.append(_fmt(res.get("training_iteration", "")))
+            if self.metric:
+                row.append(_fmt(res.get(self.metric, "")))
+            table.add_row(*row)
+        if len(trials) > len(shown):
+            table.caption = f"... and {len(trials) - len(shown)} more"
+        return table
+
+    def end(self, trials: Sequence[Any], best: Any = None, elapsed_s: float = 0.0) -> None:
+        if self._live is not None:
+            self._live.update(self._table(trials))
+            self._live.stop()
+            self._live = None
+        if self.verbose <= 0:
+            return
+        n_err = sum(1 for t in trials if t.status.value == "ERROR")
+        print(f"tandem: {len(trials)} trials finished in {elapsed_s:.1f} s"
+              f"{f', {n_err} errored' if n_err else ''}. Results: {self.experiment_path}", flush=True)

@@ -1,0 +1,314 @@
+"""Trainables: the class API, and the wrappers ``with_parameters`` / ``with_resources``.
+
+Every trainable runs as a train job of its own; a ``Trainable`` class runs in a
+function that calls ``step()`` and reports each result, checkpointing every
+``CheckpointConfig(checkpoint_frequency=N)`` steps and at the end if asked.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import os
+import pickle
+import shutil
+import tempfile
+from typing import Any, Callable, Mapping
+
+import cloudpickle
+
+from tandem._core.errors import ConfigError
+from tandem.train import session as train_session
+from tandem.train.api.checkpoint import Checkpoint
+
+_DICT_FILE = ".tune_checkpoint.pkl"
+_PATH_FILE = ".tune_checkpoint_path"
+
+
+class Trainable:
+    """Subclass and define ``setup(config)``, ``step() -> dict`` and, to checkpoint,
+    ``save_checkpoint(checkpoint_dir)`` and ``load_checkpoint(checkpoint)``.
+
+    The older names ``_setup``, ``_train``, ``_save``, ``_restore``, ``_stop`` work too.
+    ``save_checkpoint`` may write files into ``checkpoint_dir`` and return None (then
+    ``load_checkpoint`` gets the directory's path), return a dict (``load_checkpoint``
+    gets the dict back), or return a path inside the directory (it gets that path back).
+    A result with ``"done": True`` ends the trial.
+    """
+
+    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        self.config = dict(config or {})
+        self._iteration = 0
+        ctx = train_session.get_context()
+        self._trial_id = ctx.trial_id
+        self._trial_name = ctx.trial_name
+        self._logdir = ctx.trial_dir
+        self.setup(copy.deepcopy(self.config), **kwargs)
+
+    # -- the user's methods (current names delegate to the older ones if defined) ---------
+    def setup(self, config: dict[str, Any], **kwargs: Any) -> None:
+        legacy = getattr(type(self), "_setup", None)
+        if legacy is not None:
+            legacy(self, config, **kwargs)
+
+    def step(self) -> dict[str, Any]:
+        legacy = getattr(type(self), "_train", None)
+        if legacy is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} must define step() (or the older _train()), returning "
+                f"a dict of metrics."
+            )
+        return legacy(self)
+
+    def save_checkpoint(self, checkpoint_dir: str) -> Any:
+        legacy = getattr(type(self), "_save", None)
+        if legacy is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} was asked for a checkpoint but defines neither "
+                f"save_checkpoint(checkpoint_dir) nor _save(checkpoint_dir)."
+            )
+        return legacy(self, checkpoint_dir)
+
+    def load_checkpoint(self, checkpoint: Any) -> None:
+        legacy = getattr(type(self), "_restore", None)
+        if legacy is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} must define load_checkpoint(checkpoint) (or "
+                f"_restore) to resume from a checkpoint."
+            )
+        legacy(self, checkpoint)
+
+    def cleanup(self) -> None:
+        legacy = getattr(type(self), "_stop", None)
+        if legacy is not None:
+            legacy(self)
+
+    def reset_config(self, new_config: dict[str, Any]) -> bool:
+        return False
+
+    # -- properties the older API exposed -----------------------------------------------
+    @property
+    def iteration(self) -> int:
+        return self._iteration
+
+    training_iteration = iteration
+
+    @property
+    def trial_id(self) -> str | None:
+        return self._trial_id
+
+    @property
+    def trial_name(self) -> str | None:
+        return self._trial_name
+
+    @property
+    def logdir(self) -> str | None:
+        return self._logdir
+
+    # -- driving it (called by tandem, in the trial's worker) ---------------------------
+    def train(self) -> dict[str, Any]:
+        result = self.step()
+        if not isinstance(result, Mapping):
+            raise TypeError(
+                f"{type(self).__name__}.step() must return a dict of metrics, got "
+                f"{type(result).__name__}: {result!r:.80}."
+            )
+        self._iteration += 1
+        result = dict(result)
+        result.setdefault("training_iteration", self._iteration)
+        return result
+
+    def save(self, checkpoint_dir: str | None = None) -> str:
+        checkpoint_dir = checkpoint_dir or tempfile.mkdtemp(prefix="tandem-trainable-")
+        os.makedirs(checkpoint_dir, exist_ok=True)
+        out = self.save_checkpoint(checkpoint_dir)
+        if isinstance(out, Mapping):
+            with open(os.path.join(checkpoint_dir, _DICT_FILE), "wb") as f:
+                pickle.dump(dict(out), f)
+        elif isinstance(out, (str, os.PathLike)) and os.fspath(out) != checkpoint_dir:
+            rel = os.path.relpath(os.fspath(out), checkpoint_dir)
+            if rel.startswith(".."):
+                raise ValueError(
+                    f"{type(self).__name__}._save returned {out!r}, which is outside the "
+                    f"checkpoint directory {checkpoint_dir!r}; return a path inside it."
+                )
+            with open(os.path.join(checkpoint_dir, _PATH_FILE), "w") as f:
+                f.write(rel)
+        return checkpoint_dir
+
+    def restore(self, checkpoint_dir: str) -> None:
+        dict_file = os.path.join(checkpoint_dir, _DICT_FILE)
+        path_file = os.path.join(checkpoint_dir, _PATH_FILE)
+        if os.path.exists(dict_file):
+            with open(dict_file, "rb") as f:
+                self.load_checkpoint(pickle.load(f))
+        elif os.path.exists(path_file):
+            with open(path_file) as f:
+                self.load_checkpoint(os.path.join(checkpoint_dir, f.read().strip()))
+        else:
+            self.load_checkpoint(checkpoint_dir)
+
+    def stop(self) -> None:
+        self.cleanup()
+
+
+def is_trainable_class(obj: Any) -> bool:
+    return inspect.isclass(obj) and issubclass(obj, Trainable)
+
+
+class ClassTrainableRunner:
+    """The function a ``Trainable`` class runs as inside its trial's worker."""
+
+    def __init__(self, cls: type[Trainable], checkpoint_frequency: int = 0,
+                 checkpoint_at_end: bool = False, stop: Mapping[str, Any] | None = None,
+                 kwargs: Mapping[str, Any] | None = None) -> None:
+        self.cls = cls
+        self.checkpoint_frequency = checkpoint_frequency
+        self.checkpoint_at_end = checkpoint_at_end
+        self.stop = dict(stop) if isinstance(stop, Mapping) else None
+        self.kwargs = dict(kwargs or {})
+        self.__name__ = cls.__name__
+
+    def __call__(self, config: dict[str, Any]) -> None:
+        trainable = self.cls(config, **self.kwargs)
+        session = train_session.get_session()
+        ckpt = train_session.get_checkpoint()
+        if ckpt is not None:
+            with ckpt.as_directory() as d:
+                trainable.restore(d)
+        if session is not None:
+            trainable._iteration = session.iteration
+        try:
+            while True:
+                result = trainable.train()
+                done = bool(result.get("done")) or self._should_stop(result)
+                it = trainable.iteration
+                want = (self.checkpoint_frequency and it % self.checkpoint_frequency == 0) or (
+                    done and self.checkpoint_at_end)
+                checkpoint = None
+                tmp = None
+                if want:
+                    tmp = trainable.save()
+                    checkpoint = Checkpoint.from_directory(tmp)
+                train_session.report(result, checkpoint)
+                if tmp is not None:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                if done:
+                    return
+        finally:
+            trainable.stop()
+
+    def _should_stop(self, result: Mapping[str, Any]) -> bool:
+        if not self.stop:
+            return False
+        return any(k in result and result[k] >= v for k, v in self.stop.items())
+
+
+class _WithParameters:
+    """A trainable with large objects bound once (pickled once, not once per trial)."""
+
+    def __init__(self, trainable: Any, params: Mapping[str, Any]) -> None:
+        self.trainable = trainable
+        self._blob = cloudpickle.dumps(dict(params))
+        self._params: dict[str, Any] | None = dict(params)
+        self.__name__ = getattr(trainable, "__name__", type(trainable).__name__)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"trainable": self.trainable, "_blob": self._blob, "__name__": self.__name__}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._params = None
+
+    @property
+    def params(self) -> dict[str, Any]:
+        if self._params is None:
+            self._params = cloudpickle.loads(self._blob)
+        return self._params
+
+    def __call__(self, config: dict[str, Any]) -> Any:
+        return self.trainable(config, **self.params)
+
+
+def with_parameters(trainable: Any, **kwargs: Any) -> Any:
+    """Binds large objects (datasets, models) to a trainable: ``f(config, data=...)``.
+
+    For a ``Trainable`` class they are passed to ``setup(config, **kwargs)``.
+    """
+    if is_trainable_class(trainable):
+        return _ClassWithParameters(trainable, kwargs)
+    if not callable(trainable):
+        raise ConfigError(
+            f"tune.with_parameters() takes a function or Trainable class, got "
+            f"{type(trainable).__name__}."
+        )
+    return _WithParameters(trainable, kwargs)
+
+
+class _ClassWithParameters:
+    def __init__(self, cls: type[Trainable], params: Mapping[str, Any]) -> None:
+        self.cls = cls
+        self.params = dict(params)
+        self.__name__ = cls.__name__
+
+
+class _WithResources:
+    def __init__(self, trainable: Any, resources: Any) -> None:
+        self.trainable = trainable
+        self.resources = resources
+        self.__name__ = getattr(trainable, "__name__", type(trainable).__name__)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.trainable(*args, **kwargs)
+
+
+def with_resources(trainable: Any, resources: Any) -> Any:
+    """Sets each trial's resources: a dict (``{"CPU": 2, "GPU": 0.5}``; lowercase ``cpu``/
+    ``gpu`` accepted as Ray does), a ``ScalingConfig`` (a gang of workers per trial), or a
+    function ``config -> dict``."""
+    return _WithResources(trainable, resources)
+
+
+def normalize_resources(resources: Any, config: Mapping[str, Any] | None = None) -> Any:
+    """A resources spec → a per-worker bundle dict, or a ScalingConfig (returned as is)."""
+    from tandem.train.api.config import ScalingConfig
+
+    if callable(resources) and not isinstance(resources, Mapping):
+        resources = resources(config or {})
+    if resources is None or isinstance(resources, ScalingConfig):
+        return resources
+    if not isinstance(resources, Mapping):
+        raise ConfigError(
+            f"tune.with_resources(): resources must be a dict such as {{'CPU': 2, 'GPU': 1}}, "
+            f"a ScalingConfig, or a function of the config returning one; got "
+            f"{type(resources).__name__}."
+        )
+    out = {}
+    for key, value in resources.items():
+        key = {"cpu": "CPU", "gpu": "GPU"}.get(key, key)
+        out[key] = value
+    return out
+
+
+def trainable_name(trainable: Any) -> str:
+    for attr in ("trainable", "cls"):
+        inner = getattr(trainable, attr, None)
+        if inner is not None and not isinstance(trainable, type):
+            return trainable_name(inner)
+    name = getattr(trainable, "__name__", None) or type(trainable).__name__
+    return "trainable" if name == "<lambda>" else name
+
+
+def check_function_trainable(fn: Callable[..., Any]) -> None:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return
+    required = [p for p in params if p.default is p.empty
+                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if len(required) > 1:
+        raise ConfigError(
+            f"The trainable {getattr(fn, '__name__', fn)!r} takes {len(required)} required "
+            f"parameters ({', '.join(p.name for p in required)}); a function trainable takes "
+            f"one (the config). Bind other arguments with tune.with_parameters(fn, name=value)."
+        )

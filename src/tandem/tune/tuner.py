@@ -1,0 +1,434 @@
+"""``Tuner`` and ``TuneConfig``: run a search over a trainable, every trial a train job."""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import logging
+import os
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping
+
+import cloudpickle
+
+from tandem._core.errors import ConfigError
+from tandem._core.ids import short_uid
+from tandem.jobs.handle import JobHandle
+from tandem.jobs.runtime import get_service
+from tandem.train.api.checkpoint import Checkpoint
+from tandem.train.api.config import CheckpointConfig, RunConfig, ScalingConfig
+from tandem.train.api.result import Result
+from tandem.train.api.trainer import DataParallelTrainer, check_train_fn
+from tandem.train.context import StorageContext
+from tandem.tune.callback import Callback
+from tandem.tune.controller import (
+    SCHEDULER_FILE,
+    SEARCHER_FILE,
+    STATE_FILE,
+    TuneController,
+    TuneTrial,
+    load_searcher,
+    trial_from_state,
+)
+from tandem.tune.progress import ProgressReporter
+from tandem.tune.result_grid import ResultGrid
+from tandem.tune.schedulers.base import TrialScheduler
+from tandem.tune.schedulers.fifo import FIFOScheduler
+from tandem.tune.search.basic_variant import BasicVariantGenerator
+from tandem.tune.search.searcher import Searcher, check_mode
+from tandem.tune.search.variant_generator import flatten_dict
+from tandem.tune.stopper import make_stopper
+from tandem.tune.trainable import (
+    ClassTrainableRunner,
+    _ClassWithParameters,
+    _WithResources,
+    check_function_trainable,
+    is_trainable_class,
+    normalize_resources,
+    trainable_name,
+)
+from tandem.tune.trial import TrialStatus
+
+logger = logging.getLogger(__name__)
+TUNER_FILE = "tuner.pkl"
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    """How to search.
+
+    Args:
+        metric, mode: what to optimise (``"min"`` or ``"max"``), for schedulers, searchers
+            and ``get_best_result``.
+        num_samples: how many times to sample the space (each ``grid_search`` combination
+            ``num_samples`` times); -1 samples until the searcher or a stopper ends it.
+        search_alg: a ``Searcher`` (default: random and grid search).
+        scheduler: a ``TrialScheduler`` (default: FIFO, every trial runs to its end).
+        max_concurrent_trials: an optional cap; not needed to avoid starvation.
+        time_budget_s: stop the whole experiment after this many seconds.
+        seed: makes random and grid search reproducible.
+    """
+
+    metric: str | None = None
+    mode: str | None = None
+    num_samples: int = 1
+    search_alg: Searcher | None = None
+    scheduler: TrialScheduler | None = None
+    max_concurrent_trials: int | None = None
+    time_budget_s: float | None = None
+    reuse_actors: bool | None = None  # accepted for compatibility; workers are cheap here
+    trial_name_creator: Callable[[Any], str] | None = None
+    trial_dirname_creator: Callable[[Any], str] | None = None
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode is not None:
+            check_mode(self.mode, "TuneConfig(mode=...)")
+        n = self.num_samples
+        if isinstance(n, bool) or not isinstance(n, int) or (n < 1 and n != -1):
+            raise ConfigError(
+                f"TuneConfig(num_samples={n!r}) is invalid: use a positive integer, or -1 to "
+                f"sample until a stopper or the searcher ends the experiment."
+            )
+        m = self.max_concurrent_trials
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+            raise ConfigError(
+                f"TuneConfig(max_concurrent_trials={m!r}) is invalid: use None or an integer >= 1."
+            )
+        if self.search_alg is not None and not isinstance(self.search_alg, Searcher):
+            raise ConfigError(
+                f"TuneConfig(search_alg=...) must be a tandem.tune.search.Searcher, got "
+                f"{type(self.search_alg).__name__}."
+            )
+        if self.scheduler is not None and not isinstance(self.scheduler, TrialScheduler):
+            raise ConfigError(
+                f"TuneConfig(scheduler=...) must be a tandem.tune.schedulers.TrialScheduler, "
+                f"got {type(self.scheduler).__name__}."
+            )
+
+
+class Tuner:
+    """Tunes ``trainable`` over ``param_space``.
+
+    ``trainable`` is a function ``f(config)`` that calls ``tune.report``, a ``Trainable``
+    subclass, or a Trainer instance (``param_space={"train_loop_config": {...},
+    "scaling_config": {...}}`` then tunes its loop config and gang; each trial is a gang).
+    """
+
+    def __init__(
+        self,
+        trainable: Any = None,
+        *,
+        param_space: Mapping[str, Any] | None = None,
+        tune_config: TuneConfig | None = None,
+        run_config: RunConfig | None = None,
+        _restore: dict | None = None,
+    ) -> None:
+        if trainable is None:
+            raise ConfigError("Tuner() needs a trainable: a function, a Trainable class or a Trainer.")
+        self.trainable = trainable
+        self.param_space = dict(param_space or {})
+        self.tune_config = tune_config if tune_config is not None else TuneConfig()
+        self.run_config = run_config if run_config is not None else RunConfig()
+        if not isinstance(self.tune_config, TuneConfig):
+            raise ConfigError(f"tune_config must be a TuneConfig, got {type(self.tune_config).__name__}.")
+        if not isinstance(self.run_config, RunConfig):
+            raise ConfigError(f"run_config must be a RunConfig, got {type(self.run_config).__name__}.")
+        self._restore = _restore
+        self._kind, self._fn = self._classify(trainable)
+        self._stopper = make_stopper(self.run_config.stop)
+        self._results: ResultGrid | None = None
+
+    # -- trainable kinds -------------------------------------------------------------------
+    def _classify(self, trainable: Any) -> tuple[str, Any]:
+        inner = trainable.trainable if isinstance(trainable, _WithResources) else trainable
+        if isinstance(inner, DataParallelTrainer):
+            for key in self.param_space:
+                if key not in ("train_loop_config", "scaling_config", "datasets"):
+                    raise ConfigError(
+                        f"Tuner(trainer, param_space={{{key!r}: ...}}): with a Trainer, the "
+                        f"param_space keys are 'train_loop_config' and 'scaling_config'. Put "
+                        f"{key!r} inside 'train_loop_config'."
+                    )
+            return "trainer", inner
+        if is_trainable_class(inner) or isinstance(inner, _ClassWithParameters):
+            cls = inner.cls if isinstance(inner, _ClassWithParameters) else inner
+            params = inner.params if isinstance(inner, _ClassWithParameters) else {}
+            cc = self.run_config.checkpoint_config or CheckpointConfig()
+            runner = ClassTrainableRunner(
+                cls, checkpoint_frequency=getattr(cc, "checkpoint_frequency", 0) or 0,
+                checkpoint_at_end=bool(getattr(cc, "checkpoint_at_end", False)),
+                stop=self.run_config.stop if isinstance(self.run_config.stop, Mapping) else None,
+                kwargs=params,
+            )
+            return "function", runner
+        if callable(inner):
+            check_function_trainable(inner)
+            return "function", inner
+        raise ConfigError(
+            f"Tuner(trainable={trainable!r:.60}) is not a trainable: give a function f(config), "
+            f"a tune.Trainable subclass, or a Trainer (e.g. TorchTrainer)."
+        )
+
+    # -- running ---------------------------------------------------------------------------
+    def fit(self) -> ResultGrid:
+        """Runs the experiment and returns a ``ResultGrid`` (trial errors land in ``.errors``)."""
+        tc, rc = self.tune_config, self.run_config
+        searcher = tc.search_alg or BasicVariantGenerator(random_state=tc.seed)
+        scheduler = tc.scheduler or FIFOScheduler()
+        restored: list[TuneTrial] = []
+        r = self._restore
+        if r is not None:
+            searcher = r.get("searcher") or searcher
+            scheduler = r.get("scheduler") or scheduler
+            restored = r["trials"]
+        else:
+            searcher.set_search_properties(tc.metric, tc.mode, self.param_space)
+        scheduler.set_search_properties(tc.metric, tc.mode, config=self.param_space)
+        searcher_counts = bool(r.get("searcher_counts")) if r is not None else \
+            searcher.set_num_samples(tc.num_samples if tc.num_samples != -1 else 10**12)
+        metric = scheduler.metric or searcher.metric or tc.metric
+        mode = scheduler.mode or searcher.mode or tc.mode
+        strict = None
+        if not isinstance(scheduler, FIFOScheduler) and scheduler.metric:
+            strict = scheduler.metric
+        elif not isinstance(searcher, BasicVariantGenerator) and searcher.metric:
+            strict = searcher.metric
+
+        name_prefix = trainable_name(self.trainable)
+        if r is not None:
+            exp_path, exp_uid, name_prefix = r["experiment_path"], r["exp_uid"], r["name_prefix"]
+        else:
+            storage = rc.resolved_storage_path()
+            stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+            exp_name = rc.name or f"{name_prefix}_{stamp}"
+            exp_path = storage.rstrip("/") + "/" + exp_name
+            exp_uid = short_uid(5)
+            self._save_tuner(exp_path)
+        exp_name = exp_path.rstrip("/").rsplit("/", 1)[-1]
+        storage_root = exp_path.rstrip("/").rsplit("/", 1)[0]
+        verbose = 1 if rc.verbose is None else rc.verbose
+        callbacks = [cb for cb in (rc.callbacks or []) if isinstance(cb, Callback)
+                     or hasattr(cb, "on_trial_result")]
+        reporter = ProgressReporter(verbose, metric, mode, self._param_keys(), exp_path)
+        launch = self._make_launcher(storage_root, exp_name, verbose)
+        controller = TuneController(
+            launch=launch, searcher=searcher, scheduler=scheduler,
+            num_samples=tc.num_samples if tc.num_samples != -1 else 10**12,
+            searcher_counts=searcher_counts, experiment_path=exp_path, metric=metric, mode=mode,
+            max_concurrent_trials=tc.max_concurrent_trials, stopper=self._stopper,
+            time_budget_s=tc.time_budget_s, callbacks=callbacks, reporter=reporter,
+            name_prefix=name_prefix, exp_uid=exp_uid, restored=restored, strict_metric=strict,
+        )
+        if r is not None:
+            controller._created = r.get("created", len(restored))
+            controller._search_done = r.get("search_done", False)
+        trials = controller.run()
+        self._results = ResultGrid(
+            [self._result_of(t) for t in trials], exp_path, metric, mode,
+            trial_ids=[t.trial_id for t in trials],
+        )
+        return self._results
+
+    def get_results(self) -> ResultGrid:
+        if self._results is None:
+            raise ConfigError("Tuner.get_results(): call fit() first (or Tuner.restore(...).fit()).")
+        return self._results
+
+    @staticmethod
+    def _result_of(t: TuneTrial) -> Result:
+        metrics = dict(t.last_result) if t.last_result else None
+        best = t.result.best_checkpoints if t.result is not None else []
+        return Result(metrics=metrics, checkpoint=t.checkpoint, path=t.path, error=t.error,
+                      best_checkpoints=best, config=t.config)
+
+    def _param_keys(self) -> list[str]:
+        from tandem.tune.search.space import Domain
+
+        flat = flatten_dict(self.param_space)
+        keys = [k for k, v in flat.items() if isinstance(v, Domain) or
+                (isinstance(v, Mapping) and "grid_search" in v) or k.endswith("grid_search")]
+        return [k[: -len("/grid_search")] if k.endswith("/grid_search") else k for k in keys]
+
+    def _make_launcher(self, storage_root: str, exp_name: str, verbose: int) -> Callable:
+        service = get_service()
+        rc = self.run_config
+        kind, fn = self._kind, self._fn
+        resources = self.trainable.resources if isinstance(self.trainable, _WithResources) else None
+        fn_bytes = cloudpickle.dumps(fn) if kind == "function" else None
+        trial_rc = RunConfig(failure_config=rc.failure_config,
+                             checkpoint_config=rc.checkpoint_config, verbose=verbose)
+        base_trainer = fn if kind == "trainer" else None
+        pass_config = check_train_fn(fn) if kind == "function" else True
+        if kind == "function" and resources is not None and not callable(resources):
+            normalize_resources(resources)  # fail fast on a malformed spec
+
+        def launch(trial: TuneTrial, checkpoint: Checkpoint | None, listener: Callable) -> Any:
+            storage = StorageContext(storage_root, trial.name, exp_name)
+            if kind == "trainer":
+                trainer = self._trial_trainer(base_trainer, trial.config)
+                trainer.run_config = replace(
+                    trainer.run_config, verbose=verbose,
+                    failure_config=rc.failure_config or trainer.run_config.failure_config,
+                    checkpoint_config=rc.checkpoint_config or trainer.run_config.checkpoint_config,
+                )
+                config = trainer.train_loop_config or {}
+                fb = None
+            else:
+                res = normalize_resources(resources, trial.config)
+                if isinstance(res, ScalingConfig):
+                    scaling = res
+                else:
+                    scaling = ScalingConfig(num_workers=1, resources_per_worker=res)
+                trainer = DataParallelTrainer.__new__(DataParallelTrainer)
+                trainer.train_loop_per_worker = fn
+                trainer._pass_config = pass_config
+                trainer.train_loop_config = trial.config
+                trainer.backend_config = DataParallelTrainer._backend_config_cls()
+                trainer.scaling_config = scaling
+                trainer.run_config = trial_rc
+                trainer.datasets = {}
+                trainer.resume_from_checkpoint = None
+                trainer.metadata = {}
+                config = trial.config
+                fb = fn_bytes
+            spec = trainer._job_spec(
+                storage=storage, trial_id=trial.trial_id, trial_name=trial.name,
+                config=config, checkpoint=checkpoint,
+                echo_prefix=f"{trial.name}, " if verbose >= 1 else None,
+                listener=listener, fn_bytes=fb, start_iteration=trial.iteration,
+                time_offset_s=trial.time_total_s,
+            )
+            job = service.submit(spec)
+            return _TrialJob(JobHandle(job, service), job)
+
+        return launch
+
+    @staticmethod
+    def _trial_trainer(base: DataParallelTrainer, config: Mapping[str, Any]) -> DataParallelTrainer:
+        trainer = copy.copy(base)
+        loop = dict(base.train_loop_config or {})
+        loop.update(config.get("train_loop_config") or {})
+        trainer.train_loop_config = loop
+        sc = config.get("scaling_config")
+        if isinstance(sc, ScalingConfig):
+            trainer.scaling_config = sc
+        elif isinstance(sc, Mapping):
+            base_sc = base.scaling_config
+            fields = {"num_workers": base_sc.num_workers, "use_gpu": base_sc.use_gpu,
+                      "resources_per_worker": base_sc.resources_per_worker,
+                      "placement_strategy": base_sc.placement_strategy}
+            fields.update(sc)
+            trainer.scaling_config = ScalingConfig(**fields)
+        if "datasets" in config:
+            trainer.datasets = dict(config["datasets"])
+        return trainer
+
+    # -- restore ---------------------------------------------------------------------------
+    def _save_tuner(self, exp_path: str) -> None:
+        if "://" in exp_path:
+            return
+        os.makedirs(exp_path, exist_ok=True)
+        blob = {"param_space": self.param_space, "tune_config": replace(
+            self.tune_config, search_alg=None, scheduler=None), "run_config": self.run_config}
+        try:
+            data = cloudpickle.dumps(blob)
+        except Exception as e:  # noqa: BLE001
+            logger.warning("Tuner.restore will need param_space: cannot pickle it (%s)", e)
+            return
+        with open(os.path.join(exp_path, TUNER_FILE), "wb") as f:
+            f.write(data)
+
+    @classmethod
+    def can_restore(cls, path: str) -> bool:
+        return os.path.exists(os.path.join(os.path.expanduser(path), STATE_FILE))
+
+    @classmethod
+    def restore(cls, path: str, trainable: Any, *, resume_unfinished: bool = True,
+                resume_errored: bool = False, restart_errored: bool = False,
+                param_space: Mapping[str, Any] | None = None) -> Tuner:
+        """Resumes an interrupted experiment from its folder.
+
+        Finished trials are kept; unfinished ones continue from their latest checkpoints;
+        errored ones are resumed (``resume_errored``) or started over (``restart_errored``).
+        """
+        path = os.path.abspath(os.path.expanduser(path))
+        state_file = os.path.join(path, STATE_FILE)
+        if not os.path.exists(state_file):
+            raise ConfigError(
+                f"Tuner.restore({path!r}): no {STATE_FILE} there, so it is not an experiment "
+                f"folder (or the experiment never started). Pass the folder that fit() printed."
+            )
+        with open(state_file) as f:
+            state = json.load(f)
+        saved: dict = {}
+        tuner_file = os.path.join(path, TUNER_FILE)
+        if os.path.exists(tuner_file):
+            with open(tuner_file, "rb") as f:
+                saved = cloudpickle.load(f)
+        trials = []
+        for d in state["trials"]:
+            t = trial_from_state(d)
+            if t.status is TrialStatus.ERROR:
+                if restart_errored:
+                    t.status, t.error, t.checkpoint, t.last_result = TrialStatus.PENDING, None, None, None
+                    _clear_trial_dir(t.path)
+                elif resume_errored:
+                    t.status, t.error = TrialStatus.PENDING, None
+            elif t.status in (TrialStatus.RUNNING, TrialStatus.PENDING, TrialStatus.PAUSED):
+                if resume_unfinished:
+                    t.status = TrialStatus.PENDING
+                else:
+                    t.status = TrialStatus.TERMINATED
+            trials.append(t)
+        restore: dict = {"trials": trials, "experiment_path": path, "exp_uid": state["exp_uid"],
+                         "name_prefix": state["name_prefix"], "created": state["created"],
+                         "search_done": state.get("search_done", False)}
+        p = os.path.join(path, SEARCHER_FILE)
+        if os.path.exists(p):
+            restore["searcher"] = load_searcher(p)
+        p = os.path.join(path, SCHEDULER_FILE)
+        if os.path.exists(p):
+            with open(p, "rb") as f:
+                restore["scheduler"] = cloudpickle.load(f)
+        if restore.get("searcher") is not None:
+            restore["searcher_counts"] = isinstance(restore["searcher"], BasicVariantGenerator)
+        ps = param_space if param_space is not None else saved.get("param_space")
+        if ps is None:
+            raise ConfigError(
+                f"Tuner.restore({path!r}): the param_space was not saved with the experiment "
+                f"(it could not be pickled); pass it again: Tuner.restore(path, trainable, "
+                f"param_space=...)."
+            )
+        rc = saved.get("run_config") or RunConfig()
+        tc = saved.get("tune_config") or TuneConfig()
+        return cls(trainable, param_space=ps, tune_config=tc, run_config=rc, _restore=restore)
+
+
+def _clear_trial_dir(path: str) -> None:
+    import shutil
+
+    if os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class _TrialJob:
+    """What the controller holds for a trial's running job."""
+
+    def __init__(self, handle: JobHandle, job: Any) -> None:
+        self.handle = handle
+        self._job = job
+
+    @property
+    def outcome(self) -> Any:
+        return self._job.outcome
+
+    def stop(self) -> None:
+        self.handle.stop()
+
+    def wait_ended(self, timeout: float) -> None:
+        try:
+            self.handle.wait(timeout)
+        except BaseException:  # noqa: BLE001 - only waiting for the end
+            pass
