@@ -60,6 +60,11 @@ class TuneTrial(Trial):
     def iteration(self) -> int:
         return int((self.last_result or {}).get("training_iteration", 0))
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state.update(job=None, action=None, result=None)  # live handles stay in this process
+        return state
+
 
 class TuneController:
     """Runs one experiment to the end. Not thread-safe: ``run`` owns it; job threads only
@@ -317,6 +322,7 @@ class TuneController:
     def _on_reports(self, trial: TuneTrial, rows: list[dict]) -> None:
         if trial.status is not TrialStatus.RUNNING or trial.action is not None:
             return
+        self._state_dirty = True
         for row in rows:
             result = row
             result["trial_id"] = trial.trial_id
@@ -416,7 +422,10 @@ class TuneController:
 
     def _save_state(self, force: bool = False) -> None:
         now = time.monotonic()
-        if not force and (not self._state_dirty or now - self._last_state_save < 0.25):
+        # every state change is written, coalesced: at most every 0.25 s (longer for very
+        # large experiments, so writing the state stays a small share of the work)
+        interval = max(0.25, 1e-4 * len(self.trials))
+        if not force and (not self._state_dirty or now - self._last_state_save < interval):
             return
         self._last_state_save = now
         self._state_dirty = False

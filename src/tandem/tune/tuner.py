@@ -207,12 +207,11 @@ class Tuner:
             exp_uid = short_uid(5)
             self._save_tuner(exp_path)
         exp_name = exp_path.rstrip("/").rsplit("/", 1)[-1]
-        storage_root = exp_path.rstrip("/").rsplit("/", 1)[0]
         verbose = 1 if rc.verbose is None else rc.verbose
         callbacks = [cb for cb in (rc.callbacks or []) if isinstance(cb, Callback)
                      or hasattr(cb, "on_trial_result")]
         reporter = ProgressReporter(verbose, metric, mode, self._param_keys(), exp_path)
-        launch = self._make_launcher(storage_root, exp_name, verbose)
+        launch = self._make_launcher(exp_path, exp_name, verbose)
         controller = TuneController(
             launch=launch, searcher=searcher, scheduler=scheduler,
             num_samples=tc.num_samples if tc.num_samples != -1 else 10**12,
@@ -251,7 +250,7 @@ class Tuner:
                 (isinstance(v, Mapping) and "grid_search" in v) or k.endswith("grid_search")]
         return [k[: -len("/grid_search")] if k.endswith("/grid_search") else k for k in keys]
 
-    def _make_launcher(self, storage_root: str, exp_name: str, verbose: int) -> Callable:
+    def _make_launcher(self, exp_path: str, exp_name: str, verbose: int) -> Callable:
         service = get_service()
         rc = self.run_config
         kind, fn = self._kind, self._fn
@@ -265,7 +264,7 @@ class Tuner:
             normalize_resources(resources)  # fail fast on a malformed spec
 
         def launch(trial: TuneTrial, checkpoint: Checkpoint | None, listener: Callable) -> Any:
-            storage = StorageContext(storage_root, trial.name, exp_name)
+            storage = StorageContext(exp_path, trial.name, exp_name)
             if kind == "trainer":
                 trainer = self._trial_trainer(base_trainer, trial.config)
                 trainer.run_config = replace(

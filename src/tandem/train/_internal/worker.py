@@ -76,7 +76,15 @@ class WorkerTask:
         rank = self.context.world_rank
         try:
             self.backend.on_worker_start(self.context)
-            fn = cloudpickle.loads(self.fn_bytes)
+            try:
+                fn = cloudpickle.loads(self.fn_bytes)
+            except ModuleNotFoundError as e:
+                raise ModuleNotFoundError(
+                    f"{e}: the train function refers to module {e.name!r}, which the worker "
+                    f"cannot import. Workers use the driver's working directory and sys.path; "
+                    f"make the module importable there (e.g. run from its folder or install "
+                    f"it), or define the function in your script."
+                ) from e
             args = (self.config,) if self.pass_config else ()
             if inspect.iscoroutinefunction(fn):
                 value = asyncio.run(fn(*args))
