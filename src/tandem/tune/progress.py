@@ -28,6 +28,10 @@ class ProgressReporter:
         self.metric = metric
         self.mode = mode
         self.param_keys = list(param_keys)[:6]
+        short = [k.rsplit("/", 1)[-1] for k in self.param_keys]
+        # show "lr" rather than "train_loop_config/lr" when that is unambiguous
+        self._labels = dict(zip(self.param_keys, short if len(set(short)) == len(short)
+                                else self.param_keys))
         self.experiment_path = experiment_path
         self.max_rows = max_rows
         self.refresh_s = refresh_s
@@ -53,7 +57,7 @@ class ProgressReporter:
         if self._live is not None:
             self.refresh(trials, force=False)
             return
-        params = ", ".join(f"{k}={_fmt(v)}" for k, v in self._params(trial).items())
+        params = ", ".join(f"{self._labels[k]}={_fmt(v)}" for k, v in self._params(trial).items())
         metric = ""
         if self.metric and trial.last_result and self.metric in trial.last_result:
             metric = f" {self.metric}={_fmt(trial.last_result[self.metric])}"
@@ -86,7 +90,7 @@ class ProgressReporter:
         table.add_column("Trial")
         table.add_column("Status")
         for k in self.param_keys:
-            table.add_column(k)
+            table.add_column(self._labels[k])
         table.add_column("iter", justify="right")
         if self.metric:
             table.add_column(self.metric, justify="right")

@@ -22,22 +22,42 @@ def _case() -> Case:
             Figure("s", "seconds", "s", "lower", Target("<=", 1.5)),
             Figure("rate", "rate", "/s", "higher", Target(">=", 0.98, "plain")),
         ],
-        variants=[Variant("tandem", "tandem", "tandem", _noop), Variant("plain", "torchrun", "plain", _noop)],
+        variants=[
+            Variant("tandem", "tandem", "tandem", _noop),
+            Variant("plain", "torchrun", "plain", _noop),
+        ],
     )
 
 
 def _results() -> dict:
     case = _case()
     variants = {
-        "tandem": {"system": "tandem", "label": "tandem", "summary": {"s": summarize([1.0, 2.0, 1.2]), "rate": summarize([99.0])}},
-        "plain": {"system": "torchrun", "label": "plain", "summary": {"s": summarize([3.0]), "rate": summarize([100.0])}},
+        "tandem": {
+            "system": "tandem",
+            "label": "tandem",
+            "summary": {"s": summarize([1.0, 2.0, 1.2]), "rate": summarize([99.0])},
+        },
+        "plain": {
+            "system": "torchrun",
+            "label": "plain",
+            "summary": {"s": summarize([3.0]), "rate": summarize([100.0])},
+        },
         "ray": {"system": "ray", "label": "Ray", "skipped": "ray not installed"},
     }
     return {
-        "meta": {"date": "2026-01-01", "repeats": 3, "machine": {"cpu_count": 2, "memory_gb": 24},
-                 "versions": {"python": "3.11", "ray": None}},
-        "cases": {"demo": {"figures": [f.to_json() for f in case.figures], "variants": variants,
-                           "comparisons": compare(case, {}, variants)}},
+        "meta": {
+            "date": "2026-01-01",
+            "repeats": 3,
+            "machine": {"cpu_count": 2, "memory_gb": 24},
+            "versions": {"python": "3.11", "ray": None},
+        },
+        "cases": {
+            "demo": {
+                "figures": [f.to_json() for f in case.figures],
+                "variants": variants,
+                "comparisons": compare(case, {}, variants),
+            }
+        },
     }
 
 

@@ -1,0 +1,128 @@
+"""trial_throughput: how many trivial trials per second a tuner gets through.
+
+What it measures: N function trials that each report once and return, run by one
+``Tuner.fit()`` (``Study.optimize()`` for Optuna); ``trials_per_s`` = N / time around
+``fit()``, measured inside the process. tandem and Optuna run 1,000 trials; Ray runs 200
+by default because it needs about a second per trial (the figure is a rate, so the sizes
+compare; ``--trials`` sets all of them alike).
+
+Why: per-trial overhead decides whether small, fast trials (sweeps over cheap models,
+tests, CI) are practical. Ray Tune 2.60 manages 0.8 trials/s by default (a fresh actor
+per trial) and 20–25 with ``reuse_actors=True``; Optuna in memory is the floor for
+scheduling cost with no processes at all.
+
+Target (issue): ≥ 100 trials/s with the defaults (no switch like ``reuse_actors``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from benchmarks.cases._common import Case, Figure, Target, log, quiet_ray_env, subprocess_variant
+
+
+def _tandem_trial(config: dict[str, Any]) -> None:
+    from tandem import tune
+
+    tune.report({"x": 1})
+
+
+def run_tandem(params: dict[str, Any], workdir: str) -> dict[str, Any]:
+    from tandem import tune
+
+    n = int(params["trials"])
+    tuner = tune.Tuner(
+        _tandem_trial,
+        param_space={},
+        tune_config=tune.TuneConfig(num_samples=n),
+        run_config=tune.RunConfig(name="trial_throughput", storage_path=workdir),
+    )
+    t0 = time.perf_counter()
+    grid = tuner.fit()
+    fit_s = time.perf_counter() - t0
+    done = sum(1 for r in grid if r.error is None and r.metrics.get("x") == 1)
+    log(f"{done}/{n} trials in {fit_s:.2f} s")
+    return {"trials_per_s": n / fit_s, "fit_s": fit_s, "trials": n, "completed": done}
+
+
+def _ray_trial(config: dict[str, Any]) -> None:
+    from ray import tune
+
+    tune.report({"x": 1})
+
+
+def _run_ray(params: dict[str, Any], workdir: str, reuse_actors: bool) -> dict[str, Any]:
+    from ray import tune
+
+    n = int(params["ray_trials"])
+    tuner = tune.Tuner(
+        _ray_trial,
+        param_space={},
+        tune_config=tune.TuneConfig(num_samples=n, reuse_actors=reuse_actors),
+        run_config=tune.RunConfig(name="trial_throughput", storage_path=workdir),
+    )
+    t0 = time.perf_counter()
+    grid = tuner.fit()
+    fit_s = time.perf_counter() - t0
+    done = sum(1 for r in grid if r.error is None and r.metrics.get("x") == 1)
+    log(f"{done}/{n} trials in {fit_s:.2f} s")
+    return {"trials_per_s": n / fit_s, "fit_s": fit_s, "trials": n, "completed": done}
+
+
+def run_ray(params: dict[str, Any], workdir: str) -> dict[str, Any]:
+    return _run_ray(params, workdir, reuse_actors=False)
+
+
+def run_ray_reuse(params: dict[str, Any], workdir: str) -> dict[str, Any]:
+    return _run_ray(params, workdir, reuse_actors=True)
+
+
+def run_optuna(params: dict[str, Any], workdir: str) -> dict[str, Any]:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    n = int(params["trials"])
+    study = optuna.create_study()
+    t0 = time.perf_counter()
+    # One "report" per trial, as in the other variants.
+    study.optimize(lambda trial: (trial.report(1.0, 1), 1.0)[1], n_trials=n)
+    fit_s = time.perf_counter() - t0
+    return {"trials_per_s": n / fit_s, "fit_s": fit_s, "trials": n, "completed": len(study.trials)}
+
+
+_M = __name__
+CASE = Case(
+    name="trial_throughput",
+    doc=__doc__ or "",
+    figures=[
+        Figure(
+            "trials_per_s", "trivial trials per second", "trials/s", "higher", Target(">=", 100)
+        ),
+        Figure("fit_s", "fit() wall time", "s", "info"),
+    ],
+    variants=[
+        subprocess_variant("tandem", "tandem", "tandem", f"{_M}:run_tandem"),
+        subprocess_variant(
+            "ray",
+            "ray",
+            "Ray Tune",
+            f"{_M}:run_ray",
+            env=quiet_ray_env(),
+            note="runs `ray_trials` trials (see params), fewer than tandem; the figure is a rate.",
+        ),
+        subprocess_variant(
+            "ray_reuse",
+            "ray",
+            "Ray Tune reuse_actors",
+            f"{_M}:run_ray_reuse",
+            env=quiet_ray_env(),
+            note="runs `ray_trials` trials (see params), fewer than tandem; the figure is a rate.",
+        ),
+        subprocess_variant("optuna", "optuna", "Optuna in-memory", f"{_M}:run_optuna"),
+    ],
+    params={"trials": 1000, "ray_trials": 200},
+    smoke_params={"trials": 20, "ray_trials": 5},
+    timeout_s=600,
+    smoke_timeout_s=60,
+)

@@ -1,0 +1,48 @@
+"""The README's code blocks and the examples run as written (an example in the docs is a test)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+pytestmark = pytest.mark.timeout(400)
+
+
+def python_blocks(path: str) -> list[str]:
+    text = open(path).read()
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+def run(args: list[str], tmp_path, timeout: int = 300) -> str:
+    env = {**os.environ, "TANDEM_STORAGE_PATH": str(tmp_path / "results")}
+    proc = subprocess.run([sys.executable, *args], cwd=str(tmp_path), env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.mark.parametrize("index", range(len(python_blocks(os.path.join(ROOT, "README.md")))))
+def test_readme_python_blocks_run(index, tmp_path):
+    code = python_blocks(os.path.join(ROOT, "README.md"))[index]
+    script = tmp_path / "snippet.py"
+    script.write_text(code)
+    run([str(script)], tmp_path)
+
+
+def test_train_digits_example(tmp_path):
+    out = run([os.path.join(ROOT, "examples", "train_digits.py"), "--epochs", "3"], tmp_path)
+    acc = float(re.search(r"final accuracy: ([0-9.]+)", out).group(1))
+    assert acc > 0.8
+    assert "results and checkpoints:" in out
+
+
+def test_quickstart_sweep(tmp_path):
+    out = run([os.path.join(ROOT, "examples", "quickstart.py"), "--samples", "3", "--epochs", "3"],
+              tmp_path)
+    assert "best config:" in out and "best accuracy:" in out
+    assert out.count("RUNNING") >= 3
