@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
 from typing import Any, Callable
 
@@ -20,6 +21,8 @@ from tandem.cluster._wire import SocketChannel
 
 class WorkerChannel:
     """The worker's end of its connection to the driver."""
+
+    objects: dict = {}  # WorkerSpec.objects, on clusters that pass them (Ray)
 
     def __init__(self, channel: SocketChannel, worker_id: str) -> None:
         self._channel = channel
@@ -54,6 +57,9 @@ def run(spec: dict) -> int:
     msg = channel.recv()
     if msg[0] != "run":
         return 1
+    working_dir = os.environ.get("TANDEM_WORKING_DIR")
+    if working_dir and working_dir not in sys.path:
+        sys.path.insert(0, working_dir)  # the job's uploaded code (train server runtime_env)
     task = cloudpickle.loads(msg[1])
     wc = WorkerChannel(channel, spec["worker_id"])
     threading.Thread(target=wc._read_forever, name="tandem-control", daemon=True).start()

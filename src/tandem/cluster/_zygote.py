@@ -190,6 +190,8 @@ def main() -> None:
     out = os.dup(1)
     # Anything that prints to stdout (an imported module) must not corrupt the frame stream.
     os.dup2(2, 1)
+    # What every worker runs: imported once here, inherited by every fork.
+    importlib.import_module("tandem.cluster._worker_main")
     _Zygote(inp, out).serve()
 
 

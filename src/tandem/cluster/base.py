@@ -47,6 +47,10 @@ class WorkerSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
     preload: tuple[str, ...] = ()
+    objects: Mapping[str, Any] = field(default_factory=dict)
+    """Values handed to the worker by the cluster's own transport, outside the task bytes
+    (``channel.objects`` in the worker). Only clusters with ``supports_ray_objects`` take
+    them: Ray handles (e.g. Ray Data iterators) travel as Ray actor-call arguments."""
 
 
 Sink = Callable[["WorkerProcess", Any], None]
@@ -83,6 +87,13 @@ class WorkerProcess(ABC):
 class Cluster(ABC):
     """Where workers run. Thread-safe: the scheduler and job controllers call it at once."""
 
+    needs_polling: bool = False
+    """True when capacity can change behind the job service's back (nodes join a Ray
+    cluster): the service then retries pending jobs every ``poll_interval_s``."""
+    poll_interval_s: float = 1.0
+    supports_ray_objects: bool = False
+    """True when ``WorkerSpec.objects`` reach the workers (Ray handles included)."""
+
     @abstractmethod
     def resources(self) -> dict[str, float]:
         """The cluster's total logical resources, e.g. ``{"CPU": 8, "GPU": 1, "memory": ...}``."""
@@ -104,6 +115,12 @@ class Cluster(ABC):
         self, placement: Placement, specs: Sequence[WorkerSpec], tasks: Sequence[bytes], sink: Sink
     ) -> list[WorkerProcess]:
         """Starts one process per spec; each receives its task (a cloudpickled callable)."""
+
+    def placement_alive(self, placement: Placement) -> bool:
+        """Whether a placement can still run workers. Called by a job after its workers
+        failed; False (a node of it was lost) makes the job release it and wait for a new
+        one. Machines that cannot vanish keep the default, True."""
+        return True
 
     def prewarm(self, preload: Sequence[str] = ()) -> None:  # noqa: B027 - optional hook
         """Optional: get ready to start workers that import ``preload`` quickly."""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from typing import Any
 
 from tandem.cluster.base import Cluster
+from tandem.jobs.client import ADDRESS_ENV
 from tandem.jobs.handle import JobHandle
 from tandem.jobs.service import LocalJobService
 
@@ -14,19 +16,38 @@ _lock = threading.Lock()
 _service: LocalJobService | None = None
 
 
-def set_service(service: LocalJobService | None) -> None:
+_process_override: Any = None
+
+
+def set_process_service(service: Any) -> None:
+    """Inside a worker process: route every ``get_service()`` to the driver (set by train)."""
+    global _process_override
+    _process_override = service
+
+
+def set_service(service: Any) -> None:
     global _service
     with _lock:
         _service = service
 
 
-def get_service(create: bool = True, cluster_factory: Any = None) -> LocalJobService:
-    """The embedded job service, started on first use over this machine's resources."""
+def get_service(create: bool = True, cluster_factory: Any = None) -> Any:
+    """The process-wide job service: a ``RemoteJobService`` when ``tandem.init(address=...)``
+    was called or ``$TANDEM_ADDRESS`` is set, else the embedded ``LocalJobService``, started
+    on first use over this machine's resources. Inside a worker process: a proxy to the
+    driver's service (nested jobs)."""
     global _service
+    if _process_override is not None:
+        return _process_override
     with _lock:
         if _service is None:
             if not create:
                 raise RuntimeError("tandem is not initialised")
+            if cluster_factory is None and os.environ.get(ADDRESS_ENV):
+                from tandem.jobs.client import RemoteJobService
+
+                _service = RemoteJobService()  # type: ignore[assignment]
+                return _service
             if cluster_factory is None:
                 from tandem.cluster.local import LocalCluster
 
@@ -37,7 +58,7 @@ def get_service(create: bool = True, cluster_factory: Any = None) -> LocalJobSer
         return _service
 
 
-def current_service() -> LocalJobService | None:
+def current_service() -> Any:
     return _service
 
 

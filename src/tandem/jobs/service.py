@@ -26,9 +26,16 @@ logger = logging.getLogger(__name__)
 class Job:
     """The service's record of one job. Fields are written under the service lock."""
 
-    def __init__(self, service: LocalJobService, spec: JobSpec, seq: int, now: float) -> None:
+    def __init__(
+        self,
+        service: LocalJobService,
+        spec: JobSpec,
+        seq: int,
+        now: float,
+        job_id: str | None = None,
+    ) -> None:
         self._service = service
-        self.job_id = new_id("job_")
+        self.job_id = job_id or new_id("job_")
         self.spec = spec
         self.name = spec.name
         self.priority = spec.priority
@@ -95,9 +102,14 @@ class LocalJobService:
         self._seq = itertools.count()
         self._closed = False
         self._subscribers: list[Callable[[Job, str, Any], None]] = []
+        self._wakeup = threading.Event()
+        if getattr(cluster, "needs_polling", False):
+            # The cluster's capacity changes on its own (nodes join): retry pending jobs.
+            threading.Thread(target=self._poll, name="tandem-scheduler-poll", daemon=True).start()
 
     # -- public ------------------------------------------------------------------------
-    def submit(self, spec: JobSpec) -> Job:
+    def submit(self, spec: JobSpec, job_id: str | None = None) -> Job:
+        """Queues a job; ``job_id`` keeps a known id (the train server re-queuing a job)."""
         if spec.strategy not in STRATEGIES:
             raise ConfigError(
                 f"placement_strategy={spec.strategy!r} is not known; use one of {STRATEGIES}."
@@ -109,12 +121,18 @@ class LocalJobService:
         with self._lock:
             if self._closed:
                 raise ServiceShutdownError("The job service has been shut down.")
-            job = Job(self, spec, next(self._seq), self.clock.now())
+            if job_id is not None and job_id in self._jobs:
+                raise ConfigError(f"A job with id {job_id!r} is already known to this service.")
+            job = Job(self, spec, next(self._seq), self.clock.now(), job_id)
             self._jobs[job.job_id] = job
             self._pending.append(job)
             self._notify(job, "status", JobStatus.PENDING)
             self._schedule()
         return job
+
+    def poke(self) -> None:
+        """Tries to start pending jobs now (e.g. after the cluster gained capacity)."""
+        self._schedule()
 
     def get(self, job_id: str) -> Job:
         with self._lock:
@@ -133,7 +151,7 @@ class LocalJobService:
     def stop(self, job_id: str) -> None:
         job = self.get(job_id)
         with self._lock:
-            if job in self._pending:
+            if job in self._pending and job.thread is None:
                 self._pending.remove(job)
                 self._finish(job, JobOutcome(JobStatus.STOPPED))
                 return
@@ -157,8 +175,10 @@ class LocalJobService:
         """Stops every job (pending ones first) and waits for their threads."""
         with self._lock:
             self._closed = True
-            pending, self._pending = self._pending, []
+            pending = [j for j in self._pending if j.thread is None]
+            self._pending = []
             running = [j for j in self._jobs.values() if j.thread is not None]
+        self._wakeup.set()
         for job in pending:
             self._finish(job, JobOutcome(JobStatus.STOPPED))
         for job in running:
@@ -185,6 +205,11 @@ class LocalJobService:
             for decision in self.scheduler.select(self._pending, self.cluster):
                 job = decision.job
                 self._pending.remove(job)
+                if job.thread is not None:  # a running job waiting for a new placement
+                    with job.cond:
+                        job.placement = decision.placement
+                        job.cond.notify_all()
+                    continue
                 job.placement = decision.placement
                 job.ctx = JobContext(job, self.cluster, decision.placement)
                 job.started_time = time.time()
@@ -211,6 +236,36 @@ class LocalJobService:
         if placement is not None:
             self.cluster.release(placement)
             self._schedule()
+
+    def _replace_placement(self, job: Job) -> Placement | None:
+        """Releases a running job's placement, queues it, and waits for a new one."""
+        self._release_early(job)
+        with self._lock:
+            if self._closed:
+                return None
+            self._pending.append(job)
+            self._schedule()
+        assert job.ctx is not None
+        with job.cond:
+            while job.placement is None and not job.ctx.stop_event.is_set() and not self._closed:
+                job.cond.wait(0.5)
+        with self._lock:
+            if job in self._pending:
+                self._pending.remove(job)
+            if job.placement is None or job.ctx.stop_event.is_set():
+                return None
+            return job.placement
+
+    def _poll(self) -> None:
+        interval = float(getattr(self.cluster, "poll_interval_s", 1.0))
+        while not self._wakeup.wait(interval):
+            if self._closed:
+                return
+            if self._pending:
+                try:
+                    self._schedule()
+                except Exception:
+                    logger.exception("retrying pending jobs failed")
 
     def _finish(self, job: Job, outcome: JobOutcome) -> None:
         with job.cond:

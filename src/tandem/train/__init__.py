@@ -20,6 +20,15 @@ from tandem.train.api.result import Result
 from tandem.train.api.trainer import DataParallelTrainer
 from tandem.train.backends.base import Backend, BackendConfig
 from tandem.train.context import StorageContext, TrainContext
+from tandem.train.legacy import (  # the 1.x trainer API, see docs/migration.md
+    CheckpointStrategy,
+    Trainer,
+    load_checkpoint,
+    local_rank,
+    save_checkpoint,
+    world_rank,
+    world_size,
+)
 from tandem.train.session import get_checkpoint, get_context, get_dataset_shard, report
 
 __all__ = [
@@ -27,6 +36,7 @@ __all__ = [
     "BackendConfig",
     "Checkpoint",
     "CheckpointConfig",
+    "CheckpointStrategy",
     "DataConfig",
     "DataParallelTrainer",
     "FailureConfig",
@@ -35,9 +45,15 @@ __all__ = [
     "ScalingConfig",
     "StorageContext",
     "TrainContext",
+    "Trainer",
     "TrainingFailedError",
     "get_checkpoint",
     "get_context",
     "get_dataset_shard",
+    "load_checkpoint",
+    "local_rank",
     "report",
+    "save_checkpoint",
+    "world_rank",
+    "world_size",
 ]

@@ -11,9 +11,11 @@ Every trial is a train job on the same job service as ``trainer.fit()``::
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, FailureConfig, RunConfig
 from tandem.train.api.result import Result
+from tandem.tune.analysis import ExperimentAnalysis
 from tandem.tune.callback import Callback, TBXLoggerCallback
 from tandem.tune.controller import TuneError
 from tandem.tune.result_grid import ResultGrid
+from tandem.tune.run import run
 from tandem.tune.search.space import (
     choice,
     grid_search,
@@ -37,6 +39,7 @@ __all__ = [
     "Callback",
     "Checkpoint",
     "CheckpointConfig",
+    "ExperimentAnalysis",
     "FailureConfig",
     "Result",
     "ResultGrid",
@@ -62,6 +65,7 @@ __all__ = [
     "randint",
     "randn",
     "report",
+    "run",
     "sample_from",
     "uniform",
     "with_parameters",

@@ -35,6 +35,11 @@ class ResultGrid:
         return iter(self._results)
 
     @property
+    def trial_ids(self) -> list[str | None]:
+        """Each result's trial id, in the same order as the results."""
+        return list(self._trial_ids)
+
+    @property
     def errors(self) -> list[BaseException]:
         return [r.error for r in self._results if r.error is not None]
 

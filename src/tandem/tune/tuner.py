@@ -298,6 +298,7 @@ class Tuner:
                 echo_prefix=f"{trial.name}, " if verbose >= 1 else None,
                 listener=listener, fn_bytes=fb, start_iteration=trial.iteration,
                 time_offset_s=trial.time_total_s,
+                preload=("tandem.tune",),
             )
             job = service.submit(spec)
             return _TrialJob(JobHandle(job, service), job)

@@ -43,6 +43,7 @@ from tandem.train.context import StorageContext, TrainContext
 logger = logging.getLogger(__name__)
 
 _DEATH_GRACE_S = 0.25  # after a first failure, how long to look for its root cause
+_WORKER_PRELOAD = ("tandem.train._internal.worker",)  # imported once in the zygote
 
 
 @dataclass
@@ -67,9 +68,12 @@ class RunSpec:
     callbacks: tuple = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
     call_handlers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
-    all_ranks_listener: Callable[[int, list], None] | None = None
-    """Called on the job's thread with ``(rank, batch)`` for every rank's report batch (each
-    ``(iteration, time_total_s, metrics, checkpoint_path | None)``); must not raise."""
+    preload: tuple[str, ...] = ()
+    """Extra modules for the zygote to import once (e.g. ``tandem.tune`` for trials)."""
+    emit_rank_reports: bool = False
+    """Emit every rank's report batches as ``("rank_reports", (rank, batch))`` job events
+    (each ``(iteration, time_total_s, metrics, checkpoint_path | None)``), for the older
+    Trainer API. Events, not a callable, so they also reach a job submitted from a worker."""
     # Set by the train server (JobRunner hooks below), never by trainers:
     working_dir: str | None = None  # workers run here, with it first on sys.path
     env_vars: Mapping[str, str] = field(default_factory=dict)  # set in every worker
@@ -115,6 +119,7 @@ class TrainController(JobRunner):
         self.ctx: JobContext | None = None
         self._echo_keys: list[int] = []
         self._stop_requested = False
+        self._ends: dict[int, set] = {}  # rank -> {"__eof__", "__exit__"} of the current gang
         self._nested_jobs: list[str] = []
         self._lent_resources = False
 
@@ -167,8 +172,10 @@ class TrainController(JobRunner):
 
     # -- JobRunner -----------------------------------------------------------------------
     def prepare(self, cluster: Any) -> None:
-        if self.spec.backend.preload:
-            cluster.prewarm(self.spec.backend.preload)
+        cluster.prewarm(self._preload())
+
+    def _preload(self) -> tuple[str, ...]:
+        return _WORKER_PRELOAD + tuple(self.spec.backend.preload) + tuple(self.spec.preload)
 
     def stop(self) -> None:
         self._stop_requested = True
@@ -219,6 +226,8 @@ class TrainController(JobRunner):
 
     def _handle(self, items: list, seen: dict[int, set] | None = None) -> LoopState:
         """Applies worker frames; ``seen`` collects each rank's ``__eof__``/``__exit__``."""
+        if seen is None:
+            seen = self._ends  # ends seen by the main loop count for _kill_gang too
         rows: list[dict] = []
         state = LoopState.RUNNING
         for attempt, rank, frame in items:
@@ -265,9 +274,9 @@ class TrainController(JobRunner):
 
     def _on_reports(self, rank: int, batch: list, rows: list[dict]) -> None:
         ckpts = self.checkpoints
-        listener = self.spec.all_ranks_listener
-        if listener is not None:
-            listener(rank, batch)
+        if self.spec.emit_rank_reports:
+            assert self.ctx is not None
+            self.ctx.emit("rank_reports", (rank, batch))
         if rank == 0:
             for it, t, metrics, path in batch:
                 if CHECKPOINT_ONLY in metrics:  # a checkpoint without a metrics row
@@ -399,7 +408,8 @@ class TrainController(JobRunner):
             tasks.append(cloudpickle.dumps(task))
             specs.append(WorkerSpec(
                 worker_id=f"{ctx.job_id}-a{attempt}-r{rank}", bundle_index=rank,
-                log_path=self.storage.log_path(rank), preload=spec.backend.preload,
+                log_path=self.storage.log_path(rank),
+                preload=self._preload(),
                 **self._runtime_env(),
                 objects={"dataset_shards": {k: shards[k][rank] for k in by_ray}} if by_ray else {},
             ))
@@ -447,7 +457,7 @@ class TrainController(JobRunner):
         workers, self._workers = self._workers, []
         for w in workers:
             w.kill()
-        seen: dict[int, set] = {}
+        seen: dict[int, set] = self._ends
         deadline = time.monotonic() + wait_s
         while any(seen.get(r) != {"__eof__", "__exit__"} for r in range(len(workers))):
             left = deadline - time.monotonic()
@@ -459,6 +469,7 @@ class TrainController(JobRunner):
                 break
             self._handle([item], seen)
         self._attempt += 1  # frames from the old gang are ignored from now on
+        self._ends = {}
 
     def _on_failure(self) -> tuple[TrainingFailedError | None, LoopState]:
         """Picks the root cause, then restarts the gang or gives up."""

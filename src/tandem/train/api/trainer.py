@@ -174,6 +174,7 @@ class DataParallelTrainer:
         fn_bytes: bytes | None = None,
         start_iteration: int = 0,
         time_offset_s: float = 0.0,
+        preload: tuple[str, ...] = (),
     ) -> JobSpec:
         rc = self.run_config
         if storage is None:
@@ -209,6 +210,7 @@ class DataParallelTrainer:
             call_handlers=dict(call_handlers or {}),
             start_iteration=start_iteration,
             time_offset_s=time_offset_s,
+            preload=preload,
         )
         return JobSpec(
             name=storage.run_name,

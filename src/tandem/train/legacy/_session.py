@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tandem._core.errors import TandemError
 from tandem.train import session as session_mod
 from tandem.train._internal.worker import CHECKPOINT_ONLY
 from tandem.train.api.checkpoint import Checkpoint
@@ -27,9 +28,9 @@ def save_checkpoint(**kwargs: Any) -> None:
     session = session_mod._require("save_checkpoint")
     scores = {CHECKPOINT_ONLY: True}
     for key, value in kwargs.items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if not (isinstance(value, float) and math.isnan(value)):
-                scores[key] = value
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if numeric and not (isinstance(value, float) and math.isnan(value)):
+            scores[key] = value
     if session.context.world_rank != 0:
         session.report(scores, None)
         return
@@ -55,7 +56,7 @@ def load_checkpoint() -> dict[str, Any] | None:
         return None
     state = _checkpoint.read_dict(checkpoint)
     if state is None:
-        raise session_mod.SessionMisuseError(
+        raise TandemError(
             f"train.load_checkpoint(): the checkpoint to resume from ({checkpoint.path}) was "
             f"not written by train.save_checkpoint(), so it holds no dict. Read its files with "
             f"train.get_checkpoint().as_directory()."

@@ -1,0 +1,517 @@
+"""The HTTP API of the train server (FastAPI). ``create_app(server, token)`` builds it.
+
+=========================================  =============================================
+``GET  /api/health``                       version, pid, limits
+``POST /api/jobs``                         submit (base64 cloudpickled JobSpec)
+``GET  /api/jobs``                         list; filters ``state`` (repeatable), ``name``,
+                                           ``tag``; paging ``limit``/``offset``
+``GET  /api/jobs/{id}``                    one job with its transitions and result summary
+``POST /api/jobs/{id}/stop``               stop (a pending job leaves the queue)
+``GET  /api/jobs/{id}/results``            reports, paged by ``after_seq``/``limit``
+``GET  /api/jobs/{id}/logs``               a rank's output, paged by byte ``offset``;
+                                           ``follow=true`` streams it until the job ends
+``GET  /api/jobs/{id}/events``             server-sent events: status, reports, event, end
+``GET  /api/jobs/{id}/outcome``            the pickled JobOutcome of a finished job
+``GET  /api/jobs/{id}/usage``              resource-use samples per worker
+``GET  /api/cluster``                      resources, what is free, running jobs' usage
+``PUT  /api/packages/{id}``                upload a working_dir (zip)
+``GET  /``                                 the dashboard (token as ``?token=`` or cookie)
+=========================================  =============================================
+
+Every request needs ``Authorization: Bearer <token>`` (see ``auth.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import html
+import os
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import cloudpickle
+from fastapi import FastAPI, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from tandem._core.errors import ConfigError, JobNotFoundError, ResourcesUnavailableError
+from tandem.jobs.spec import JobStatus
+from tandem.jobs.store import JobRecord
+from tandem.jobs.store.base import encode_json
+from tandem.server.auth import COOKIE, TokenAuth
+from tandem.server.core import PayloadError, TrainServer, UploadTooLargeError
+from tandem.server.events import StreamItem
+from tandem.server.usage import usage_dict
+
+JobIdPath = Path(..., min_length=1, max_length=128, description="a job id, e.g. job_1a2b3c4d5e6f_0001")
+BIG = 2**62
+
+
+class TandemJSONResponse(JSONResponse):
+    """JSON that keeps NaN and infinities in metrics (as Python's json does)."""
+
+    def render(self, content: Any) -> bytes:
+        return encode_json(content).encode("utf-8")
+
+
+# --------------------------------------------------------------------------- models
+
+
+class RuntimeEnvIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    working_dir: str | None = Field(
+        None, pattern=r"^[0-9a-f]{16,64}$",
+        description="id of a package uploaded with PUT /api/packages/{id}")
+    env_vars: dict[str, str] = Field(default_factory=dict, description="set in every worker")
+
+
+class SubmitIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    payload: str = Field(..., min_length=1,
+                         description="base64 of cloudpickle.dumps(JobSpec) without its listener")
+    priority: int | None = Field(None, ge=-(2**31), le=2**31 - 1,
+                                 description="higher runs first (default: the spec's)")
+    tags: list[str] = Field(default_factory=list, max_length=64)
+    name: str | None = Field(None, min_length=1, max_length=256)
+    runtime_env: RuntimeEnvIn | None = None
+
+
+class JobOut(BaseModel):
+    job_id: str
+    name: str
+    state: str
+    priority: int
+    tags: list[str]
+    submitted_at: float
+    started_at: float | None = None
+    ended_at: float | None = None
+    error: str | None = None
+
+
+class TransitionOut(BaseModel):
+    from_state: str | None
+    to_state: str
+    time: float
+    reason: str | None = None
+
+
+class JobDetail(JobOut):
+    traceback: str | None = None
+    result: dict[str, Any] | None = None
+    spec: dict[str, Any] = Field(default_factory=dict)
+    transitions: list[TransitionOut] = Field(default_factory=list)
+
+
+class JobList(BaseModel):
+    jobs: list[JobOut]
+    limit: int
+    offset: int
+
+
+class ReportOut(BaseModel):
+    seq: int
+    time: float
+    metrics: dict[str, Any]
+    checkpoint_path: str | None = None
+
+
+class ResultsOut(BaseModel):
+    job_id: str
+    results: list[ReportOut]
+    next_after_seq: int
+
+
+class LogsOut(BaseModel):
+    job_id: str
+    rank: int | None
+    offset: int
+    next_offset: int
+    text: str
+
+
+class UsageOut(BaseModel):
+    job_id: str
+    samples: list[dict[str, Any]]
+
+
+class PackageOut(BaseModel):
+    package_id: str
+    created: bool
+
+
+def _job_out(rec: JobRecord, live: str | None = None) -> dict[str, Any]:
+    return {
+        "job_id": rec.job_id, "name": rec.name, "state": live or rec.state,
+        "priority": rec.priority, "tags": list(rec.tags), "submitted_at": rec.submitted_at,
+        "started_at": rec.started_at, "ended_at": rec.ended_at, "error": rec.error,
+    }
+
+
+def _sse(kind: str, data: dict[str, Any]) -> str:
+    return f"event: {kind}\ndata: {encode_json(data)}\n\n"
+
+
+# --------------------------------------------------------------------------- the app
+
+
+def create_app(server: TrainServer, token: str) -> Any:
+    """The ASGI app: FastAPI routes behind the token check."""
+    from tandem import __version__
+
+    app = FastAPI(
+        title="tandem train server",
+        version=__version__,
+        description="Submit, follow and stop training jobs. Every request needs "
+                    "`Authorization: Bearer <token>`.",
+        default_response_class=TandemJSONResponse,
+    )
+    limit_bytes = server.config.max_upload_bytes
+
+    def err(status: int, detail: Any) -> TandemJSONResponse:
+        return TandemJSONResponse({"detail": detail}, status_code=status)
+
+    @app.exception_handler(JobNotFoundError)
+    async def _not_found(_: Request, e: JobNotFoundError) -> Response:
+        return err(404, str(e))
+
+    @app.exception_handler(UploadTooLargeError)
+    async def _too_large(_: Request, e: UploadTooLargeError) -> Response:
+        return err(413, str(e))
+
+    @app.exception_handler(PayloadError)
+    async def _payload(_: Request, e: PayloadError) -> Response:
+        return err(422, [{"loc": ["body", "payload"], "msg": str(e), "type": "payload_error"}])
+
+    @app.exception_handler(ConfigError)
+    async def _config(_: Request, e: ConfigError) -> Response:
+        return err(422, str(e))
+
+    @app.exception_handler(ResourcesUnavailableError)
+    async def _resources(_: Request, e: ResourcesUnavailableError) -> Response:
+        return err(422, str(e))
+
+    # ----------------------------------------------------------------- service
+
+    @app.get("/api/health")
+    def health() -> dict[str, Any]:
+        return {"status": "ok", "version": __version__, "pid": os.getpid(),
+                "started_at": server.started_at, "max_upload_bytes": limit_bytes,
+                "store": getattr(server.store, "url", type(server.store).__name__)}
+
+    @app.get("/api/cluster")
+    def cluster() -> dict[str, Any]:
+        return server.cluster_info()
+
+    @app.put("/api/packages/{package_id}", response_model=PackageOut)
+    async def put_package(
+        request: Request,
+        package_id: str = Path(..., pattern=r"^[0-9a-f]{16,64}$"),
+    ) -> Any:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit_bytes:
+            return err(413, server._too_large(int(declared)))
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit_bytes:
+                return err(413, server._too_large(size))
+            chunks.append(chunk)
+        created = await run_in_threadpool(server.add_package, package_id, b"".join(chunks))
+        return {"package_id": package_id, "created": created}
+
+    # ----------------------------------------------------------------- jobs
+
+    @app.post("/api/jobs", status_code=201, response_model=JobOut)
+    def submit(body: SubmitIn) -> Any:
+        rec = server.submit(
+            body.payload, priority=body.priority, tags=body.tags, name=body.name,
+            runtime_env=body.runtime_env.model_dump() if body.runtime_env else None,
+        )
+        return _job_out(rec, server.live_state(rec.job_id))
+
+    @app.get("/api/jobs", response_model=JobList)
+    def list_jobs(
+        state: list[JobStatus] | None = Query(None, description="keep jobs in these states"),
+        name: str | None = Query(None, max_length=512),
+        tag: str | None = Query(None, max_length=256),
+        limit: int = Query(100, ge=0, le=10_000),
+        offset: int = Query(0, ge=0, le=BIG),
+    ) -> Any:
+        states = [s.value for s in state] if state else None
+        recs = server.store.list_jobs(states=states, name=name, tag=tag, limit=limit,
+                                      offset=offset)
+        return {"jobs": [_job_out(r, server.live_state(r.job_id)) for r in recs],
+                "limit": limit, "offset": offset}
+
+    @app.get("/api/jobs/{job_id}", response_model=JobDetail)
+    def get_job(job_id: str = JobIdPath) -> Any:
+        rec, live = server.get_settled(job_id)
+        out = _job_out(rec, live)
+        out.update(
+            traceback=rec.traceback, result=rec.result, spec=rec.spec_json,
+            transitions=[{"from_state": t.from_state, "to_state": t.to_state, "time": t.time,
+                          "reason": t.reason} for t in server.store.transitions(job_id)],
+        )
+        return out
+
+    @app.post("/api/jobs/{job_id}/stop", response_model=JobOut)
+    def stop_job(job_id: str = JobIdPath) -> Any:
+        server.stop(job_id)
+        rec = server.get(job_id)
+        return _job_out(rec, server.live_state(job_id))
+
+    @app.get("/api/jobs/{job_id}/results", response_model=ResultsOut)
+    def results(
+        job_id: str = JobIdPath,
+        after_seq: int = Query(-1, ge=-1, le=BIG),
+        limit: int = Query(1000, ge=0, le=100_000),
+    ) -> Any:
+        server.get(job_id)
+        page = server.store.get_reports(job_id, after_seq=after_seq, limit=limit)
+        return TandemJSONResponse({
+            "job_id": job_id,
+            "results": [{"seq": r.seq, "time": r.time, "metrics": r.metrics,
+                         "checkpoint_path": r.checkpoint_path} for r in page],
+            "next_after_seq": page[-1].seq if page else after_seq,
+        })
+
+    @app.get("/api/jobs/{job_id}/outcome", responses={
+        200: {"content": {"application/octet-stream": {}},
+              "description": "cloudpickle.dumps(JobOutcome)"},
+        409: {"description": "the job has not ended yet"}})
+    def outcome(job_id: str = JobIdPath) -> Response:
+        data = server.outcome_bytes(job_id)
+        if data is None:
+            return err(409, f"job {job_id} has not ended yet; follow /api/jobs/{job_id}/events")
+        return Response(data, media_type="application/octet-stream")
+
+    @app.get("/api/jobs/{job_id}/usage", response_model=UsageOut)
+    def usage(
+        job_id: str = JobIdPath,
+        rank: int | None = Query(None, ge=0, le=1_000_000),
+        since: float | None = Query(None, ge=0, le=1e12),
+        limit: int = Query(10_000, ge=0, le=100_000),
+    ) -> Any:
+        server.get(job_id)
+        samples = server.store.get_usage(job_id, rank=rank, since=since, limit=limit)
+        return {"job_id": job_id, "samples": [usage_dict(s) for s in samples]}
+
+    @app.get("/api/jobs/{job_id}/logs", response_model=LogsOut, responses={
+        200: {"content": {"text/plain": {}}, "description": "with follow=true: a text stream"}})
+    async def logs(
+        job_id: str = JobIdPath,
+        rank: int | None = Query(None, ge=0, le=1_000_000,
+                                 description="one rank; default: every rank, lines prefixed"),
+        offset: int = Query(0, ge=0, le=BIG, description="byte offset in the rank's log"),
+        limit: int = Query(1 << 20, ge=1, le=1 << 24, description="at most this many bytes"),
+        follow: bool = Query(False, description="stream new output until the job ends"),
+    ) -> Any:
+        paths = await run_in_threadpool(server.log_paths, job_id)
+        if rank is not None and rank not in paths:
+            return err(404, f"job {job_id} has no rank {rank}; its ranks are {sorted(paths)}")
+        if follow:
+            return StreamingResponse(_follow_logs(server, job_id, paths, rank, offset),
+                                     media_type="text/plain; charset=utf-8")
+        if rank is not None:
+            text, nxt = await run_in_threadpool(_read_from, paths[rank], offset, limit)
+            return {"job_id": job_id, "rank": rank, "offset": offset, "next_offset": nxt,
+                    "text": text}
+        parts = []
+        for r, p in sorted(paths.items()):
+            text, _ = await run_in_threadpool(_read_from, p, 0, limit)
+            parts.extend(f"(rank={r}) {line}" for line in text.splitlines())
+        text = "\n".join(parts) + ("\n" if parts else "")
+        return {"job_id": job_id, "rank": None, "offset": 0, "next_offset": 0, "text": text}
+
+    @app.get("/api/jobs/{job_id}/events", responses={
+        200: {"content": {"text/event-stream": {}},
+              "description": "events: status, reports, event, end"}})
+    async def events(
+        job_id: str = JobIdPath,
+        after_seq: int = Query(-1, ge=-1, le=BIG, description="send reports after this seq"),
+    ) -> Any:
+        loop = asyncio.get_running_loop()
+        for _ in range(20):
+            got = server.hub.subscribe(job_id, after_seq, loop)
+            if got is not None:
+                sub, backlog = got
+                return StreamingResponse(_live_events(server, job_id, sub, backlog),
+                                         media_type="text/event-stream",
+                                         headers={"Cache-Control": "no-cache"})
+            rec = await run_in_threadpool(server.get, job_id)
+            if rec.is_terminal:
+                return StreamingResponse(_stored_events(server, rec, after_seq),
+                                         media_type="text/event-stream",
+                                         headers={"Cache-Control": "no-cache"})
+            await asyncio.sleep(0.05)  # submitted this instant: not in the hub yet
+        return err(409, f"job {job_id} is {rec.state} but not known to the job service")
+
+    # ----------------------------------------------------------------- dashboard
+
+    @app.get("/", response_class=HTMLResponse)
+    def dashboard(request: Request) -> Any:
+        recs = server.store.list_jobs(limit=200)
+        rows = "".join(
+            f"<tr><td>{html.escape(r.job_id)}</td><td>{html.escape(r.name)}</td>"
+            f"<td>{html.escape(server.live_state(r.job_id) or r.state)}</td><td>{r.priority}</td>"
+            f"<td>{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(r.submitted_at))}</td>"
+            f"<td>{html.escape(r.error or '')[:200]}</td></tr>"
+            for r in recs
+        )
+        info = server.cluster_info()
+        res = ", ".join(f"{k}={v:g}" for k, v in info["resources"].items() if k != "memory")
+        page = f"""<!doctype html><html><head><meta charset="utf-8">
+<meta http-equiv="refresh" content="5"><title>tandem</title>
+<style>body{{font-family:sans-serif;margin:2em}}td,th{{padding:4px 10px;text-align:left}}
+tr:nth-child(even){{background:#f3f3f3}}</style></head><body>
+<h1>tandem train server</h1><p>Resources: {html.escape(res)} &middot;
+running {info['num_running']} &middot; pending {info['num_pending']}</p>
+<table><tr><th>job</th><th>name</th><th>state</th><th>priority</th><th>submitted</th>
+<th>error</th></tr>{rows}</table></body></html>"""
+        resp = HTMLResponse(page)
+        if request.query_params.get("token"):
+            resp.set_cookie(COOKIE, request.query_params["token"], httponly=True,
+                            samesite="strict")
+        return resp
+
+    return _BodyLimit(TokenAuth(app, token), int(limit_bytes * 4 / 3) + 65536)
+
+
+class _BodyLimit:
+    """Refuses (413) a request whose declared body is over the limit, before reading it."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            for k, v in scope.get("headers") or []:
+                if k == b"content-length" and v.isdigit() and int(v) > self.limit:
+                    body = encode_json({"detail": (
+                        f"the request body is {int(v) / 2**20:.1f} MiB, over this server's "
+                        f"limit; leave data out of runtime_env['working_dir'] (.gitignore) or "
+                        f"start the server with a larger --max-upload-mb")}).encode()
+                    await send({"type": "http.response.start", "status": 413,
+                                "headers": [(b"content-type", b"application/json")]})
+                    await send({"type": "http.response.body", "body": body})
+                    return
+        await self.app(scope, receive, send)
+
+
+# --------------------------------------------------------------------------- streams
+
+
+async def _live_events(
+    server: TrainServer, job_id: str, sub: Any, backlog: list[StreamItem]
+) -> AsyncIterator[str]:
+    try:
+        for item in backlog:
+            yield _format(item)
+            if item.kind == "end":
+                return
+        while True:
+            try:
+                item = await asyncio.wait_for(sub.queue.get(), 15.0)
+            except asyncio.TimeoutError:
+                yield ": keep-alive\n\n"
+                continue
+            items = [item]
+            while not sub.queue.empty() and len(items) < 10_000:
+                items.append(sub.queue.get_nowait())
+            for it in _merge_reports(items):
+                yield _format(it)
+                if it.kind == "end":
+                    return
+    finally:
+        server.hub.unsubscribe(job_id, sub)
+
+
+def _merge_reports(items: list[StreamItem]) -> list[StreamItem]:
+    out: list[StreamItem] = []
+    for it in items:
+        prev = out[-1] if out else None
+        if (it.kind == "reports" and prev is not None and prev.kind == "reports"
+                and prev.data["first_seq"] + len(prev.data["rows"]) == it.data["first_seq"]):
+            prev.data = {**prev.data, "rows": prev.data["rows"] + it.data["rows"]}
+        else:
+            out.append(StreamItem(it.kind, dict(it.data), it.payload))
+    return out
+
+
+def _format(item: StreamItem) -> str:
+    if item.kind == "event":
+        try:
+            pickled = base64.b64encode(cloudpickle.dumps(item.payload)).decode("ascii")
+        except Exception:  # noqa: BLE001 - an event that does not pickle is not sent
+            return ""
+        return _sse("event", {**item.data, "pickle": pickled})
+    return _sse(item.kind, item.data)
+
+
+async def _stored_events(server: TrainServer, rec: JobRecord, after_seq: int) -> AsyncIterator[str]:
+    yield _sse("status", {"job_id": rec.job_id, "state": rec.state})
+    after = after_seq
+    while True:
+        page = await run_in_threadpool(server.store.get_reports, rec.job_id, after, 5000)
+        if not page:
+            break
+        yield _sse("reports", {"job_id": rec.job_id, "first_seq": page[0].seq,
+                               "rows": [r.metrics for r in page]})
+        after = page[-1].seq
+    yield _sse("end", {"job_id": rec.job_id, "state": rec.state, "error": rec.error})
+
+
+def _read_from(path: str, offset: int, limit: int) -> tuple[str, int]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read(limit)
+    except OSError:
+        return "", offset
+    return data.decode("utf-8", "replace"), offset + len(data)
+
+
+async def _follow_logs(
+    server: TrainServer, job_id: str, paths: dict[int, str], rank: int | None, offset: int
+) -> AsyncIterator[str]:
+    ranks = [rank] if rank is not None else sorted(paths)
+    offsets = {r: (offset if rank is not None else 0) for r in ranks}
+    partial = {r: "" for r in ranks}
+    while True:
+        state = server.live_state(job_id)
+        if state is None:
+            rec = await run_in_threadpool(server.store.get_job, job_id)
+            state = rec.state if rec is not None else "FAILED"
+        done = JobStatus(state).is_terminal
+        if not paths or set(paths) != set(ranks) and rank is None:
+            paths = await run_in_threadpool(server.log_paths, job_id)
+            for r in paths:
+                if rank is None and r not in offsets:
+                    ranks.append(r)
+                    offsets[r], partial[r] = 0, ""
+        out = []
+        for r in ranks:
+            if r not in paths:
+                continue
+            text, offsets[r] = await run_in_threadpool(_read_from, paths[r], offsets[r], 1 << 20)
+            if not text:
+                continue
+            if rank is not None:
+                out.append(text)
+                continue
+            lines = (partial[r] + text).split("\n")
+            partial[r] = lines.pop()
+            out.extend(f"(rank={r}) {line}\n" for line in lines)
+        if out:
+            yield "".join(out)
+            continue
+        if done:
+            rest = "".join(f"(rank={r}) {p}\n" for r, p in partial.items() if p)
+            if rest:
+                yield rest
+            return
+        await asyncio.sleep(0.2)

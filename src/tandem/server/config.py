@@ -1,0 +1,57 @@
+"""``ServerConfig``: how a train server runs (what `tandem server start` flags set)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from tandem._core.errors import ConfigError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8267
+DEFAULT_STORAGE = os.path.join("~", ".tandem", "server")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """A train server's settings.
+
+    Args:
+        host, port: where the HTTP API listens (loopback by default: see docs/server.md).
+        storage: the server's folder: the SQLite job store, uploaded packages, its log and
+            its token.
+        db: a job store URL (``postgresql://...``); default: ``<storage>/jobs.db`` (SQLite).
+        num_cpus, num_gpus, memory, resources: the logical resources of its local cluster.
+        max_upload_bytes: the largest request body (a job payload or a working_dir upload).
+        reserve_after_s: how long a blocked job lets smaller ones backfill ahead of it.
+        usage_interval_s: how often worker CPU/memory/GPU use is sampled (0: never).
+    """
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    storage: str = DEFAULT_STORAGE
+    db: str | None = None
+    num_cpus: float | None = None
+    num_gpus: float | None = None
+    memory: float | None = None
+    resources: Mapping[str, float] = field(default_factory=dict)
+    max_upload_bytes: int = 100 * 2**20
+    reserve_after_s: float = 30.0
+    usage_interval_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 <= self.port < 65536:
+            raise ConfigError(f"--port {self.port!r}: give a TCP port between 0 and 65535.")
+        if self.max_upload_bytes <= 0:
+            raise ConfigError(f"--max-upload-mb must be > 0, got {self.max_upload_bytes / 2**20}.")
+
+    @property
+    def storage_path(self) -> str:
+        return os.path.abspath(os.path.expanduser(self.storage))
+
+    @property
+    def db_url(self) -> str:
+        if self.db:
+            return self.db
+        return "sqlite:///" + os.path.join(self.storage_path, "jobs.db")

@@ -1,0 +1,195 @@
+"""``tune.run``: the older entry point, a thin layer over ``Tuner``.
+
+Every argument maps onto ``Tuner``/``TuneConfig``/``RunConfig``; there is no second way of
+running trials. ``docs/migration.md`` lists each argument and its current spelling.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Callable, Mapping, Sequence
+
+from tandem._core.errors import ConfigError
+from tandem.train.api.config import CheckpointConfig, FailureConfig, RunConfig
+from tandem.tune.analysis import ExperimentAnalysis
+from tandem.tune.controller import TuneError
+from tandem.tune.schedulers.base import TrialScheduler
+from tandem.tune.search.searcher import Searcher
+from tandem.tune.trainable import _WithResources, trainable_name, with_resources
+from tandem.tune.tuner import TuneConfig, Tuner
+
+logger = logging.getLogger(__name__)
+
+_RESUME_MODES = ("AUTO", "LOCAL", "REMOTE", "ERRORED_ONLY")
+
+
+def run(
+    run_or_experiment: Any,
+    *,
+    config: Mapping[str, Any] | None = None,
+    stop: Mapping[str, Any] | Callable[..., bool] | Any | None = None,
+    num_samples: int = 1,
+    checkpoint_freq: int = 0,
+    checkpoint_at_end: bool = False,
+    keep_checkpoints_num: int | None = None,
+    checkpoint_score_attr: str | None = None,
+    scheduler: TrialScheduler | None = None,
+    search_alg: Searcher | None = None,
+    metric: str | None = None,
+    mode: str | None = None,
+    resources_per_trial: Any = None,
+    max_failures: int = 0,
+    local_dir: str | None = None,
+    storage_path: str | None = None,
+    name: str | None = None,
+    resume: bool | str | None = False,
+    verbose: int | None = None,
+    callbacks: Sequence[Any] | None = None,
+    max_concurrent_trials: int | None = None,
+    time_budget_s: float | None = None,
+    raise_on_failed_trial: bool = True,
+    reuse_actors: bool | None = None,
+    trial_name_creator: Callable[[Any], str] | None = None,
+    trial_dirname_creator: Callable[[Any], str] | None = None,
+    sync_config: Any = None,
+    progress_reporter: Any = None,
+    log_to_file: bool = True,
+) -> ExperimentAnalysis:
+    """Runs an experiment the older way; returns an ``ExperimentAnalysis``.
+
+    The same as ``Tuner(trainable, param_space=config, tune_config=TuneConfig(metric, mode,
+    num_samples, search_alg, scheduler), run_config=RunConfig(name, storage_path, stop,
+    FailureConfig(max_failures), CheckpointConfig(...))).fit()``.
+
+    Args:
+        run_or_experiment: a function ``f(config)`` that calls ``tune.report`` (a dict or
+            keywords), or a ``tune.Trainable`` subclass (current or underscore names).
+        config: the search space (``param_space``).
+        checkpoint_freq, checkpoint_at_end: for a ``Trainable`` class, checkpoint every N
+            steps and/or when the trial ends.
+        keep_checkpoints_num, checkpoint_score_attr: keep this many checkpoints per trial,
+            the best by this metric (prefix ``"min-"`` for lower-is-better).
+        resources_per_trial: each trial's resources (``{"cpu": 2, "gpu": 1}``), as
+            ``tune.with_resources``.
+        max_failures: restarts of a failing trial, from its latest checkpoint (-1: always).
+        local_dir, storage_path: where the experiment folder goes (the same thing).
+        name: the experiment folder's name (with ``resume``, default: the trainable's name).
+        resume: ``False``; ``True``/``"AUTO"``/``"LOCAL"``: continue the experiment in
+            ``<storage_path>/<name>`` if it exists (else start it); ``"ERRORED_ONLY"``: rerun
+            only its failed trials; ``"AUTO+ERRORED"``/``"AUTO+RESTART_ERRORED"``: also
+            resume / restart failed trials.
+        verbose: 0 silent; 1 and 2 status lines; 3 also echoes the trials' output.
+        raise_on_failed_trial: raise ``TuneError`` if a trial ended in error (the older
+            default); with False, failed trials are in ``analysis.trials`` with status
+            ``"ERROR"``.
+        reuse_actors, sync_config, progress_reporter, log_to_file: accepted, unused.
+
+    Raises:
+        ConfigError: an argument that cannot work (the message says which and the fix).
+        TuneError: a trial failed and ``raise_on_failed_trial`` is True.
+    """
+    trainable = _check_trainable(run_or_experiment)
+    if resources_per_trial is not None:
+        if isinstance(trainable, _WithResources):
+            raise ConfigError(
+                "tune.run(resources_per_trial=...) was given for a trainable already wrapped "
+                "with tune.with_resources(...); set the resources in one place only."
+            )
+        trainable = with_resources(trainable, resources_per_trial)
+    if local_dir is not None and storage_path is not None and local_dir != storage_path:
+        raise ConfigError(
+            f"tune.run(local_dir={local_dir!r}, storage_path={storage_path!r}): these are the "
+            f"same setting; pass only storage_path."
+        )
+    resume_kw = _resume_options(resume)
+    if resume_kw is not None and name is None:
+        name = trainable_name(trainable)
+
+    score_attr, score_order = checkpoint_score_attr, "max"
+    if score_attr is not None and score_attr.startswith("min-"):
+        score_attr, score_order = score_attr[len("min-"):], "min"
+    elif score_attr is not None and score_attr.startswith("max-"):
+        score_attr = score_attr[len("max-"):]
+    tune_config = TuneConfig(
+        metric=metric, mode=mode, num_samples=num_samples, search_alg=search_alg,
+        scheduler=scheduler, max_concurrent_trials=max_concurrent_trials,
+        time_budget_s=time_budget_s, reuse_actors=reuse_actors,
+        trial_name_creator=trial_name_creator, trial_dirname_creator=trial_dirname_creator,
+    )
+    run_config = RunConfig(
+        name=name, storage_path=storage_path or local_dir, stop=stop, callbacks=callbacks,
+        failure_config=FailureConfig(max_failures=max_failures),
+        checkpoint_config=CheckpointConfig(
+            num_to_keep=keep_checkpoints_num, checkpoint_score_attribute=score_attr,
+            checkpoint_score_order=score_order, checkpoint_frequency=checkpoint_freq,
+            checkpoint_at_end=checkpoint_at_end,
+        ),
+        verbose=_verbosity(verbose), sync_config=sync_config, log_to_file=log_to_file,
+    )
+    exp_path = os.path.join(run_config.resolved_storage_path(), name) if name else None
+    if resume_kw is not None and exp_path is not None and Tuner.can_restore(exp_path):
+        logger.info("tune.run(resume=%r): continuing the experiment in %s", resume, exp_path)
+        tuner = Tuner.restore(exp_path, trainable, param_space=config, **resume_kw)
+    else:
+        if resume_kw is not None:
+            logger.info("tune.run(resume=%r): no experiment in %s yet; starting it.", resume, exp_path)
+        tuner = Tuner(trainable, param_space=config, tune_config=tune_config, run_config=run_config)
+    grid = tuner.fit()
+
+    default_metric = metric or getattr(scheduler, "metric", None) or getattr(search_alg, "metric", None)
+    default_mode = mode or getattr(scheduler, "mode", None) or getattr(search_alg, "mode", None)
+    analysis = ExperimentAnalysis(grid, default_metric=default_metric, default_mode=default_mode)
+    failed = [t for t in analysis.trials if t.status == "ERROR"]
+    if failed and raise_on_failed_trial:
+        lines = "\n".join(f"  {t.trial_id}: {type(t.error).__name__}: {t.error}"
+                          for t in failed[:10])
+        raise TuneError(
+            f"{len(failed)} of {len(analysis.trials)} trials failed (after "
+            f"max_failures={max_failures} retries each):\n{lines}\nTheir folders under "
+            f"{grid.experiment_path} hold error.txt. Pass tune.run(..., "
+            f"raise_on_failed_trial=False) to get the analysis with the failed trials in it."
+        )
+    return analysis
+
+
+def _check_trainable(trainable: Any) -> Any:
+    if isinstance(trainable, str):
+        raise ConfigError(
+            f"tune.run({trainable!r}): registered trainable names are not supported; pass the "
+            f"function or Trainable class itself, e.g. tune.run(train_fn, config=...)."
+        )
+    if isinstance(trainable, (list, tuple, dict)):
+        raise ConfigError(
+            f"tune.run() takes one trainable, got a {type(trainable).__name__}; run one "
+            f"experiment per call (or use tune.Tuner)."
+        )
+    return trainable
+
+
+def _resume_options(resume: bool | str | None) -> dict[str, bool] | None:
+    """``resume`` → keyword arguments of ``Tuner.restore``, or None to start afresh."""
+    if resume is None or resume is False:
+        return None
+    if resume is True:
+        return {}
+    if isinstance(resume, str):
+        base, _, extra = resume.upper().partition("+")
+        if base in ("AUTO", "LOCAL", "REMOTE") and extra in ("", "ERRORED", "RESTART_ERRORED"):
+            return {"resume_errored": extra == "ERRORED", "restart_errored": extra == "RESTART_ERRORED"}
+        if base == "ERRORED_ONLY" and not extra:
+            return {"resume_unfinished": False, "restart_errored": True}
+    raise ConfigError(
+        f"tune.run(resume={resume!r}) is not supported: use False, True, "
+        f"{', '.join(repr(m) for m in _RESUME_MODES)}, 'AUTO+ERRORED' or 'AUTO+RESTART_ERRORED'."
+    )
+
+
+def _verbosity(verbose: int | None) -> int | None:
+    """The older 0-3 scale → ``RunConfig.verbose`` (0 silent, 1 status, 2 trial output)."""
+    if verbose is None:
+        return None
+    v = int(verbose)
+    if v < 0 or v > 3:
+        raise ConfigError(f"tune.run(verbose={verbose!r}) is invalid: use 0, 1, 2 or 3.")
+    return {0: 0, 1: 1, 2: 1, 3: 2}[v]
