@@ -315,7 +315,8 @@ class TuneController:
         if status is JobStatus.FAILED:
             trial.error = outcome.error if outcome is not None else TuneError("trial failed")
             trial.num_failures += 1
-            self._end_trial(trial, TrialStatus.ERROR)
+            first = str(trial.error).strip().splitlines()[0] if str(trial.error).strip() else ""
+            self._end_trial(trial, TrialStatus.ERROR, note=first[:200])
         else:
             self._end_trial(trial, TrialStatus.TERMINATED)
 

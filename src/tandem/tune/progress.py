@@ -2,7 +2,8 @@
 
 On a terminal, a live table redrawn in place (at most a few times a second); otherwise
 one line per trial status change — never one line per result. ``verbose=0`` prints
-nothing, 1 the table/lines and a summary, 2 also every worker's output.
+nothing, 1 the table/lines and a summary, 2 also every worker's output, prefixed with its
+trial and rank (it is always in the trial folder's ``logs/``).
 """
 
 from __future__ import annotations

@@ -295,7 +295,7 @@ class Tuner:
             spec = trainer._job_spec(
                 storage=storage, trial_id=trial.trial_id, trial_name=trial.name,
                 config=config, checkpoint=checkpoint,
-                echo_prefix=f"{trial.name}, " if verbose >= 1 else None,
+                echo_prefix=f"{trial.name}, " if verbose >= 2 else None,
                 listener=listener, fn_bytes=fb, start_iteration=trial.iteration,
                 time_offset_s=trial.time_total_s,
                 preload=("tandem.tune",),
