@@ -82,19 +82,19 @@ def start_server(home: str, storage: str, *extra: str) -> tuple[subprocess.Popen
     raise RuntimeError("the server did not start")
 
 
-def trivial(config):  # noqa: ANN001 - a train function
+def trivial(config):
     from tandem import train
 
     train.report({"x": 1})
 
 
-def sleeper(config):  # noqa: ANN001
+def sleeper(config):
     import time as _t
 
     _t.sleep(config["sleep"])
 
 
-def reporter(config):  # noqa: ANN001
+def reporter(config):
     from tandem import train
 
     for i in range(config["n"]):
@@ -119,11 +119,11 @@ def main() -> None:
     os.environ["TANDEM_ADDRESS"] = url
 
     from tandem.jobs.client import RemoteJobService, parse_sse
-    from tandem.train import DataParallelTrainer, RunConfig, ScalingConfig
+    from tandem.train import DataParallelTrainer, RunConfig
 
     service = RemoteJobService(url)
     service.health()
-    import tandem.jobs.runtime as runtime
+    from tandem.jobs import runtime
 
     runtime.set_service(service)
     results = os.path.join(root, "results")

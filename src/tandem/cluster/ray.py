@@ -90,6 +90,8 @@ class RayWorker(WorkerProcess):
         self._log: Any = None
         self.actor: Any = None
         self.ref: Any = None
+        self.placement_id = ""
+        self.on_exit: Any = None
         # I/O-thread state
         self._eof_sent = False
         self._exited = False
@@ -200,6 +202,8 @@ class RayCluster(Cluster):
         self.place_timeout_s = place_timeout_s
         self._lock = threading.Lock()
         self._pgs: dict[str, Any] = {}
+        self._live: dict[str, set[RayWorker]] = {}  # placement id -> workers not yet exited
+        self._deferred: set[str] = set()  # released while its workers still ran
         self._ids = itertools.count()
         self._uid = secrets.token_hex(3)
         self._io: _RayIO | None = None
@@ -305,10 +309,36 @@ class RayCluster(Cluster):
         )
 
     def release(self, placement: Placement) -> None:
+        pid = placement.placement_id
         with self._lock:
-            pg = self._pgs.pop(placement.placement_id, None)
+            if self._live.get(pid):
+                # Removing the group would kill its actors (a job lending its resources to a
+                # nested job keeps running): remove it when the last of them exits.
+                if pid not in self._deferred:
+                    self._deferred.add(pid)
+                    logger.info("placement group %s is removed when its workers end (Ray "
+                                "frees a bundle only with the actors in it)", pid)
+                return
+            pg = self._pgs.pop(pid, None)
         if pg is not None:
-            _remove_pg(pg)  # also kills any actor still in it
+            _remove_pg(pg)
+
+    def _on_worker_exit(self, worker: RayWorker) -> None:
+        """Called on the I/O thread once a worker has exited."""
+        pid = worker.placement_id
+        with self._lock:
+            live = self._live.get(pid)
+            if live is not None:
+                live.discard(worker)
+                if live:
+                    return
+                del self._live[pid]
+            if pid not in self._deferred:
+                return
+            self._deferred.discard(pid)
+            pg = self._pgs.pop(pid, None)
+        if pg is not None:
+            _remove_pg(pg)
 
     def placement_alive(self, placement: Placement) -> bool:
         """False when a node of the placement died (the gang must be placed anew)."""
@@ -354,6 +384,10 @@ class RayCluster(Cluster):
             env.update(spec.env)
             objects = dict(getattr(spec, "objects", None) or {})
             worker = RayWorker(io, spec, placement.node_ids[i], placement.node_ips[i], sink, objects)
+            worker.placement_id = placement.placement_id
+            worker.on_exit = self._on_worker_exit
+            with self._lock:
+                self._live.setdefault(placement.placement_id, set()).add(worker)
             io.register(worker)
             opts: dict[str, Any] = {
                 "num_cpus": bundle.get("CPU", 0.0),
@@ -422,6 +456,8 @@ class RayCluster(Cluster):
             io.stop()
         with self._lock:
             pgs, self._pgs = list(self._pgs.values()), {}
+            self._live.clear()
+            self._deferred.clear()
         for pg in pgs:
             _remove_pg(pg)
         if self._owns_ray:
@@ -693,3 +729,8 @@ class _RayIO(threading.Thread):
         w._close_log()
         self._by_id.pop(w.worker_id, None)
         w._deliver(("__exit__", code))
+        if w.on_exit is not None:
+            try:
+                w.on_exit(w)
+            except Exception:  # noqa: BLE001 - the I/O thread must survive
+                logger.exception("releasing a placement group failed")

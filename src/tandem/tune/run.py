@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from tandem._core.errors import ConfigError
 from tandem.train.api.config import CheckpointConfig, FailureConfig, RunConfig
