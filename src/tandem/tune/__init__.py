@@ -15,7 +15,7 @@ from tandem.tune.analysis import ExperimentAnalysis
 from tandem.tune.callback import Callback, TBXLoggerCallback
 from tandem.tune.controller import TuneError
 from tandem.tune.result_grid import ResultGrid
-from tandem.tune.run import run
+from tandem.tune._run import run
 from tandem.tune.search.space import (
     choice,
     grid_search,

@@ -124,6 +124,10 @@ class TuneController:
         self._stopping_all = False
         self._fatal: BaseException | None = None
         self._start_time = time.monotonic()
+        # Kept incrementally so one loop step costs O(events), not O(trials):
+        self._live_jobs = 0  # trials whose job is queued or running
+        self._paused: set[str] = set()
+        self._relaunch = [t for t in self.trials if t.status is TrialStatus.PENDING]
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> list[TuneTrial]:
@@ -181,22 +185,19 @@ class TuneController:
         self._save_state()
 
     def _finished(self) -> bool:
-        if any(t.status.is_live for t in self.trials):
+        if self._live_jobs or self._paused or self._relaunch:
             return False
         if self._stopping_all or self._fatal is not None:
             return True
         return self._search_done or (not self.searcher_counts and self._created >= self.num_samples)
 
     # -- launching --------------------------------------------------------------------------
-    def _live_count(self) -> int:
-        return sum(1 for t in self.trials if t.status in (TrialStatus.PENDING, TrialStatus.RUNNING)
-                   and t.job is not None)
-
     def _launch(self) -> None:
-        for t in self.trials:  # restored or re-queued trials without a job
-            if t.status is TrialStatus.PENDING and t.job is None and t.action is None:
-                if not self._room():
-                    return
+        while self._relaunch:  # restored trials without a job
+            if not self._room():
+                return
+            t = self._relaunch.pop(0)
+            if t.status is TrialStatus.PENDING and t.job is None:
                 self._start(t, self._latest_checkpoint(t))
         while True:
             suggestion = self.scheduler.suggest()
@@ -205,6 +206,7 @@ class TuneController:
             trial = self._by_id.get(suggestion.trial_id)
             if trial is None or trial.status is not TrialStatus.PAUSED:
                 continue
+            self._paused.discard(trial.trial_id)
             if suggestion.action.name == "RESUME":
                 trial.status = TrialStatus.PENDING
                 self._start(trial, trial.checkpoint)
@@ -228,7 +230,7 @@ class TuneController:
     def _room(self) -> bool:
         if self._queued >= self.queue_depth:
             return False
-        return self.max_concurrent is None or self._live_count() < self.max_concurrent
+        return self.max_concurrent is None or self._live_jobs < self.max_concurrent
 
     def _new_trial(self, trial_id: str, config: dict) -> TuneTrial:
         index = self._created
@@ -267,6 +269,7 @@ class TuneController:
             self._fatal = e
             self._stop_everything()
             return
+        self._live_jobs += 1
         self._queued += 1
         self._state_dirty = True
 
@@ -295,12 +298,15 @@ class TuneController:
             trial.result = outcome.value
             if outcome.value.checkpoint is not None:
                 trial.checkpoint = outcome.value.checkpoint
+        if job is not None:
+            self._live_jobs -= 1
         trial.job = None
         action = trial.action
         trial.action = None
         if action is not None:
             if action.action is Action.PAUSE:
                 trial.status = TrialStatus.PAUSED
+                self._paused.add(trial.trial_id)
                 self._state_dirty = True
                 self.reporter.status_change(trial, self.trials, action.reason)
                 return
@@ -402,6 +408,8 @@ class TuneController:
                     t.status = TrialStatus.TERMINATED
             elif t.status is TrialStatus.PAUSED:
                 t.status = TrialStatus.TERMINATED
+        self._paused.clear()
+        self._relaunch.clear()
         # wait for the stopped jobs so nothing outlives the experiment
         for t in self.trials:
             job = t.job
@@ -411,6 +419,7 @@ class TuneController:
                 except Exception:
                     pass
                 t.job = None
+                self._live_jobs -= 1
 
     # -- state on disk ----------------------------------------------------------------------
     def _latest_checkpoint(self, trial: TuneTrial) -> Checkpoint | None:

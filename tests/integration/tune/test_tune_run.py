@@ -74,7 +74,8 @@ def test_trainable_class_with_asha_checkpoints_and_a_killed_trial(storage, tmp_p
     assert analysis.best_config["rate"] == 3
     assert analysis.best_result["score"] == 30
     assert analysis.get_best_trial() == killed
-    assert analysis.get_best_config(metric="score", mode="min")["rate"] == 1
+    # ASHA decides which trials stop early by timing; each trial's lowest report does not
+    assert analysis.get_best_config(metric="score", mode="min", scope="all")["rate"] == 1
 
     # kept checkpoints: step 5 (from before the kill) and step 10
     best_ckpt = analysis.get_best_checkpoint(killed, metric="score", mode="max")
@@ -106,7 +107,9 @@ def report_kwargs(config):
     runs = os.path.join(config["dir"], f"runs_{config['x']}")
     with open(runs, "a") as f:
         f.write("x")
-    if config["x"] == 2 and len(open(runs).read()) == 1:
+    with open(runs) as f:
+        first_run = f.read() == "x"
+    if config["x"] == 2 and first_run:
         raise RuntimeError("fails on its first run")
     for i in range(3):
         tune.report(loss=(config["x"] - 1) ** 2 + 1 / (i + 1), step=i)  # the older keywords
@@ -114,14 +117,14 @@ def report_kwargs(config):
 
 @pytest.mark.timeout(60)
 def test_function_with_keyword_reports_failure_and_resume(storage, tmp_path):
-    kwargs = dict(config={"x": tune.grid_search([0, 1, 2]), "dir": str(tmp_path)},
-                  storage_path=storage, name="kw", verbose=0)
+    kwargs = {"config": {"x": tune.grid_search([0, 1, 2]), "dir": str(tmp_path)},
+              "storage_path": storage, "name": "kw", "verbose": 0}
     with pytest.raises(tune.TuneError, match="raise_on_failed_trial=False"):
         tune.run(report_kwargs, **kwargs)
 
     analysis = tune.run(report_kwargs, resume="AUTO+RESTART_ERRORED", **kwargs)
     # only the failed trial ran again; the finished ones were kept
-    assert [open(tmp_path / f"runs_{x}").read() for x in (0, 1, 2)] == ["x", "x", "xx"]
+    assert [(tmp_path / f"runs_{x}").read_text() for x in (0, 1, 2)] == ["x", "x", "xx"]
     assert [t.status for t in analysis.trials] == ["TERMINATED"] * 3
     assert analysis.get_best_config(metric="loss", mode="min")["x"] == 1
     assert analysis.get_best_trial("loss", "min", scope="all").config["x"] == 1
@@ -131,7 +134,7 @@ def test_function_with_keyword_reports_failure_and_resume(storage, tmp_path):
 
     # no metric given to tune.run: the properties say how to fix it
     with pytest.raises(ConfigError, match=r"tune.run\(\.\.\., metric='loss', mode='min'\)"):
-        analysis.best_config
+        _ = analysis.best_config
     with pytest.raises(ConfigError, match="needs a mode"):
         analysis.dataframe(metric="loss")
     assert analysis.get_best_checkpoint(analysis.trials[0], metric="loss", mode="min") is None

@@ -31,6 +31,8 @@ from tandem.train._internal.checkpoints import (
 from tandem.train._internal.failure import FailureDecision, FailurePolicy, FailureStatus
 from tandem.train._internal.logs import ECHO
 from tandem.train._internal.nested import DRIVER_CALLS
+from tandem.train._internal.rendezvous import METHODS as RENDEZVOUS_METHODS
+from tandem.train._internal.rendezvous import GangRendezvous
 from tandem.train._internal.storage import RunStorage, remove_dir
 from tandem.train._internal.worker import CHECKPOINT_ONLY, ErrorInfo, WorkerTask
 from tandem.train.api.checkpoint import Checkpoint, _is_url
@@ -325,6 +327,9 @@ class TrainController(JobRunner):
     def _on_call(self, rank: int, frame: tuple) -> None:
         _, call_id, method, payload = frame
         worker = self._workers[rank]
+        if method in RENDEZVOUS_METHODS:
+            self._rdzv.handle(method, payload, worker, call_id)
+            return
         handler = self.spec.call_handlers.get(method) or DRIVER_CALLS.get(method)
         if handler is None:
             worker.send(("reply", call_id, False, RuntimeError(f"unknown driver call {method!r}")))
@@ -365,6 +370,7 @@ class TrainController(JobRunner):
         ckpt_path = latest[1].path if latest else None
         start_it = latest[0] if latest else self._base_iteration
         self._done = {}
+        self._rdzv = GangRendezvous()  # per gang: frames of old gangs are ignored
         self._rank_iter = [start_it] * n
         self._committed_upto = start_it
         self._failures = []

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import datetime
 import os
-import socket
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from tandem._core.errors import ConfigError
 from tandem.train.backends.base import Backend, BackendConfig
@@ -14,12 +13,6 @@ if TYPE_CHECKING:
     from tandem.train.context import TrainContext
 
 _BACKENDS = ("gloo", "nccl", "mpi", "ucc", "xccl")
-
-
-def _free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class TorchConfig(BackendConfig):
@@ -55,7 +48,7 @@ class TorchBackend(Backend):
 
     def worker_env(self, node_ips: Sequence[str]) -> list[Mapping[str, str]]:
         master = node_ips[0]
-        port = str(_free_port("127.0.0.1" if master in ("127.0.0.1", "localhost") else ""))
+        port = "0"  # rank 0 binds the store on a free port; see _rendezvous_store
         world = str(len(node_ips))
         local_counts: dict[str, int] = {}
         envs = []
@@ -81,12 +74,11 @@ class TorchBackend(Backend):
         if use_cuda:
             torch.cuda.set_device(_local_device_index(context))
         backend = self.backend_name or ("nccl" if use_cuda else "gloo")
+        timeout = datetime.timedelta(seconds=self.timeout_s)
+        store = _rendezvous_store(context, timeout)
         dist.init_process_group(
-            backend=backend,
-            init_method=f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
-            rank=context.world_rank,
-            world_size=context.world_size,
-            timeout=datetime.timedelta(seconds=self.timeout_s),
+            backend=backend, store=store, rank=context.world_rank,
+            world_size=context.world_size, timeout=timeout,
         )
 
     def on_worker_shutdown(self, context: TrainContext) -> None:
@@ -94,6 +86,29 @@ class TorchBackend(Backend):
 
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _rendezvous_store(context: TrainContext, timeout: datetime.timedelta) -> Any:
+    """The gang's TCPStore. Rank 0 binds it on a port the OS picks (no port can be taken
+    between choosing and binding it) and the others learn the port through the driver."""
+    from torch.distributed import TCPStore
+
+    from tandem.train.session import get_session
+
+    session = get_session()
+    addr = os.environ["MASTER_ADDR"]
+    if session is None:  # not under a tandem worker: use the environment as torchrun does
+        return TCPStore(addr, int(os.environ["MASTER_PORT"]), context.world_size,
+                        context.world_rank == 0, timeout)
+    if context.world_rank == 0:
+        store = TCPStore(addr, 0, context.world_size, True, timeout, wait_for_workers=False)
+        port = store.port
+        session.call("rendezvous_set", port)
+    else:
+        port = session.call("rendezvous_get", None, timeout_s=timeout.total_seconds())
+        store = TCPStore(addr, port, context.world_size, False, timeout)
+    os.environ["MASTER_PORT"] = str(port)  # for libraries that read it
+    return store
 
 
 def _local_device_index(context: TrainContext) -> int:

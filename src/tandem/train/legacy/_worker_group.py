@@ -36,6 +36,8 @@ from tandem.cluster.base import WorkerProcess, WorkerSpec
 from tandem.jobs.spec import JobContext, JobOutcome, JobRunner, JobStatus
 from tandem.train import session as session_mod
 from tandem.train._internal.logs import ECHO
+from tandem.train._internal.rendezvous import METHODS as RENDEZVOUS_METHODS
+from tandem.train._internal.rendezvous import GangRendezvous
 from tandem.train._internal.worker import ErrorInfo, WorkerSession, WorkerTask
 from tandem.train.backends.base import Backend
 from tandem.train.context import TrainContext
@@ -155,6 +157,7 @@ class WorkerGroupRunner(JobRunner):
         self._echo = echo
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         self._workers: list[WorkerProcess] = []
+        self._rdzv = GangRendezvous()
         self._calls: dict[int, _Call] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -226,6 +229,8 @@ class WorkerGroupRunner(JobRunner):
                 return self._graceful_stop()
             if kind == "result":
                 self._deliver(rank, frame[1], frame[2], frame[3])
+            elif kind == "call" and frame[2] in RENDEZVOUS_METHODS:
+                self._rdzv.handle(frame[2], frame[3], self._workers[rank], frame[1])
             elif kind == "ready":
                 started.add(rank)
                 if len(started) == n:
