@@ -1,0 +1,315 @@
+"""The Ray backend on a real two-node Ray cluster (``ray.cluster_utils``, one machine)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+import tandem
+from tandem import train
+from tandem._core.errors import ConfigError, ResourcesUnavailableError
+from tandem.train import (
+    Checkpoint,
+    DataParallelTrainer,
+    FailureConfig,
+    RunConfig,
+    ScalingConfig,
+)
+
+ray = pytest.importorskip("ray")
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
+
+
+def _where() -> dict:
+    import ray as _ray
+
+    ctx = train.get_context()
+    return {
+        "rank": ctx.get_world_rank(), "local_rank": ctx.get_local_rank(),
+        "local_world_size": ctx.get_local_world_size(), "node_rank": ctx.get_node_rank(),
+        "node_id": _ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
+        "env_local_rank": os.environ.get("LOCAL_RANK"),
+    }
+
+
+def ddp_train(config):
+    import torch
+    import torch.distributed as dist
+
+    from tandem.train.torch import prepare_model
+
+    rank = train.get_context().get_world_rank()
+    torch.manual_seed(0)  # same initial weights everywhere; the shards differ
+    model = prepare_model(torch.nn.Linear(4, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    rows = train.get_dataset_shard("train")
+    x = torch.tensor([r[0] for r in rows], dtype=torch.float32)
+    y = torch.tensor([r[1] for r in rows], dtype=torch.float32).unsqueeze(1)
+    for _ in range(3):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    total = torch.tensor([float(rank)])
+    dist.all_reduce(total)
+    print(f"rank {rank} done", flush=True)
+    out = dict(_where(), world=dist.get_world_size(), allreduce=total.item(),
+               weights=[p.detach().flatten().tolist() for p in model.parameters()])
+    with open(os.path.join(config["out"], f"rank_{rank}.json"), "w") as f:
+        json.dump(out, f)
+    train.report({"rank": rank})
+
+
+def test_ddp_gang_spans_both_nodes(storage, tmp_path):
+    tandem.init(cluster="ray")
+    rows = [([float(i), float(i % 3), 1.0, -float(i)], float(i % 5)) for i in range(64)]
+    from tandem.train.torch import TorchTrainer
+
+    result = TorchTrainer(
+        ddp_train,
+        train_loop_config={"out": str(tmp_path)},
+        scaling_config=ScalingConfig(num_workers=4),
+        run_config=RunConfig(storage_path=storage, name="ddp"),
+        datasets={"train": rows},
+    ).fit()
+    assert result.error is None
+    ranks = [json.loads((tmp_path / f"rank_{r}.json").read_text()) for r in range(4)]
+    # Two nodes, two ranks each, ranks grouped by node.
+    assert len({r["node_id"] for r in ranks}) == 2
+    assert ranks[0]["node_id"] == ranks[1]["node_id"] != ranks[2]["node_id"] == ranks[3]["node_id"]
+    assert [r["local_rank"] for r in ranks] == [0, 1, 0, 1]
+    assert [r["env_local_rank"] for r in ranks] == ["0", "1", "0", "1"]
+    assert [r["node_rank"] for r in ranks] == [0, 0, 1, 1]
+    assert [r["local_world_size"] for r in ranks] == [2, 2, 2, 2]
+    assert all(r["pid"] != os.getpid() for r in ranks)  # Ray actors, not local processes
+    # Gradients really all-reduced: identical weights after different shards, and trained.
+    assert all(r["world"] == 4 and r["allreduce"] == 6.0 for r in ranks)
+    assert all(r["weights"] == ranks[0]["weights"] for r in ranks)
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    init = [p.detach().flatten().tolist() for p in torch.nn.Linear(4, 1).parameters()]
+    assert ranks[0]["weights"] != init
+    # Worker output reached the run folder on the driver.
+    with open(os.path.join(result.path, "logs", "rank_3.log")) as f:
+        assert "rank 3 done" in f.read()
+
+
+def where_am_i(config):
+    with open(os.path.join(config["out"], f"rank_{train.get_context().get_world_rank()}.json"),
+              "w") as f:
+        json.dump(_where(), f)
+    train.report({"ok": 1})
+
+
+def test_spread_strategy_uses_both_nodes(storage, tmp_path):
+    tandem.init(cluster="ray")
+    DataParallelTrainer(
+        where_am_i, train_loop_config={"out": str(tmp_path)},
+        scaling_config=ScalingConfig(num_workers=2, placement_strategy="SPREAD"),
+        run_config=RunConfig(storage_path=storage, name="spread"),
+    ).fit()
+    ranks = [json.loads((tmp_path / f"rank_{r}.json").read_text()) for r in range(2)]
+    assert ranks[0]["node_id"] != ranks[1]["node_id"]
+    assert [r["node_rank"] for r in ranks] == [0, 1]
+    assert [r["local_rank"] for r in ranks] == [0, 0]
+
+
+def test_multi_node_gang_with_local_storage_is_refused(storage, tmp_path, monkeypatch):
+    monkeypatch.delenv("TANDEM_STORAGE_IS_SHARED")
+    tandem.init(cluster="ray")
+    trainer = DataParallelTrainer(
+        where_am_i, train_loop_config={"out": str(tmp_path)},
+        scaling_config=ScalingConfig(num_workers=2, placement_strategy="SPREAD"),
+        run_config=RunConfig(storage_path=storage, name="refused"),
+    )
+    with pytest.raises(ConfigError, match="shared storage") as info:
+        trainer.fit()
+    assert storage in str(info.value) and "TANDEM_STORAGE_IS_SHARED" in str(info.value)
+    assert not list(tmp_path.glob("rank_*.json"))  # no worker ever started
+
+
+@pytest.mark.parametrize(
+    "scaling, match",
+    [
+        (ScalingConfig(num_workers=5), "CPU=5"),
+        (ScalingConfig(num_workers=1, resources_per_worker={"CPU": 3}), "no single node"),
+        (ScalingConfig(num_workers=3, placement_strategy="STRICT_SPREAD"), "STRICT_SPREAD"),
+        (ScalingConfig(num_workers=1, use_gpu=True), "GPU"),
+    ],
+)
+def test_impossible_job_is_refused(storage, scaling, match):
+    tandem.init(cluster="ray")
+    trainer = DataParallelTrainer(where_am_i, train_loop_config={"out": storage},
+                                  scaling_config=scaling,
+                                  run_config=RunConfig(storage_path=storage))
+    with pytest.raises(ResourcesUnavailableError, match=match):
+        trainer.fit()
+
+
+def wait_for_file(config):
+    deadline = time.monotonic() + 60
+    while not os.path.exists(config["flag"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    train.report({"ok": 1})
+
+
+def test_pending_job_holds_no_placement_group(storage, tmp_path):
+    from ray.util.placement_group import placement_group_table
+
+    tandem.init(cluster="ray")
+    _wait_for_idle_cluster()
+    flag = str(tmp_path / "go")
+    big = DataParallelTrainer(
+        wait_for_file, train_loop_config={"flag": flag},
+        scaling_config=ScalingConfig(num_workers=4),
+        run_config=RunConfig(storage_path=storage, name="big"),
+    ).fit(block=False)
+    deadline = time.monotonic() + 30
+    while big.status() != "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert big.status() == "RUNNING"
+    small = DataParallelTrainer(
+        wait_for_file, train_loop_config={"flag": flag},
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(storage_path=storage, name="small"),
+    ).fit(block=False)
+    time.sleep(1.5)  # a few scheduler polls
+    assert small.status() == "PENDING"
+    live = [g for g in placement_group_table().values() if g["state"] != "REMOVED"]
+    assert len(live) == 1 and len(live[0]["bundles"]) == 4  # only the running job's
+    open(flag, "w").close()
+    assert big.wait(timeout=60).metrics == {"ok": 1}
+    assert small.wait(timeout=60).metrics == {"ok": 1}
+
+
+def _wait_for_idle_cluster(timeout_s: float = 10) -> None:
+    """Ray's view of free resources trails the removal of the previous test's groups."""
+    deadline = time.monotonic() + timeout_s
+    while ray.available_resources().get("CPU", 0) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def checkpointing(config):
+    ctx = train.get_context()
+    rank = ctx.get_world_rank()
+    start = 0
+    ckpt = train.get_checkpoint()
+    if ckpt is not None:
+        with ckpt.as_directory() as d:
+            with open(os.path.join(d, "state.json")) as f:
+                start = json.load(f)["step"] + 1
+    if rank == 0:
+        with open(os.path.join(config["out"], "starts.txt"), "a") as f:
+            f.write(f"{start}\n")
+    for step in range(start, config["steps"]):
+        time.sleep(config["step_s"])
+        if rank == 0:
+            d = os.path.join(config["out"], f"ckpt_{step}")
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, "state.json"), "w") as f:
+                json.dump({"step": step}, f)
+            train.report({"step": step}, checkpoint=Checkpoint.from_directory(d))
+        else:
+            train.report({"step": step})
+
+
+def test_node_loss_resumes_from_checkpoint_on_a_new_node(ray_cluster, storage, tmp_path):
+    tandem.init(cluster="ray")
+    handle = DataParallelTrainer(
+        checkpointing, train_loop_config={"out": str(tmp_path), "steps": 12, "step_s": 0.5},
+        scaling_config=ScalingConfig(num_workers=4),
+        run_config=RunConfig(storage_path=storage, name="node_loss",
+                             failure_config=FailureConfig(max_failures=2)),
+    ).fit(block=False)
+    seen = []
+    for row in handle.results():
+        seen.append(row["step"])
+        if row["step"] >= 2:
+            break
+    ray_cluster.replace_worker_node()  # kill the worker node, then add a fresh one
+    result = handle.wait(timeout=150)
+    starts = [int(s) for s in (tmp_path / "starts.txt").read_text().split()]
+    assert starts[0] == 0 and len(starts) >= 2 and starts[-1] >= 3  # resumed from a checkpoint
+    assert result.metrics["step"] == 11
+    assert result.checkpoint is not None and result.checkpoint.path.endswith("checkpoint_000012")
+    assert handle.status() == "FINISHED"
+
+
+def shard_rows(config):
+    it = train.get_dataset_shard("train")
+    ids = [row["id"] for row in it.iter_rows()]
+    train.report({"n": len(ids)})
+    with open(os.path.join(config["out"], f"ids_{train.get_context().get_world_rank()}.json"),
+              "w") as f:
+        json.dump(ids, f)
+
+
+def test_ray_dataset_is_split_with_streaming_split(storage, tmp_path):
+    tandem.init(cluster="ray")
+    ds = ray.data.range(64)
+    DataParallelTrainer(
+        shard_rows, train_loop_config={"out": str(tmp_path)},
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(storage_path=storage, name="data"),
+        datasets={"train": ds},
+    ).fit()
+    ids = [json.loads((tmp_path / f"ids_{r}.json").read_text()) for r in range(2)]
+    assert len(ids[0]) == len(ids[1]) == 32
+    assert sorted(ids[0] + ids[1]) == list(range(64))
+
+
+def trial_fn(config):
+    from tandem import tune
+
+    for i in range(3):
+        tune.report({"score": config["x"] * (i + 1), "pid": os.getpid()})
+
+
+def test_tuner_runs_trials_as_jobs_on_ray(storage):
+    try:
+        from tandem.tune import TuneConfig, Tuner
+    except ImportError:
+        pytest.skip("Tuner not available yet")
+    from tandem import tune
+
+    tandem.init(cluster="ray")
+    grid = Tuner(
+        trial_fn,
+        param_space={"x": tune.grid_search([1, 2, 3, 4])},
+        tune_config=TuneConfig(metric="score", mode="max"),
+        run_config=RunConfig(storage_path=storage, name="tune_on_ray"),
+    ).fit()
+    assert len(grid) == 4 and grid.num_errors == 0
+    assert grid.get_best_result().metrics["score"] == 12
+    assert all(r.metrics["pid"] != os.getpid() for r in grid)
+
+
+def nested_driver(config):
+    from tandem import tune
+
+    result = DataParallelTrainer(
+        where_am_i, train_loop_config={"out": config["out"]},
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(storage_path=config["storage"], name="inner"),
+    ).fit()
+    tune.report({"inner_ok": result.metrics["ok"]})
+
+
+def test_trial_that_fits_a_trainer_keeps_running_while_lending(storage, tmp_path):
+    try:
+        from tandem.tune import TuneConfig, Tuner
+    except ImportError:
+        pytest.skip("Tuner not available yet")
+    tandem.init(cluster="ray")
+    grid = Tuner(
+        nested_driver,
+        param_space={"out": str(tmp_path), "storage": storage},
+        tune_config=TuneConfig(num_samples=1),
+        run_config=RunConfig(storage_path=storage, name="nested_on_ray"),
+    ).fit()
+    assert grid.num_errors == 0, [r.error for r in grid]
+    assert next(iter(grid)).metrics["inner_ok"] == 1
+    assert len(list(tmp_path.glob("rank_*.json"))) == 2

@@ -1,0 +1,44 @@
+"""The Ray backend's pure helpers and its configuration errors (no Ray cluster needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+import tandem
+from tandem._core.errors import ConfigError
+from tandem.cluster import LocalCluster, make_cluster
+
+
+def test_ranks_are_grouped_by_node():
+    from tandem.cluster.ray import _group_by_node
+
+    bundles = [{"CPU": 1.0}] * 5
+    assert _group_by_node(["a", "b", "a", "b", "a"], bundles) == (0, 2, 4, 1, 3)
+    assert _group_by_node(["a", "a", "b"], bundles[:3]) == (0, 1, 2)
+
+
+def test_different_bundles_keep_their_ranks():
+    from tandem.cluster.ray import _group_by_node
+
+    assert _group_by_node(["a", "b", "a"], [{"CPU": 2.0}, {"CPU": 1.0}, {"CPU": 1.0}]) == (0, 1, 2)
+
+
+def test_ray_bundles_are_never_empty():
+    from tandem.cluster.ray import _ray_bundle
+
+    assert _ray_bundle({"CPU": 0.0}) == {"CPU": 0.01}
+    assert _ray_bundle({"CPU": 2.0, "GPU": 0.5}) == {"CPU": 2.0, "GPU": 0.5}
+
+
+def test_make_cluster_local_and_errors():
+    assert isinstance(make_cluster("local", num_cpus=2), LocalCluster)
+    with pytest.raises(ConfigError, match="use one of local, ray"):
+        make_cluster("slurm")
+    with pytest.raises(ConfigError, match="Ray's own"):
+        make_cluster("ray", "auto", num_cpus=4)
+
+
+def test_init_ray_address_needs_cluster_ray():
+    with pytest.raises(ConfigError, match="cluster='ray'"):
+        tandem.init(ray_address="auto")
+    assert not tandem.is_initialized()
