@@ -16,7 +16,8 @@ import os
 import socket
 import sys
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import cloudpickle
 
@@ -30,20 +31,6 @@ class _ActorChannel(WorkerChannel):
     def __init__(self, channel: SocketChannel, worker_id: str, objects: Mapping[str, Any]) -> None:
         super().__init__(channel, worker_id)
         self.objects = dict(objects)
-        self.closing = False
-
-    def _read_forever(self) -> None:
-        try:
-            while True:
-                msg = self._channel.recv()
-                handler = self._handler
-                if handler is not None:
-                    handler(msg)
-        except (EOFError, OSError):
-            pass
-        if not self.closing:
-            # The driver is gone (or closed us): nothing may outlive it.
-            os._exit(1)
 
 
 class _OutputPump:

@@ -21,6 +21,17 @@ def encode(obj: Any) -> bytes:
     return _HEADER.pack(len(payload)) + payload
 
 
+def send_frame(sock: socket.socket, lock: threading.Lock, obj: Any) -> None:
+    """Sends one frame on a socket the I/O thread also reads; a closed peer is ignored."""
+    data = encode(obj)
+    with lock:
+        try:
+            sock.setblocking(True)
+            sock.sendall(data)
+        except OSError:
+            pass
+
+
 class FrameReader:
     """Accumulates bytes and yields complete frames (non-blocking reads)."""
 

@@ -12,7 +12,8 @@ import os
 import socket
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import cloudpickle
 
@@ -28,6 +29,7 @@ class WorkerChannel:
         self._channel = channel
         self.worker_id = worker_id
         self._handler: Callable[[Any], None] | None = None
+        self.closing = False  # set by a host that ends the connection on purpose
 
     def send(self, obj: Any) -> None:
         self._channel.send(obj)
@@ -45,8 +47,9 @@ class WorkerChannel:
                     handler(msg)
         except (EOFError, OSError):
             pass
-        # The driver is gone (or closed us): nothing may outlive it.
-        os._exit(1)
+        if not self.closing:
+            # The driver is gone (or closed us): nothing may outlive it.
+            os._exit(1)
 
 
 def run(spec: dict) -> int:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from tandem._core.errors import ConfigError, ResourcesUnavailableError
 
@@ -122,7 +123,7 @@ class Cluster(ABC):
         one. Machines that cannot vanish keep the default, True."""
         return True
 
-    def prewarm(self, preload: Sequence[str] = ()) -> None:  # noqa: B027 - optional hook
+    def prewarm(self, preload: Sequence[str] = ()) -> None:
         """Optional: get ready to start workers that import ``preload`` quickly."""
 
     def check_feasible(self, bundles: Sequence[Bundle], strategy: str = "PACK") -> None:

@@ -20,7 +20,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import psutil
 
@@ -84,15 +85,8 @@ class LocalWorker(WorkerProcess):
 
     def send(self, obj: Any) -> None:
         conn = self._conn
-        if conn is None:
-            return
-        data = _wire.encode(obj)
-        with self._lock:
-            try:
-                conn.setblocking(True)
-                conn.sendall(data)
-            except OSError:
-                pass
+        if conn is not None:
+            _wire.send_frame(conn, self._lock, obj)
 
     def kill(self) -> None:
         with self._lock:

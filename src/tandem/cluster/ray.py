@@ -25,7 +25,8 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tandem._core.errors import ConfigError, ResourcesUnavailableError, TandemError
 from tandem.cluster import _wire
@@ -105,15 +106,8 @@ class RayWorker(WorkerProcess):
 
     def send(self, obj: Any) -> None:
         conn = self._conn
-        if conn is None:
-            return
-        data = _wire.encode(obj)
-        with self._send_lock:
-            try:
-                conn.setblocking(True)
-                conn.sendall(data)
-            except OSError:
-                pass
+        if conn is not None:
+            _wire.send_frame(conn, self._send_lock, obj)
 
     def kill(self) -> None:
         if self._killed:
@@ -732,5 +726,5 @@ class _RayIO(threading.Thread):
         if w.on_exit is not None:
             try:
                 w.on_exit(w)
-            except Exception:  # noqa: BLE001 - the I/O thread must survive
+            except Exception:
                 logger.exception("releasing a placement group failed")

@@ -20,4 +20,4 @@ __all__ = [
     "shutdown_service",
 ]
 
-list = list_jobs  # noqa: A001 - `tandem.jobs.list()` is the public spelling
+list = list_jobs

@@ -8,8 +8,9 @@ from then on nothing behind it starts until it has, so a large job is never star
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from tandem._core.clock import Clock, RealClock
 from tandem.cluster.base import Cluster, Placement

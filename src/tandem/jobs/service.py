@@ -11,7 +11,8 @@ import logging
 import threading
 import time
 import traceback
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from tandem._core.clock import Clock, RealClock
 from tandem._core.errors import ConfigError, JobNotFoundError, ServiceShutdownError
@@ -21,6 +22,8 @@ from tandem.jobs.scheduler import GangScheduler
 from tandem.jobs.spec import JobContext, JobOutcome, JobSpec, JobStatus
 
 logger = logging.getLogger(__name__)
+
+MAX_REPORTS_IN_MEMORY = 200_000
 
 
 class Job:
@@ -52,6 +55,7 @@ class Job:
         self.ctx: JobContext | None = None
         self.outcome: JobOutcome | None = None
         self.reports: list[dict] = []
+        self.reports_dropped = 0  # reports older than the in-memory window (they are on disk)
         self.log_paths: dict[int, str] = {}
         self.cond = threading.Condition()
         self.thread: threading.Thread | None = None
@@ -75,6 +79,10 @@ class Job:
     def _publish(self, reports: list[dict]) -> None:
         with self.cond:
             self.reports.extend(reports)
+            if len(self.reports) > MAX_REPORTS_IN_MEMORY:
+                drop = len(self.reports) - MAX_REPORTS_IN_MEMORY // 2
+                del self.reports[:drop]
+                self.reports_dropped += drop
             self.cond.notify_all()
         if self.spec.listener is not None:
             self.spec.listener("reports", reports)
@@ -277,15 +285,18 @@ class LocalJobService:
 
 
 def iter_reports(job: Job, poll_s: float = 0.5) -> Iterable[dict]:
-    """Yields a job's reports as they arrive, from the first, until the job ends."""
-    i = 0
+    """Yields a job's reports as they arrive, from the first still in memory, until the job
+    ends (a very long run keeps its latest ``MAX_REPORTS_IN_MEMORY // 2`` or more; all of
+    them are in the run folder's ``result.json``)."""
+    i = 0  # absolute index of the next report
     while True:
         with job.cond:
-            while i >= len(job.reports) and not job.status.is_terminal:
+            while i >= job.reports_dropped + len(job.reports) and not job.status.is_terminal:
                 job.cond.wait(poll_s)
-            batch = job.reports[i:]
+            i = max(i, job.reports_dropped)
+            batch = job.reports[i - job.reports_dropped:]
             done = job.status.is_terminal
         i += len(batch)
         yield from batch
-        if done and i >= len(job.reports):
+        if done and i >= job.reports_dropped + len(job.reports):
             return

@@ -5,8 +5,9 @@ from __future__ import annotations
 import enum
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tandem.cluster.base import Cluster, Placement
@@ -108,24 +109,24 @@ class JobRunner(ABC):
     def run(self, ctx: JobContext) -> JobOutcome:
         """Runs the job on ``ctx.placement``."""
 
-    def stop(self) -> None:  # noqa: B027 - the stop_event is enough for simple runners
+    def stop(self) -> None:
         """Asks the job to stop; ``ctx.stop_event`` is set too."""
 
-    def prepare(self, cluster: Cluster) -> None:  # noqa: B027 - optional hook
+    def prepare(self, cluster: Cluster) -> None:
         """Called once at submission, before queuing (e.g. to warm the cluster up)."""
 
     # -- optional hooks the train server calls (no-ops for simple runners) -----------------
-    def check_loadable(self) -> None:  # noqa: B027 - optional hook
+    def check_loadable(self) -> None:
         """Called by the train server when a job arrives: raises (e.g. ``ModuleNotFoundError``)
         if the job's code cannot be loaded in this process."""
 
-    def apply_runtime_env(  # noqa: B027 - optional hook
+    def apply_runtime_env(
         self, working_dir: str | None, env_vars: Mapping[str, str]
     ) -> None:
         """Called by the train server before queuing: run the workers in ``working_dir``
         (first on their import path) with ``env_vars`` set."""
 
-    def on_requeue(self, checkpoint_path: str | None) -> None:  # noqa: B027 - optional hook
+    def on_requeue(self, checkpoint_path: str | None) -> None:
         """Called by the train server when it re-runs a job cut off by a server restart:
         resume from ``checkpoint_path`` (the latest committed checkpoint it recorded) or
         from what the earlier run left behind."""

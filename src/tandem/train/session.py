@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import TandemError
 from tandem.train.api.checkpoint import Checkpoint

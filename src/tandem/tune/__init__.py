@@ -11,11 +11,11 @@ Every trial is a train job on the same job service as ``trainer.fit()``::
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, FailureConfig, RunConfig
 from tandem.train.api.result import Result
+from tandem.tune._run import run
 from tandem.tune.analysis import ExperimentAnalysis
 from tandem.tune.callback import Callback, TBXLoggerCallback
 from tandem.tune.controller import TuneError
 from tandem.tune.result_grid import ResultGrid
-from tandem.tune._run import run
 from tandem.tune.search.space import (
     choice,
     grid_search,
@@ -46,10 +46,10 @@ __all__ = [
     "RunConfig",
     "Stopper",
     "TBXLoggerCallback",
+    "Trainable",
     "TuneConfig",
     "TuneContext",
     "TuneError",
-    "Trainable",
     "Tuner",
     "choice",
     "get_checkpoint",

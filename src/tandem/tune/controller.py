@@ -14,7 +14,8 @@ import logging
 import os
 import queue
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import cloudpickle
 
@@ -40,8 +41,17 @@ class TuneError(TandemError, RuntimeError):
 class TuneTrial(Trial):
     """A trial plus what the controller needs to run it."""
 
-    __slots__ = ("name", "path", "job", "gen", "action", "error", "index", "time_total_s",
-                 "result")
+    __slots__ = (
+        "action",
+        "error",
+        "gen",
+        "index",
+        "job",
+        "name",
+        "path",
+        "result",
+        "time_total_s",
+    )
 
     def __init__(self, trial_id: str, config: dict, *, name: str, path: str, index: int,
                  experiment_tag: str = "", resources: Any = None) -> None:
@@ -294,6 +304,8 @@ class TuneController:
         elif was_running:
             self._running = max(0, self._running - 1)
         outcome = getattr(job, "outcome", None)
+        if job is not None:
+            job.forget()  # the service need not keep a finished trial's job record
         if outcome is not None and isinstance(outcome.value, Result):
             trial.result = outcome.value
             if outcome.value.checkpoint is not None:

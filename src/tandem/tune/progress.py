@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tandem.tune.search.variant_generator import flatten_dict
 

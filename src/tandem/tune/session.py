@@ -6,8 +6,9 @@ names. ``tune.report`` takes a dict (current API) or keywords (the older API).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from tandem.train import session as train_session
 from tandem.train.api.checkpoint import Checkpoint

@@ -13,7 +13,8 @@ import os
 import pickle
 import shutil
 import tempfile
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import cloudpickle
 

@@ -7,8 +7,9 @@ import datetime
 import json
 import logging
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import cloudpickle
 
@@ -248,7 +249,7 @@ class Tuner:
         flat = flatten_dict(self.param_space)
         keys = [k for k, v in flat.items() if isinstance(v, Domain) or
                 (isinstance(v, Mapping) and "grid_search" in v) or k.endswith("grid_search")]
-        return [k[: -len("/grid_search")] if k.endswith("/grid_search") else k for k in keys]
+        return [k.removesuffix("/grid_search") for k in keys]
 
     def _make_launcher(self, exp_path: str, exp_name: str, verbose: int) -> Callable:
         service = get_service()
@@ -426,6 +427,11 @@ class _TrialJob:
 
     def stop(self) -> None:
         self.handle.stop()
+
+    def forget(self) -> None:
+        forget = getattr(self.handle._service, "forget", None)
+        if forget is not None:
+            forget(self._job.job_id)
 
     def wait_ended(self, timeout: float) -> None:
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from typing import Any, Callable
+from collections.abc import Callable
 
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig

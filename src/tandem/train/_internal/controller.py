@@ -14,8 +14,9 @@ import os
 import queue
 import signal
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import cloudpickle
 

@@ -13,7 +13,7 @@ from typing import TextIO
 
 
 class _Tail:
-    __slots__ = ("path", "prefix", "pos", "partial")
+    __slots__ = ("partial", "path", "pos", "prefix")
 
     def __init__(self, path: str, prefix: str) -> None:
         self.path = path

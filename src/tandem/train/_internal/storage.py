@@ -13,7 +13,8 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from tandem.train.api.checkpoint import _is_url, get_fs
 from tandem.train.api.result import ERROR_FILE, PARAMS_FILE, PROGRESS_FILE, RESULT_FILE

@@ -22,8 +22,9 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import cloudpickle
 

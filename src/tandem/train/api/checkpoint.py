@@ -6,7 +6,8 @@ import contextlib
 import os
 import shutil
 import tempfile
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from tandem._core.errors import ConfigError
 
@@ -38,8 +39,7 @@ class Checkpoint:
     def from_directory(cls, path: str | os.PathLike) -> Checkpoint:
         path = os.fspath(path)
         if not _is_url(path):
-            if path.startswith("file://"):
-                path = path[len("file://"):]
+            path = path.removeprefix("file://")
             if not os.path.isdir(path):
                 what = "a file" if os.path.exists(path) else "missing"
                 raise ConfigError(

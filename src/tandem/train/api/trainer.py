@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime
 import inspect
 import os
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import cloudpickle
 

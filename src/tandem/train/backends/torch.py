@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import ConfigError
 from tandem.train.backends.base import Backend, BackendConfig

@@ -16,7 +16,8 @@ directly), the callback does nothing.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.tune import session as tune_session
