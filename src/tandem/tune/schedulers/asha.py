@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 from typing import Any
@@ -25,7 +26,7 @@ class _Bracket:
     descending order so the first rung a result has passed is found first.
     """
 
-    __slots__ = ("rf", "rungs", "stop_last_trials")
+    __slots__ = ("rf", "rungs", "stop_last_trials", "_sorted")
 
     def __init__(
         self, min_t: float, max_t: float, rf: float, s: int, stop_last_trials: bool
@@ -36,17 +37,24 @@ class _Bracket:
             (min_t * rf ** (k + s), {}) for k in reversed(range(num_rungs))
         ]
         self.stop_last_trials = stop_last_trials
+        # each rung's non-NaN scores, kept sorted: a decision costs O(log n), not O(n)
+        self._sorted: dict[float, list[float]] = {m: [] for m, _ in self.rungs}
 
     @property
     def milestones(self) -> list[float]:
         """Milestones in ascending order."""
         return [m for m, _ in reversed(self.rungs)]
 
-    def cutoff(self, recorded: dict[str, float]) -> float | None:
-        """The score a trial must reach to continue: the ``1 - 1/rf`` quantile."""
-        if not recorded:
+    def cutoff(self, milestone: float) -> float | None:
+        """The score a trial must reach to continue: the ``1 - 1/rf`` quantile of the scores
+        recorded at ``milestone`` (NaN ignored, linear interpolation: ``np.nanpercentile``)."""
+        values = self._sorted[milestone]
+        if not values:
             return None
-        return float(np.nanpercentile(list(recorded.values()), (1 - 1 / self.rf) * 100))
+        pos = (len(values) - 1) * (1 - 1 / self.rf)
+        lo = math.floor(pos)
+        hi = min(lo + 1, len(values) - 1)
+        return float(values[lo] + (values[hi] - values[lo]) * (pos - lo))
 
     def on_result(self, trial_id: str, cur_iter: float, score: float | None) -> tuple[bool, str]:
         """Records ``score`` at the highest rung passed; returns ``(stop?, reason)``."""
@@ -56,12 +64,14 @@ class _Bracket:
                 break
             if cur_iter < milestone or trial_id in recorded:
                 continue
-            cutoff = self.cutoff(recorded)
+            cutoff = self.cutoff(milestone)
             stop = cutoff is not None and score is not None and score < cutoff
             if score is None:
                 logger.warning("ASHA: the metric is None for trial %s; not recorded", trial_id)
             else:
                 recorded[trial_id] = score
+                if not math.isnan(score):
+                    bisect.insort(self._sorted[milestone], score)
             if stop:
                 return True, (
                     f"score {score:.6g} below the rung-{milestone:g} cutoff {cutoff:.6g} "
@@ -71,7 +81,7 @@ class _Bracket:
         return False, ""
 
     def __repr__(self) -> str:
-        rungs = " | ".join(f"{m:g}: {self.cutoff(r)}" for m, r in self.rungs)
+        rungs = " | ".join(f"{m:g}: {self.cutoff(m)}" for m, _ in self.rungs)
         return f"Bracket({rungs})"
 
 

@@ -75,7 +75,7 @@ def test_min_mode_and_cutoff_quantile():
     for t, loss in zip(trials[:4], [4.0, 3.0, 2.0, 1.0]):
         assert sched.on_trial_result(t, {"training_iteration": 1, "loss": loss}) is CONTINUE
     bracket = sched.brackets[0]
-    assert bracket.cutoff(bracket.rungs[-1][1]) == pytest.approx(-1.75)  # 75th pct of -4..-1
+    assert bracket.cutoff(bracket.rungs[-1][0]) == pytest.approx(-1.75)  # 75th pct of -4..-1
     assert (
         sched.on_trial_result(trials[4], {"training_iteration": 1, "loss": 2.0}).action
         is Action.STOP
@@ -121,3 +121,30 @@ def test_bracket_assignment_is_softmax_of_rung_counts():
 def test_bad_arguments(kw, needle):
     with pytest.raises(ConfigError, match=needle):
         ASHAScheduler(**kw)
+
+
+def test_cutoff_matches_numpy_nanpercentile():
+    import math
+    import random
+
+    import numpy as np
+
+    from tandem.tune.schedulers.asha import _Bracket
+
+    rng = random.Random(0)
+    for rf in (2, 3, 4):
+        b = _Bracket(1, 81, rf, 0, True)
+        milestone = b.rungs[-1][0]
+        values = []
+        for i in range(200):
+            v = float("nan") if i % 17 == 0 else rng.uniform(-5, 5)
+            values.append(v)
+            b.on_result(f"t{i}", milestone, v)
+            want = np.nanpercentile(values[: i + 1], (1 - 1 / rf) * 100) if any(
+                not math.isnan(x) for x in values[: i + 1]) else None
+            got = b.cutoff(milestone)
+            if want is None or math.isnan(want):
+                assert got is None
+            else:
+                # the cutoff a trial was judged by is computed before recording its own score
+                assert got == pytest.approx(float(want))
