@@ -263,12 +263,18 @@ class TrainController(JobRunner):
             elif kind in ("__eof__", "__exit__"):
                 if seen is not None:
                     seen.setdefault(rank, set()).add(kind)
-                if rank not in self._done:
-                    code = frame[1] if kind == "__exit__" else None
-                    if code is not None or not any(f.rank == rank for f in self._failures):
-                        self._failures.append(_Failure(rank, "died", *_death(code)))
+                if rank in self._done:
+                    continue
+                # Only the end of the worker's stream proves it ended without finishing: its
+                # exit notice travels another way and can overtake its last frames.
+                if kind == "__eof__":
+                    if not any(f.rank == rank for f in self._failures):
+                        self._failures.append(_Failure(rank, "died", *_death(None)))
                     if state is not LoopState.STOPPED:
                         state = LoopState.FAILED
+                elif any(f.rank == rank for f in self._failures):
+                    # the exit code names how a worker that already failed died
+                    self._failures.append(_Failure(rank, "died", *_death(frame[1])))
             elif kind == "call":
                 self._on_call(rank, frame)
         if rows:
