@@ -30,18 +30,26 @@ from typing import Any
 from tandem.cluster import _wire
 
 
+_PRCTL: Any = None
+
+
+def _load_prctl() -> None:
+    """Loads libc's prctl once in the zygote, so forked workers don't pay for ctypes."""
+    global _PRCTL
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            _PRCTL = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+        except OSError:
+            _PRCTL = None
+
+
 def _set_parent_death_signal() -> None:
     """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    if _PRCTL is not None:
         PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class _Zygote:
@@ -192,6 +200,9 @@ def main() -> None:
     os.dup2(2, 1)
     # What every worker runs: imported once here, inherited by every fork.
     importlib.import_module("tandem.cluster._worker_main")
+    import traceback  # noqa: F401 - workers print tracebacks; import it once here
+
+    _load_prctl()
     _Zygote(inp, out).serve()
 
 
