@@ -12,6 +12,9 @@ import argparse
 import json
 from typing import Any
 
+from benchmarks.cases import load_case
+from benchmarks.run import compare
+
 
 def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     out = json.loads(json.dumps(base))
@@ -20,7 +23,12 @@ def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
         if target is case:
             continue
         for system, variant in case.get("variants", {}).items():
+            if not variant.get("runs"):
+                continue  # not selected or not measured in the update: keep the base's
             target["variants"][system] = {**variant, "from_run": update["meta"].get("date")}
+        # ratios and pass/fail are recomputed from the merged medians
+        target["comparisons"] = compare(load_case(name), target.get("params", {}),
+                                        target["variants"])
     out["meta"].setdefault("merged", []).append({
         "date": update["meta"].get("date"), "argv": update["meta"].get("argv"),
         "load_avg_at_start": update["meta"].get("machine", {}).get("load_avg_at_start"),
