@@ -46,6 +46,17 @@ class ErrorInfo:
     pickled: bytes | None = None
 
 
+def prepare_worker_process(env: Mapping[str, str]) -> None:
+    """What every worker does first: the backend's environment, line-buffered output (so the
+    driver's echo of the log files is timely)."""
+    os.environ.update(env)
+    try:
+        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+        sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    except (AttributeError, ValueError):
+        pass
+
+
 @dataclass
 class WorkerTask:
     """Everything one worker needs; cloudpickled by the driver, called in the worker."""
@@ -62,12 +73,7 @@ class WorkerTask:
     dataset_shards: Mapping[str, Any] = field(default_factory=dict)
 
     def __call__(self, channel: Any) -> int:
-        os.environ.update(self.backend_env)
-        try:
-            sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-            sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-        except (AttributeError, ValueError):
-            pass
+        prepare_worker_process(self.backend_env)
         session = WorkerSession(self, channel)
         session_mod._set_session(session)
         from tandem.jobs import runtime

@@ -38,7 +38,12 @@ from tandem.train import session as session_mod
 from tandem.train._internal.logs import ECHO
 from tandem.train._internal.rendezvous import METHODS as RENDEZVOUS_METHODS
 from tandem.train._internal.rendezvous import GangRendezvous
-from tandem.train._internal.worker import ErrorInfo, WorkerSession, WorkerTask
+from tandem.train._internal.worker import (
+    ErrorInfo,
+    WorkerSession,
+    WorkerTask,
+    prepare_worker_process,
+)
 from tandem.train.backends.base import Backend
 from tandem.train.context import TrainContext
 
@@ -83,12 +88,7 @@ class GroupWorkerTask:
     backend_env: Mapping[str, str] = field(default_factory=dict)
 
     def __call__(self, channel: Any) -> int:
-        os.environ.update(self.backend_env)
-        try:
-            sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-            sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-        except (AttributeError, ValueError):
-            pass
+        prepare_worker_process(self.backend_env)
         # A session, so that train.get_context() / train.world_rank() work in the methods.
         session = WorkerSession(WorkerTask(
             fn_bytes=b"", config=None, pass_config=False, context=self.context,
