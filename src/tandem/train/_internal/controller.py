@@ -73,6 +73,8 @@ class RunSpec:
     call_handlers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     preload: tuple[str, ...] = ()
     """Extra modules for the zygote to import once (e.g. ``tandem.tune`` for trials)."""
+    failure_setting: str = "FailureConfig(max_failures={})"
+    """How errors name the restart budget the user set (the older Trainer: max_retries)."""
     emit_rank_reports: bool = False
     """Emit every rank's report batches as ``("rank_reports", (rank, batch))`` job events
     (each ``(iteration, time_total_s, metrics, checkpoint_path | None)``), for the older
@@ -510,10 +512,11 @@ class TrainController(JobRunner):
             latest = self.checkpoints.latest
             resume = (f"its latest checkpoint ({latest[1].path})" if latest else "the beginning")
             logger.warning(
-                "Run %s: %s failed (%s: %s); decision RETRY (failure %d, FailureConfig(max_failures=%d)); "
+                "Run %s: %s failed (%s: %s); decision RETRY (failure %d, %s); "
                 "restarting all %d workers from %s.",
                 self.spec.storage.run_name, where, failure.exc_type, failure.message,
-                self.num_failures, self.policy.config.max_failures, self.spec.num_workers, resume,
+                self.num_failures, self.spec.failure_setting.format(self.policy.config.max_failures),
+                self.spec.num_workers, resume,
             )
             assert self.ctx is not None
             self.ctx.set_status(JobStatus.RESTARTING)
@@ -530,8 +533,8 @@ class TrainController(JobRunner):
             self.ctx.set_status(JobStatus.RUNNING)
             return None, LoopState.RUNNING
         m = self.policy.config.max_failures
-        budget = ("FailureConfig(max_failures=0): no restarts allowed" if m == 0 else
-                  f"FailureConfig(max_failures={m}) restarts spent")
+        setting = self.spec.failure_setting.format(m)
+        budget = (f"{setting}: no restarts allowed" if m == 0 else f"{setting} restarts spent")
         msg = (f"Training failed: {where} {'raised' if failure.kind == 'error' else 'died:'} "
                f"{failure.exc_type}: {failure.message} "
                f"(failure {self.num_failures}; {budget}). Run folder: {self.spec.storage.run_path}")

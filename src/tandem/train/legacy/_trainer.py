@@ -523,6 +523,7 @@ class Trainer:
         spec: JobSpec = trainer._job_spec(storage=StorageContext(self._logdir, run_name),
                                           listener=gatherer.on_event)
         spec.runner.spec.emit_rank_reports = True  # type: ignore[attr-defined]
+        spec.runner.spec.failure_setting = "Trainer(max_retries={})"  # type: ignore[attr-defined]
         if before_submit is not None:
             before_submit(run_dir)
         job = get_service().submit(spec)
