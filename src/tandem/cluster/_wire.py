@@ -6,6 +6,7 @@ non-blocking through ``FrameReader``; worker and zygote sides use blocking ``sen
 
 from __future__ import annotations
 
+import logging
 import pickle
 import socket
 import struct
@@ -88,3 +89,34 @@ class SocketChannel:
 
     def fileno(self) -> int:
         return self._sock.fileno()
+
+
+class SocketWorker:
+    """What a driver-side worker handle reached over a socket shares (local and Ray):
+    identity, the connection, ``send``, and delivery of frames to the job's sink."""
+
+    def _init_endpoint(self, spec: Any, node_id: str, node_ip: str, sink: Any) -> None:
+        self.worker_id = spec.worker_id
+        self.node_id = node_id
+        self.node_ip = node_ip
+        self.log_path = spec.log_path
+        self._sink = sink
+        self._pid: int | None = None
+        self._conn: socket.socket | None = None
+        self._send_lock = threading.Lock()
+        self._killed = False
+
+    @property
+    def pid(self) -> int | None:
+        return self._pid
+
+    def send(self, obj: Any) -> None:
+        conn = self._conn
+        if conn is not None:
+            send_frame(conn, self._send_lock, obj)
+
+    def _deliver(self, frame: Any) -> None:
+        try:
+            self._sink(self, frame)
+        except Exception:  # a sink must never kill the I/O thread
+            logging.getLogger("tandem.cluster").exception("worker frame handler failed")

@@ -63,43 +63,20 @@ def _visible_device_names() -> list[str]:
     return [v.strip() for v in visible.split(",") if v.strip() and v.strip() != "-1"]
 
 
-class LocalWorker(WorkerProcess):
+class LocalWorker(_wire.SocketWorker, WorkerProcess):
     def __init__(self, cluster: LocalCluster, spec: WorkerSpec, task: bytes, sink: Sink) -> None:
-        self.worker_id = spec.worker_id
-        self.node_id = NODE_ID
-        self.node_ip = NODE_IP
-        self.log_path = spec.log_path
+        self._init_endpoint(spec, NODE_ID, NODE_IP, sink)
         self._cluster = cluster
         self._task = task
-        self._sink = sink
-        self._pid: int | None = None
-        self._conn: socket.socket | None = None
-        self._lock = threading.Lock()
-        self._killed = False
         self._connected = False
         self.exitcode: int | None = None
 
-    @property
-    def pid(self) -> int | None:
-        return self._pid
-
-    def send(self, obj: Any) -> None:
-        conn = self._conn
-        if conn is not None:
-            _wire.send_frame(conn, self._lock, obj)
-
     def kill(self) -> None:
-        with self._lock:
+        with self._send_lock:
             if self._killed:
                 return
             self._killed = True
         self._cluster._kill(self)
-
-    def _deliver(self, frame: Any) -> None:
-        try:
-            self._sink(self, frame)
-        except Exception:  # a sink must never kill the I/O thread
-            logger.exception("worker frame handler failed")
 
 
 class LocalCluster(Cluster):

@@ -72,22 +72,15 @@ class _PGHandle:
         self.order = order
 
 
-class RayWorker(WorkerProcess):
+class RayWorker(_wire.SocketWorker, WorkerProcess):
     """The driver's handle on one ``_TandemWorker`` actor."""
 
     def __init__(self, io: _RayIO, spec: WorkerSpec, node_id: str, node_ip: str, sink: Sink,
                  objects: Any) -> None:
-        self.worker_id = spec.worker_id
-        self.node_id = node_id
-        self.node_ip = node_ip
-        self.log_path = spec.log_path
+        self._init_endpoint(spec, node_id, node_ip, sink)
         self._io = io
-        self._sink = sink
         self._objects = objects  # keeps Ray handles (dataset iterators) alive with the worker
-        self._pid: int | None = None
-        self._conn: socket.socket | None = None
         self._state: list | None = None
-        self._send_lock = threading.Lock()
         self._log: Any = None
         self.actor: Any = None
         self.ref: Any = None
@@ -97,17 +90,7 @@ class RayWorker(WorkerProcess):
         self._eof_sent = False
         self._exited = False
         self._pending_exit: int | None = None
-        self._killed = False
         self.exitcode: int | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self._pid
-
-    def send(self, obj: Any) -> None:
-        conn = self._conn
-        if conn is not None:
-            _wire.send_frame(conn, self._send_lock, obj)
 
     def kill(self) -> None:
         if self._killed:
@@ -120,12 +103,6 @@ class RayWorker(WorkerProcess):
             except Exception:  # noqa: BLE001, S110 - already dead, or Ray is shutting down
                 pass
         self._io.post(("kill", self))
-
-    def _deliver(self, frame: Any) -> None:
-        try:
-            self._sink(self, frame)
-        except Exception:  # a sink must never kill the I/O thread
-            logger.exception("worker frame handler failed")
 
     def _write_log(self, data: bytes) -> None:
         try:
