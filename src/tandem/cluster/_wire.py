@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import selectors
 import socket
 import struct
 import threading
@@ -31,6 +32,30 @@ def send_frame(sock: socket.socket, lock: threading.Lock, obj: Any) -> None:
             sock.sendall(data)
         except OSError:
             pass
+
+
+def accept_all(listener: socket.socket, sel: Any, tcp_nodelay: bool = False) -> None:
+    """Accepts every pending connection and registers it for reading as a new worker stream
+    (``("conn", [FrameReader(), None])``; the worker is known once its hello arrives)."""
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        if tcp_nodelay:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn.setblocking(False)
+        sel.register(conn, selectors.EVENT_READ, ("conn", [FrameReader(), None]))
+
+
+def recv_some(conn: socket.socket) -> bytes | None:
+    """What a readable socket has: None if nothing yet, ``b""`` once it is closed or broken."""
+    try:
+        return conn.recv(1 << 18)
+    except (BlockingIOError, InterruptedError):
+        return None
+    except OSError:
+        return b""
 
 
 class FrameReader:

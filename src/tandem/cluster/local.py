@@ -398,22 +398,13 @@ class _IOThread(threading.Thread):
             self._sel.close()
 
     def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self._listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            conn.setblocking(False)
-            self._sel.register(conn, selectors.EVENT_READ, ("conn", [_wire.FrameReader(), None]))
+        _wire.accept_all(self._listener, self._sel, tcp_nodelay=False)
 
     def _read_conn(self, conn: socket.socket, state: list) -> None:
         reader, worker = state
-        try:
-            data = conn.recv(1 << 18)
-        except (BlockingIOError, InterruptedError):
+        data = _wire.recv_some(conn)
+        if data is None:
             return
-        except OSError:
-            data = b""
         if not data:
             self._sel.unregister(conn)
             conn.close()
