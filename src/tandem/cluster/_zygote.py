@@ -29,7 +29,6 @@ from typing import Any
 
 from tandem.cluster import _wire
 
-
 _PRCTL: Any = None
 
 
