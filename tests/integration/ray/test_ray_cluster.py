@@ -227,12 +227,14 @@ def test_node_loss_resumes_from_checkpoint_on_a_new_node(ray_cluster, storage, t
     seen = []
     for row in handle.results():
         seen.append(row["step"])
-        if row["step"] >= 2:
+        if row["step"] >= 3:
             break
     ray_cluster.replace_worker_node()  # kill the worker node, then add a fresh one
     result = handle.wait(timeout=150)
     starts = [int(s) for s in (tmp_path / "starts.txt").read_text().split()]
-    assert starts[0] == 0 and len(starts) >= 2 and starts[-1] >= 3  # resumed from a checkpoint
+    # Rank 0 reported step 3, so every rank had reported step 1 at least (the ranks are at
+    # most a step apart): that checkpoint was committed, and the gang resumes at step >= 2.
+    assert starts[0] == 0 and len(starts) >= 2 and starts[-1] >= 2
     assert result.metrics["step"] == 11
     assert result.checkpoint is not None and result.checkpoint.path.endswith("checkpoint_000012")
     assert handle.status() == "FINISHED"
