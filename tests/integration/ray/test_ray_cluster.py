@@ -104,7 +104,17 @@ def where_am_i(config):
     train.report({"ok": 1})
 
 
+def wait_until_idle(timeout_s: float = 30.0) -> None:
+    """Ray's SPREAD is best effort: it spreads when every node has room. Ray's view of the
+    CPUs the previous test freed lags a little, so wait until it shows them all free."""
+    deadline = time.monotonic() + timeout_s
+    while ray.available_resources().get("CPU", 0) < ray.cluster_resources().get("CPU", 0):
+        assert time.monotonic() < deadline, f"Ray never became idle: {ray.available_resources()}"
+        time.sleep(0.1)
+
+
 def test_spread_strategy_uses_both_nodes(storage, tmp_path):
+    wait_until_idle()
     tandem.init(cluster="ray")
     DataParallelTrainer(
         where_am_i, train_loop_config={"out": str(tmp_path)},
@@ -118,6 +128,7 @@ def test_spread_strategy_uses_both_nodes(storage, tmp_path):
 
 
 def test_multi_node_gang_with_local_storage_is_refused(storage, tmp_path, monkeypatch):
+    wait_until_idle()
     monkeypatch.delenv("TANDEM_STORAGE_IS_SHARED")
     tandem.init(cluster="ray")
     trainer = DataParallelTrainer(
