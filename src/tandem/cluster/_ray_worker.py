@@ -6,8 +6,8 @@ and runs the same cloudpickled ``task(channel)`` a local worker runs. Its stdout
 duration of the task, so logs reach the run folder as on one machine even when the node
 shares no filesystem with the driver. If the driver goes away, the actor exits at once.
 
-This module is imported in Ray worker processes; it must not import Ray-free-unsafe code
-at module level (it imports ``ray`` lazily).
+This module is imported in Ray worker processes; it does not import Ray itself (the actor
+holds no Ray resources: the driver passes its bundle's ``CUDA_VISIBLE_DEVICES``).
 """
 
 from __future__ import annotations
@@ -82,12 +82,9 @@ class _TandemWorker:
     """The Ray actor class (wrapped with ``ray.remote`` by ``RayCluster``). One per worker."""
 
     def run(self, spec: dict, task_bytes: bytes, objects: Mapping[str, Any]) -> int:
-        import ray
-
+        # The actor holds no Ray resources (its placement group bundle does): the driver
+        # passes the bundle's CUDA_VISIBLE_DEVICES in env.
         env = dict(spec.get("env") or {})
-        gpu_ids = ray.get_gpu_ids()
-        env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(int(g)) if float(g).is_integer()
-                                                         else str(g) for g in gpu_ids))
         os.environ.update(env)
         if spec.get("cwd") and os.path.isdir(spec["cwd"]):
             os.chdir(spec["cwd"])

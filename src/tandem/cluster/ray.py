@@ -3,10 +3,17 @@
 Users provision the Ray cluster (``ray start``, the cluster launcher, KubeRay); tandem only
 connects to it. Each job gets one placement group (``PACK`` by default), created when the
 job is admitted and removed when it ends, so a pending job holds nothing. Each worker is a
-``_TandemWorker`` actor pinned to one bundle; it runs the same cloudpickled task a local
+``_TandemWorker`` actor on its bundle's node; it runs the same cloudpickled task a local
 worker runs and talks to the driver over a TCP connection (frames from ``_wire``), so
 reports reach the controller with the latency of one socket write. The actor's output is
 streamed into the worker's log file on the driver.
+
+The placement group is the reservation; the actors themselves ask Ray for no resources and
+are pinned to their bundle's node by node affinity. Removing a group would kill the actors
+scheduled *in* it; pinned this way they outlive it, so a job can give its resources back
+while it keeps running (a tuning trial lending its slot to the train job it waits on), as on
+one machine. Each actor is killed as soon as its task returns. GPU bundles learn which
+devices Ray assigned them from a short task run in the bundle (``CUDA_VISIBLE_DEVICES``).
 
 Requires ``pip install 'tandem-ml[ray]'`` and tandem installed on every node.
 """
@@ -63,13 +70,15 @@ def _visible(resources: dict[str, float]) -> dict[str, float]:
 
 
 class _PGHandle:
-    """What ``Placement.handle`` holds: the placement group and rank -> bundle index order."""
+    """What ``Placement.handle`` holds: the placement group, rank -> bundle index order, and
+    each slot's ``CUDA_VISIBLE_DEVICES`` (learnt when its workers first start)."""
 
-    __slots__ = ("order", "pg")
+    __slots__ = ("devices", "order", "pg")
 
     def __init__(self, pg: Any, order: tuple[int, ...]) -> None:
         self.pg = pg
         self.order = order
+        self.devices: tuple[str, ...] | None = None
 
 
 class RayWorker(_wire.SocketWorker, WorkerProcess):
@@ -173,8 +182,6 @@ class RayCluster(Cluster):
         self.place_timeout_s = place_timeout_s
         self._lock = threading.Lock()
         self._pgs: dict[str, Any] = {}
-        self._live: dict[str, set[RayWorker]] = {}  # placement id -> workers not yet exited
-        self._deferred: set[str] = set()  # released while its workers still ran
         self._ids = itertools.count()
         self._uid = secrets.token_hex(3)
         self._io: _RayIO | None = None
@@ -274,42 +281,27 @@ class RayCluster(Cluster):
             bundles=tuple(dict(bundles[i]) for i in order),
             node_ids=tuple(node_of[i] for i in order),
             node_ips=tuple(ips.get(node_of[i], "") for i in order),
-            gpu_ids=tuple(() for _ in order),  # Ray assigns devices to each actor
+            gpu_ids=tuple(() for _ in order),  # Ray's device ids: see _learn_devices
             strategy=strategy,
             handle=_PGHandle(pg, order),
         )
 
     def release(self, placement: Placement) -> None:
-        pid = placement.placement_id
+        """Removes the placement group. Workers still running keep running (they are not
+        scheduled in the group): a job lending its resources to a nested job goes on."""
         with self._lock:
-            if self._live.get(pid):
-                # Removing the group would kill its actors (a job lending its resources to a
-                # nested job keeps running): remove it when the last of them exits.
-                if pid not in self._deferred:
-                    self._deferred.add(pid)
-                    logger.info("placement group %s is removed when its workers end (Ray "
-                                "frees a bundle only with the actors in it)", pid)
-                return
-            pg = self._pgs.pop(pid, None)
+            pg = self._pgs.pop(placement.placement_id, None)
         if pg is not None:
             _remove_pg(pg)
 
-    def _on_worker_exit(self, worker: RayWorker) -> None:
-        """Called on the I/O thread once a worker has exited."""
-        pid = worker.placement_id
-        with self._lock:
-            live = self._live.get(pid)
-            if live is not None:
-                live.discard(worker)
-                if live:
-                    return
-                del self._live[pid]
-            if pid not in self._deferred:
-                return
-            self._deferred.discard(pid)
-            pg = self._pgs.pop(pid, None)
-        if pg is not None:
-            _remove_pg(pg)
+    @staticmethod
+    def _on_worker_exit(worker: RayWorker) -> None:
+        """Called on the I/O thread once a worker's task has returned: ends its actor."""
+        if worker.actor is not None:
+            try:
+                _import_ray().kill(worker.actor, no_restart=True)
+            except Exception:  # noqa: BLE001, S110 - already dead, or Ray is shutting down
+                pass
 
     def placement_alive(self, placement: Placement) -> bool:
         """False when a node of the placement died (the gang must be placed anew)."""
@@ -342,38 +334,32 @@ class RayCluster(Cluster):
     def start_workers(
         self, placement: Placement, specs: Sequence[WorkerSpec], tasks: Sequence[bytes], sink: Sink
     ) -> list[WorkerProcess]:
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        handle: _PGHandle = placement.handle
+        self._learn_devices(placement)
         io = self._io_thread()
         cls = self._actor_class()
         workers: list[WorkerProcess] = []
         for spec, task in zip(specs, tasks):
             i = spec.bundle_index
-            bundle = placement.bundles[i]
             env = dict(self.worker_env(placement, i))
             env.update(spec.env)
             objects = dict(getattr(spec, "objects", None) or {})
             worker = RayWorker(io, spec, placement.node_ids[i], placement.node_ips[i], sink, objects)
             worker.placement_id = placement.placement_id
             worker.on_exit = self._on_worker_exit
-            with self._lock:
-                self._live.setdefault(placement.placement_id, set()).add(worker)
             io.register(worker)
+            # The bundle holds the resources; the actor asks for none and is pinned to the
+            # bundle's node, so it survives the group's removal (see the module docstring).
             opts: dict[str, Any] = {
-                "num_cpus": bundle.get("CPU", 0.0),
-                "num_gpus": bundle.get("GPU", 0.0),
-                "scheduling_strategy": PlacementGroupSchedulingStrategy(
-                    handle.pg, placement_group_bundle_index=handle.order[i]
+                "num_cpus": 0,
+                "num_gpus": 0,
+                "scheduling_strategy": NodeAffinitySchedulingStrategy(
+                    placement.node_ids[i], soft=False
                 ),
                 "max_restarts": 0,
                 "max_task_retries": 0,
             }
-            if bundle.get("memory"):
-                opts["memory"] = bundle["memory"]
-            custom = {k: v for k, v in bundle.items() if k not in STANDARD_RESOURCES}
-            if custom:
-                opts["resources"] = custom
             if self.runtime_env:
                 opts["runtime_env"] = self.runtime_env
             run_spec = {
@@ -396,11 +382,39 @@ class RayCluster(Cluster):
     def worker_env(self, placement: Placement, index: int) -> dict[str, str]:
         bundle = placement.bundles[index]
         threads = max(1, int(math.floor(bundle.get("CPU", 1.0) + 1e-9)))
+        handle: _PGHandle | None = placement.handle
+        devices = handle.devices if handle is not None and handle.devices else None
         return {
             "OMP_NUM_THREADS": str(threads),
             "MKL_NUM_THREADS": str(threads),
             "TANDEM_NUM_THREADS": str(threads),
+            "CUDA_VISIBLE_DEVICES": devices[index] if devices else "",
         }
+
+    def _learn_devices(self, placement: Placement) -> None:
+        """Asks Ray which GPUs it gave each GPU bundle: a task taking the bundle's GPUs
+        reports the ``CUDA_VISIBLE_DEVICES`` Ray set for it (Ray fixes a bundle's device
+        instances when it reserves the group)."""
+        handle: _PGHandle | None = placement.handle
+        if handle is None or handle.devices is not None:
+            return
+        if not any(b.get("GPU") for b in placement.bundles):
+            handle.devices = ()
+            return
+        ray = _import_ray()
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        probe = ray.remote(_visible_devices)
+        refs = {
+            i: probe.options(
+                num_cpus=0, num_gpus=b["GPU"],
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    handle.pg, placement_group_bundle_index=handle.order[i]),
+            ).remote()
+            for i, b in enumerate(placement.bundles) if b.get("GPU")
+        }
+        found = dict(zip(refs, ray.get(list(refs.values()), timeout=60)))
+        handle.devices = tuple(found.get(i, "") for i in range(len(placement.bundles)))
 
     def _actor_class(self) -> Any:
         if self._actor_cls is None:
@@ -427,8 +441,6 @@ class RayCluster(Cluster):
             io.stop()
         with self._lock:
             pgs, self._pgs = list(self._pgs.values()), {}
-            self._live.clear()
-            self._deferred.clear()
         for pg in pgs:
             _remove_pg(pg)
         if self._owns_ray:
@@ -453,6 +465,11 @@ def _group_by_node(node_of: list[str], bundles: Sequence[Bundle]) -> tuple[int, 
     for i, n in enumerate(node_of):
         first.setdefault(n, i)
     return tuple(sorted(range(len(node_of)), key=lambda i: (first[node_of[i]], i)))
+
+
+def _visible_devices() -> str:
+    """Runs as a Ray task inside a GPU bundle: the devices Ray gave it."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "")
 
 
 def _remove_pg(pg: Any) -> None:
@@ -694,4 +711,4 @@ class _RayIO(threading.Thread):
             try:
                 w.on_exit(w)
             except Exception:
-                logger.exception("releasing a placement group failed")
+                logger.exception("ending a worker's Ray actor failed")

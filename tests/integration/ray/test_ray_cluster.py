@@ -326,3 +326,82 @@ def test_trial_that_fits_a_trainer_keeps_running_while_lending(storage, tmp_path
     assert grid.num_errors == 0, [r.error for r in grid]
     assert next(iter(grid)).metrics["inner_ok"] == 1
     assert len(list(tmp_path.glob("rank_*.json"))) == 2
+
+
+def nested_two_worker_driver(config):
+    from tandem import tune
+
+    out = os.path.join(config["out"], f"t{config['i']}")
+    os.makedirs(out, exist_ok=True)
+    result = DataParallelTrainer(
+        where_am_i, train_loop_config={"out": out},
+        scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(storage_path=config["storage"], name=f"inner_{config['i']}"),
+    ).fit()
+    tune.report({"inner_ok": result.metrics["ok"]})
+
+
+def test_trials_that_fit_trainers_finish_on_a_saturated_ray_cluster(storage, tmp_path):
+    """4 trial drivers hold all 4 CPUs of the 2-node cluster; each fits a 2-worker job.
+
+    Each trial lends its bundle to its nested job while it waits on it (its actor lives
+    on outside the released placement group), so every nested gang gets placed.
+    """
+    from tandem import tune
+    from tandem.tune import TuneConfig, Tuner
+
+    tandem.init(cluster="ray")
+    grid = Tuner(
+        nested_two_worker_driver,
+        param_space={"i": tune.grid_search([0, 1, 2, 3]), "storage": storage,
+                     "out": str(tmp_path)},
+        tune_config=TuneConfig(),  # no max_concurrent_trials: all four drivers start at once
+        run_config=RunConfig(storage_path=storage, name="nested_saturated"),
+    ).fit()
+    assert grid.num_errors == 0, [r.error for r in grid]
+    assert sorted(r.metrics["inner_ok"] for r in grid) == [1, 1, 1, 1]
+    assert all(len(list((tmp_path / f"t{i}").glob("rank_*.json"))) == 2 for i in range(4))
+
+
+def report_devices(config):
+    rank = train.get_context().get_world_rank()
+    with open(os.path.join(config["out"], f"rank_{rank}.json"), "w") as f:
+        json.dump({"visible": os.environ["CUDA_VISIBLE_DEVICES"],
+                   "node_id": ray.get_runtime_context().get_node_id()}, f)
+    train.report({"ok": 1})
+
+
+def _devices_seen(out) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(out.glob("rank_*.json"))]
+
+
+def test_gpu_workers_see_the_devices_ray_gave_their_bundles(ray_cluster, storage, tmp_path):
+    """A node Ray believes has 2 GPUs (Ray assigns device ids the same way without the
+    hardware): 4 workers at half a GPU each share them two by two; whole-GPU workers get one
+    each; CPU-only workers see none. The actors hold no Ray resources: the ids come from
+    their bundles."""
+    gpu_node = ray_cluster.cluster.add_node(num_cpus=4, num_gpus=2)
+    outs = {name: tmp_path / name for name in ("half", "whole", "cpu")}
+    for out in outs.values():
+        out.mkdir()
+    try:
+        ray_cluster.cluster.wait_for_nodes()
+        tandem.init(cluster="ray")
+        for name, scaling in [
+            ("half", ScalingConfig(num_workers=4, resources_per_worker={"CPU": 1, "GPU": 0.5})),
+            ("whole", ScalingConfig(num_workers=2, use_gpu=True)),
+            ("cpu", ScalingConfig(num_workers=2)),
+        ]:
+            DataParallelTrainer(
+                report_devices, train_loop_config={"out": str(outs[name])},
+                scaling_config=scaling, run_config=RunConfig(storage_path=storage, name=name),
+            ).fit()
+        gpu_node_id = gpu_node.node_id
+    finally:
+        tandem.shutdown()
+        ray_cluster.cluster.remove_node(gpu_node)
+    half, whole, cpu = (_devices_seen(outs[n]) for n in ("half", "whole", "cpu"))
+    assert sorted(r["visible"] for r in half) == ["0", "0", "1", "1"]
+    assert sorted(r["visible"] for r in whole) == ["0", "1"]
+    assert {r["node_id"] for r in half + whole} == {gpu_node_id}
+    assert [r["visible"] for r in cpu] == ["", ""]
