@@ -333,11 +333,23 @@ def nested_two_worker_driver(config):
 
     out = os.path.join(config["out"], f"t{config['i']}")
     os.makedirs(out, exist_ok=True)
+    first_attempt = os.path.join(out, "first_attempt")
+    if os.path.exists(first_attempt):
+        # Restarted: wait until every trial's new driver holds its new bundle (the cluster
+        # is full) before fitting, so the nested jobs can only run if the drivers lend.
+        open(os.path.join(config["out"], f"restarted_{config['i']}"), "w").close()
+        deadline = time.monotonic() + 60
+        while len([p for p in os.listdir(config["out"]) if p.startswith("restarted_")]) < 4:
+            assert time.monotonic() < deadline, "not every trial restarted"
+            time.sleep(0.05)
     result = DataParallelTrainer(
         where_am_i, train_loop_config={"out": out},
         scaling_config=ScalingConfig(num_workers=2),
         run_config=RunConfig(storage_path=config["storage"], name=f"inner_{config['i']}"),
     ).fit()
+    if not os.path.exists(first_attempt):
+        open(first_attempt, "w").close()
+        raise RuntimeError("the trial's driver fails once, after its nested job")
     tune.report({"inner_ok": result.metrics["ok"]})
 
 
@@ -345,7 +357,8 @@ def test_trials_that_fit_trainers_finish_on_a_saturated_ray_cluster(storage, tmp
     """4 trial drivers hold all 4 CPUs of the 2-node cluster; each fits a 2-worker job.
 
     Each trial lends its bundle to its nested job while it waits on it (its actor lives
-    on outside the released placement group), so every nested gang gets placed.
+    on outside the released placement group), so every nested gang gets placed. Each
+    driver then fails once: it is placed anew and lends its new bundle again.
     """
     from tandem import tune
     from tandem.tune import TuneConfig, Tuner
@@ -356,7 +369,8 @@ def test_trials_that_fit_trainers_finish_on_a_saturated_ray_cluster(storage, tmp
         param_space={"i": tune.grid_search([0, 1, 2, 3]), "storage": storage,
                      "out": str(tmp_path)},
         tune_config=TuneConfig(),  # no max_concurrent_trials: all four drivers start at once
-        run_config=RunConfig(storage_path=storage, name="nested_saturated"),
+        run_config=RunConfig(storage_path=storage, name="nested_saturated",
+                             failure_config=FailureConfig(max_failures=1)),
     ).fit()
     assert grid.num_errors == 0, [r.error for r in grid]
     assert sorted(r.metrics["inner_ok"] for r in grid) == [1, 1, 1, 1]

@@ -520,6 +520,11 @@ class TrainController(JobRunner):
             )
             assert self.ctx is not None
             self.ctx.set_status(JobStatus.RESTARTING)
+            # The failed gang's nested jobs have no one waiting on them; the new gang lends
+            # its resources again when it starts one (a lent Ray placement is gone: the
+            # check below finds it dead and the job is placed anew).
+            self._stop_nested_jobs()
+            self._lent_resources = False
             if not self.ctx.cluster.placement_alive(self.ctx.placement):
                 logger.warning("Run %s: a node of its placement is gone; waiting for the "
                                "cluster to place all %d workers again.",
@@ -550,13 +555,17 @@ class TrainController(JobRunner):
         logger.error("Run %s: %s failed; decision RAISE (%s).", self.spec.storage.run_name, where, budget)
         return error, LoopState.FAILED
 
-    def _finish(self, state: LoopState, error: TrainingFailedError | None) -> JobOutcome:
+    def _stop_nested_jobs(self) -> None:
         if self.ctx is not None:
-            for job_id in self._nested_jobs:  # nothing a job started outlives it
+            for job_id in self._nested_jobs:
                 try:
                     self.ctx.service.stop(job_id)
                 except Exception:  # noqa: BLE001 - already gone
                     pass
+        self._nested_jobs = []
+
+    def _finish(self, state: LoopState, error: TrainingFailedError | None) -> JobOutcome:
+        self._stop_nested_jobs()  # nothing a job started outlives it
         if state is LoopState.SUCCEEDED:
             self.checkpoints.commit_upto(10**12)  # ranks that reported unevenly: keep what's there
         self._kill_gang(wait_s=2.0 if state is not LoopState.SUCCEEDED else 5.0)
