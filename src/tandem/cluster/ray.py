@@ -136,7 +136,8 @@ class RayCluster(Cluster):
     Args:
         address: the Ray cluster, ``"auto"`` (the one ``ray start`` runs on this machine)
             or ``"host:port"`` / ``"ray://..."``. Ignored when this process is already
-            connected to Ray (``ray.is_initialized()``); that connection is used.
+            connected to Ray (``ray.is_initialized()``): that connection is used (with a
+            warning if ``address`` names another cluster).
         runtime_env: a Ray runtime environment for the worker actors (e.g. a
             ``working_dir`` with your code when the nodes do not have it).
         autoscaling: the Ray cluster grows on demand (autoscaler, KubeRay): do not refuse
@@ -175,6 +176,8 @@ class RayCluster(Cluster):
                     f"'HEAD_IP:6379'."
                 ) from e
             self._owns_ray = True
+        else:
+            _warn_if_other_cluster(ray, address)
         self.address = address
         self.runtime_env = runtime_env
         self.autoscaling = autoscaling
@@ -465,6 +468,22 @@ def _group_by_node(node_of: list[str], bundles: Sequence[Bundle]) -> tuple[int, 
     for i, n in enumerate(node_of):
         first.setdefault(n, i)
     return tuple(sorted(range(len(node_of)), key=lambda i: (first[node_of[i]], i)))
+
+
+def _warn_if_other_cluster(ray: Any, address: str | None) -> None:
+    """This process is already connected to Ray: say so if ``address`` names another one."""
+    if not address or address == "auto" or address.startswith("ray://"):
+        return
+    try:
+        current = ray.get_runtime_context().gcs_address
+    except Exception:  # noqa: BLE001 - an older or client-mode connection: nothing to compare
+        return
+    if current and current != address:
+        logger.warning(
+            "tandem uses this process's Ray connection (cluster at %s), not "
+            "ray_address=%r: a process talks to one Ray cluster. To use %s, call "
+            "ray.shutdown() first or run the script in a fresh process.",
+            current, address, address)
 
 
 def _visible_devices() -> str:

@@ -419,3 +419,15 @@ def test_gpu_workers_see_the_devices_ray_gave_their_bundles(ray_cluster, storage
     assert sorted(r["visible"] for r in whole) == ["0", "1"]
     assert {r["node_id"] for r in half + whole} == {gpu_node_id}
     assert [r["visible"] for r in cpu] == ["", ""]
+
+
+def test_another_address_while_connected_is_named_in_a_warning(caplog):
+    from tandem.cluster.ray import RayCluster
+
+    current = ray.get_runtime_context().gcs_address
+    with caplog.at_level("WARNING", logger="tandem.cluster.ray"):
+        RayCluster(address=current)
+        assert not caplog.records
+        RayCluster(address="10.9.9.9:6379")
+    assert "10.9.9.9:6379" in caplog.text and current in caplog.text
+    assert "ray.shutdown()" in caplog.text
