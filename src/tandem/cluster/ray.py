@@ -299,10 +299,13 @@ class RayCluster(Cluster):
 
     @staticmethod
     def _on_worker_exit(worker: RayWorker) -> None:
-        """Called on the I/O thread once a worker's task has returned: ends its actor."""
-        if worker.actor is not None:
+        """Called on the I/O thread once a worker's task has returned: ends its actor.
+
+        Gracefully (``__ray_terminate__``, as Ray ends an actor whose handles are gone):
+        ``ray.kill`` would make Ray print a "worker died" error on the user's console."""
+        if worker.actor is not None and not worker._killed:
             try:
-                _import_ray().kill(worker.actor, no_restart=True)
+                worker.actor.__ray_terminate__.remote()
             except Exception:  # noqa: BLE001, S110 - already dead, or Ray is shutting down
                 pass
 

@@ -431,3 +431,28 @@ def test_another_address_while_connected_is_named_in_a_warning(caplog):
         RayCluster(address="10.9.9.9:6379")
     assert "10.9.9.9:6379" in caplog.text and current in caplog.text
     assert "ray.shutdown()" in caplog.text
+
+
+def torch_fit_fn(config):
+    import torch
+    import torch.distributed as dist
+
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    train.report({"sum": t.item()})
+
+
+def test_successful_runs_leave_no_worker_died_errors_on_the_console(storage, capfd):
+    """Ray prints "A worker died or was killed ..." on the driver for an actor that exits
+    behind its back; a run that succeeds lets its workers end by themselves first."""
+    from tandem.train.torch import TorchTrainer
+
+    tandem.init(cluster="ray")
+    for i in range(4):
+        result = TorchTrainer(torch_fit_fn, scaling_config=ScalingConfig(num_workers=2),
+                              run_config=RunConfig(storage_path=storage, name=f"quiet_{i}")).fit()
+        assert result.metrics["sum"] == 2
+    time.sleep(2)  # Ray's error messages reach the driver asynchronously
+    captured = capfd.readouterr()
+    err = captured.out + captured.err
+    assert "worker died" not in err.lower(), err[-2000:]

@@ -466,23 +466,34 @@ class TrainController(JobRunner):
             f"on one node with ScalingConfig(placement_strategy='STRICT_PACK')."
         )
 
-    def _kill_gang(self, wait_s: float = 5.0) -> None:
+    def _kill_gang(self, wait_s: float = 5.0, graceful: bool = False) -> None:
         """Kills every worker, then reads what they sent up to their end (their reports are
-        real progress: a checkpoint they completed is committed), then retires the gang."""
+        real progress: a checkpoint they completed is committed), then retires the gang.
+
+        ``graceful``: the workers are finishing on their own (the run succeeded); give
+        them ``wait_s`` to end before killing the rest (a Ray actor cut off while it ends
+        makes Ray print a "worker died" error)."""
         workers, self._workers = self._workers, []
-        for w in workers:
-            w.kill()
         seen: dict[int, set] = self._ends
-        deadline = time.monotonic() + wait_s
-        while any(seen.get(r) != {"__eof__", "__exit__"} for r in range(len(workers))):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            try:
-                item = self._q.get(timeout=left)
-            except queue.Empty:
-                break
-            self._handle([item], seen)
+        ended = {"__eof__", "__exit__"}
+
+        def drain(deadline: float) -> None:
+            while any(seen.get(r) != ended for r in range(len(workers))):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                try:
+                    item = self._q.get(timeout=left)
+                except queue.Empty:
+                    return
+                self._handle([item], seen)
+
+        if graceful:
+            drain(time.monotonic() + wait_s)
+        for r, w in enumerate(workers):
+            if seen.get(r) != ended:
+                w.kill()
+        drain(time.monotonic() + (1.0 if graceful else wait_s))
         self._attempt += 1  # frames from the old gang are ignored from now on
         self._ends = {}
 
@@ -568,7 +579,10 @@ class TrainController(JobRunner):
         self._stop_nested_jobs()  # nothing a job started outlives it
         if state is LoopState.SUCCEEDED:
             self.checkpoints.commit_upto(10**12)  # ranks that reported unevenly: keep what's there
-        self._kill_gang(wait_s=2.0 if state is not LoopState.SUCCEEDED else 5.0)
+        if state is LoopState.SUCCEEDED:
+            self._kill_gang(wait_s=5.0, graceful=True)
+        else:
+            self._kill_gang(wait_s=2.0)
         storage = self.storage
         if storage is not None:
             if error is not None:
