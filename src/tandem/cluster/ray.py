@@ -141,7 +141,9 @@ class RayCluster(Cluster):
         runtime_env: a Ray runtime environment for the worker actors (e.g. a
             ``working_dir`` with your code when the nodes do not have it).
         autoscaling: the Ray cluster grows on demand (autoscaler, KubeRay): do not refuse
-            jobs larger than today's nodes.
+            jobs larger than today's nodes, and ask Ray's autoscaler for the gangs of the
+            jobs waiting for room (``ray.autoscaler.sdk.request_resources``; a pending job
+            still holds no placement group).
         poll_interval_s: how often pending jobs are tried again (Ray capacity changes as
             nodes come and go, which the job service cannot see otherwise).
         place_timeout_s: how long ``place`` waits for a placement group Ray accepted
@@ -191,6 +193,11 @@ class RayCluster(Cluster):
         self._io_lock = threading.Lock()
         self._actor_cls: Any = None
         self._node_ips: dict[str, str] = {}
+        # autoscaling: gangs that did not fit, by the id of their bundle tuple (the job's),
+        # with when they last asked; what Ray's autoscaler was last asked for
+        self._demand: dict[int, tuple[float, list[dict[str, float]]]] = {}
+        self._demand_sent: list[dict[str, float]] = []
+        self._demand_thread: threading.Thread | None = None
 
     # -- resources ---------------------------------------------------------------------
     def resources(self) -> dict[str, float]:
@@ -263,12 +270,15 @@ class RayCluster(Cluster):
                 need[k] = need.get(k, 0.0) + v
         avail = self.available()
         if any(avail.get(k, 0.0) + 1e-9 < v for k, v in need.items()):
+            self._wants(bundles, ray_bundles)
             return None  # cannot fit now: hold nothing
         name = f"tandem_{self._uid}_{next(self._ids)}"
         pg = placement_group(ray_bundles, strategy=strategy, name=name)
         if not pg.wait(timeout_seconds=self.place_timeout_s):
             _remove_pg(pg)  # Ray's view moved on (or fragmentation): try again later
+            self._wants(bundles, ray_bundles)
             return None
+        self._wants(bundles, None)
         table = placement_group_table(pg)
         b2n = table.get("bundles_to_node_id") or {}
         node_of = [b2n.get(i, "") for i in range(len(bundles))]
@@ -288,6 +298,52 @@ class RayCluster(Cluster):
             strategy=strategy,
             handle=_PGHandle(pg, order),
         )
+
+    # -- autoscaling -------------------------------------------------------------------
+    def _wants(self, bundles: Sequence[Bundle], ray_bundles: list[dict] | None) -> None:
+        """Records (or, with None, clears) the demand of a gang that did not fit, and tells
+        Ray's autoscaler. A job asks again at every scheduling round while it waits; one
+        that stopped asking (placed, cancelled) is dropped after ``_DEMAND_TTL_S``."""
+        if not self.autoscaling:
+            return
+        with self._lock:
+            if ray_bundles is None:
+                if self._demand.pop(id(bundles), None) is None:
+                    return
+            else:
+                self._demand[id(bundles)] = (time.monotonic(), ray_bundles)
+                if self._demand_thread is None:
+                    self._demand_thread = threading.Thread(
+                        target=self._expire_demand, name="tandem-ray-demand", daemon=True)
+                    self._demand_thread.start()
+        self._send_demand()
+
+    _DEMAND_TTL_S = 5.0
+
+    def _send_demand(self) -> None:
+        with self._lock:
+            cutoff = time.monotonic() - max(self._DEMAND_TTL_S, 4 * self.poll_interval_s)
+            for key in [k for k, (t, _) in self._demand.items() if t < cutoff]:
+                del self._demand[key]
+            wanted = [b for _, bs in self._demand.values() for b in bs]
+            if wanted == self._demand_sent:
+                return
+            self._demand_sent = wanted
+        try:
+            from ray.autoscaler.sdk import request_resources
+
+            request_resources(bundles=wanted)
+        except Exception as e:  # noqa: BLE001 - a hint to the autoscaler, never fatal
+            logger.warning("could not ask Ray's autoscaler for %s: %s", wanted, e)
+
+    def _expire_demand(self) -> None:
+        while True:
+            time.sleep(1.0)
+            self._send_demand()
+            with self._lock:
+                if not self._demand and not self._demand_sent:
+                    self._demand_thread = None
+                    return
 
     def release(self, placement: Placement) -> None:
         """Removes the placement group. Workers still running keep running (they are not
@@ -447,6 +503,8 @@ class RayCluster(Cluster):
             io.stop()
         with self._lock:
             pgs, self._pgs = list(self._pgs.values()), {}
+            self._demand.clear()
+        self._send_demand()  # withdraws what the autoscaler was asked for
         for pg in pgs:
             _remove_pg(pg)
         if self._owns_ray:

@@ -23,6 +23,9 @@ class ServerConfig:
             its token.
         db: a job store URL (``postgresql://...``); default: ``<storage>/jobs.db`` (SQLite).
         num_cpus, num_gpus, memory, resources: the logical resources of its local cluster.
+        ray_address: run jobs on this Ray cluster (``"auto"`` or ``host:port``) instead of
+            a local cluster; its resources are Ray's own.
+        ray_autoscaling: the Ray cluster autoscales (see ``RayCluster(autoscaling=True)``).
         max_upload_bytes: the largest request body (a job payload or a working_dir upload).
         reserve_after_s: how long a blocked job lets smaller ones backfill ahead of it.
         usage_interval_s: how often worker CPU/memory/GPU use is sampled (0: never).
@@ -36,6 +39,8 @@ class ServerConfig:
     num_gpus: float | None = None
     memory: float | None = None
     resources: Mapping[str, float] = field(default_factory=dict)
+    ray_address: str | None = None
+    ray_autoscaling: bool = False
     max_upload_bytes: int = 100 * 2**20
     reserve_after_s: float = 30.0
     usage_interval_s: float = 5.0
@@ -43,6 +48,19 @@ class ServerConfig:
     def __post_init__(self) -> None:
         if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 <= self.port < 65536:
             raise ConfigError(f"--port {self.port!r}: give a TCP port between 0 and 65535.")
+        if self.ray_address is None and self.ray_autoscaling:
+            raise ConfigError("--ray-autoscaling is about a Ray cluster: give --ray-address "
+                              "too (e.g. --ray-address auto).")
+        if self.ray_address is not None:
+            local = [flag for flag, v in (("--num-cpus", self.num_cpus),
+                                          ("--num-gpus", self.num_gpus),
+                                          ("--memory", self.memory),
+                                          ("--resources", self.resources or None)) if v is not None]
+            if local:
+                raise ConfigError(
+                    f"{', '.join(local)} set a local cluster's resources, but "
+                    f"--ray-address {self.ray_address} runs jobs on Ray, whose resources are "
+                    f"its own (`ray start --num-cpus ...`). Drop {', '.join(local)}.")
         if self.max_upload_bytes <= 0:
             raise ConfigError(f"--max-upload-mb must be > 0, got {self.max_upload_bytes / 2**20}.")
 

@@ -36,6 +36,7 @@ import cloudpickle
 
 from tandem._core.errors import ConfigError, JobNotFoundError, TandemError
 from tandem._core.ids import new_id
+from tandem.cluster import make_cluster
 from tandem.cluster.local import LocalCluster
 from tandem.jobs.scheduler import GangScheduler
 from tandem.jobs.service import Job, LocalJobService
@@ -121,6 +122,9 @@ class TrainServer:
         self.packages_dir = os.path.join(config.storage_path, "packages")
         os.makedirs(self.packages_dir, exist_ok=True)
         self.store = store if store is not None else open_store(config.db_url)
+        if cluster is None and config.ray_address is not None:
+            cluster = make_cluster("ray", config.ray_address,
+                                   autoscaling=config.ray_autoscaling)
         self.cluster = cluster if cluster is not None else LocalCluster(
             num_cpus=config.num_cpus, num_gpus=config.num_gpus, memory=config.memory,
             resources=dict(config.resources),

@@ -44,6 +44,10 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-gpus", type=float, default=None, help="GPUs to schedule")
     p.add_argument("--memory", type=float, default=None, help="bytes of memory to schedule")
     p.add_argument("--resources", default=None, help='custom resources as JSON, e.g. \'{"tpu": 4}\'')
+    p.add_argument("--ray-address", default=None,
+                   help="run jobs on this Ray cluster ('auto' or HOST:PORT) instead of locally")
+    p.add_argument("--ray-autoscaling", action="store_true",
+                   help="the Ray cluster autoscales: ask it for room for waiting jobs")
     p.add_argument("--max-upload-mb", type=float, default=100.0,
                    help="largest job payload or working_dir upload (default 100)")
     p.add_argument("--reserve-after-s", type=float, default=30.0,
@@ -65,6 +69,7 @@ def config_from_args(a: argparse.Namespace) -> ServerConfig:
     return ServerConfig(
         host=a.host, port=a.port, storage=a.storage, db=a.db, num_cpus=a.num_cpus,
         num_gpus=a.num_gpus, memory=a.memory, resources=resources,
+        ray_address=a.ray_address, ray_autoscaling=a.ray_autoscaling,
         max_upload_bytes=int(a.max_upload_mb * 2**20), reserve_after_s=a.reserve_after_s,
         usage_interval_s=a.usage_interval_s,
     )
@@ -76,9 +81,12 @@ def server_argv(a: argparse.Namespace) -> list[str]:
            "--max-upload-mb", str(a.max_upload_mb), "--reserve-after-s", str(a.reserve_after_s),
            "--usage-interval-s", str(a.usage_interval_s)]
     for flag, value in (("--db", a.db), ("--num-cpus", a.num_cpus), ("--num-gpus", a.num_gpus),
-                        ("--memory", a.memory), ("--resources", a.resources)):
+                        ("--memory", a.memory), ("--resources", a.resources),
+                        ("--ray-address", a.ray_address)):
         if value is not None:
             out += [flag, str(value)]
+    if a.ray_autoscaling:
+        out.append("--ray-autoscaling")
     return out
 
 
