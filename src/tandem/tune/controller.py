@@ -21,7 +21,7 @@ import cloudpickle
 
 from tandem._core.errors import ConfigError, TandemError
 from tandem.jobs.spec import JobStatus
-from tandem.train.api.checkpoint import Checkpoint
+from tandem.train.api.checkpoint import Checkpoint, get_fs
 from tandem.train.api.result import Result
 from tandem.tune.schedulers.base import Action, TrialScheduler
 from tandem.tune.search.searcher import Searcher
@@ -447,13 +447,13 @@ class TuneController:
         # every state change is written, coalesced: at most every 0.25 s (longer for very
         # large experiments, so writing the state stays a small share of the work)
         interval = max(0.25, 1e-4 * len(self.trials))
+        if "://" in self.experiment_path:
+            interval = max(interval, REMOTE_STATE_INTERVAL_S)  # one upload per write
         if not force and (not self._state_dirty or now - self._last_state_save < interval):
             return
         self._last_state_save = now
         self._state_dirty = False
-        if "://" in self.experiment_path:
-            return  # TODO(founder): upload experiment state for remote storage
-        os.makedirs(self.experiment_path, exist_ok=True)
+        make_dirs(self.experiment_path)
         state = {
             "experiment_path": self.experiment_path,
             "exp_uid": self.exp_uid,
@@ -463,15 +463,15 @@ class TuneController:
             "timestamp": time.time(),
             "trials": [_trial_state(t) for t in self.trials],
         }
-        _atomic_write(os.path.join(self.experiment_path, STATE_FILE),
-                      json.dumps(state, default=repr).encode())
+        write_file(join_path(self.experiment_path, STATE_FILE),
+                   json.dumps(state, default=repr).encode())
         if force or now - self._last_searcher_save > 5.0:
             self._last_searcher_save = now
             try:
-                _atomic_write(os.path.join(self.experiment_path, SEARCHER_FILE),
-                              cloudpickle.dumps((type(self.searcher), self.searcher.get_state())))
-                _atomic_write(os.path.join(self.experiment_path, SCHEDULER_FILE),
-                              cloudpickle.dumps(self.scheduler))
+                write_file(join_path(self.experiment_path, SEARCHER_FILE),
+                           cloudpickle.dumps((type(self.searcher), self.searcher.get_state())))
+                write_file(join_path(self.experiment_path, SCHEDULER_FILE),
+                           cloudpickle.dumps(self.scheduler))
             except Exception as e:  # noqa: BLE001 - restore then starts them afresh
                 logger.warning("could not save the searcher/scheduler state: %s", e)
 
@@ -500,10 +500,9 @@ def _trial_state(t: TuneTrial) -> dict:
     }
 
 
-def load_searcher(path: str) -> Searcher:
+def load_searcher(data: bytes) -> Searcher:
     """Rebuilds a searcher saved by the controller (its class and ``get_state()``)."""
-    with open(path, "rb") as f:
-        cls, state = cloudpickle.load(f)
+    cls, state = cloudpickle.loads(data)
     searcher = cls.__new__(cls)
     searcher.set_state(state)
     return searcher
@@ -521,8 +520,54 @@ def trial_from_state(d: dict) -> TuneTrial:
     return t
 
 
-def _atomic_write(path: str, data: bytes) -> None:
+# -- experiment files on a local path or an fsspec URL ------------------------------------
+REMOTE_STATE_INTERVAL_S = 1.0
+
+
+def join_path(base: str, name: str) -> str:
+    return base.rstrip("/") + "/" + name if "://" in base else os.path.join(base, name)
+
+
+def make_dirs(path: str) -> None:
+    if "://" in path:
+        fs, p = get_fs(path)
+        fs.makedirs(p, exist_ok=True)
+    else:
+        os.makedirs(path, exist_ok=True)
+
+
+def write_file(path: str, data: bytes) -> None:
+    """Replaces the file whole: a rename on a local path, one object write on a URL."""
+    if "://" in path:
+        fs, p = get_fs(path)
+        with fs.open(p, "wb") as f:
+            f.write(data)
+        return
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "wb") as f:
         f.write(data)
     os.replace(tmp, path)
+
+
+def read_file(path: str) -> bytes | None:
+    """The file's bytes, or None if it does not exist."""
+    try:
+        if "://" in path:
+            fs, p = get_fs(path)
+            with fs.open(p, "rb") as f:
+                return f.read()
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def remove_dir(path: str) -> None:
+    import shutil
+
+    if "://" in path:
+        fs, p = get_fs(path)
+        if fs.exists(p):
+            fs.rm(p, recursive=True)
+    elif os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)

@@ -29,8 +29,13 @@ from tandem.tune.controller import (
     STATE_FILE,
     TuneController,
     TuneTrial,
+    join_path,
     load_searcher,
+    make_dirs,
+    read_file,
+    remove_dir,
     trial_from_state,
+    write_file,
 )
 from tandem.tune.progress import ProgressReporter
 from tandem.tune.result_grid import ResultGrid
@@ -328,9 +333,7 @@ class Tuner:
 
     # -- restore ---------------------------------------------------------------------------
     def _save_tuner(self, exp_path: str) -> None:
-        if "://" in exp_path:
-            return
-        os.makedirs(exp_path, exist_ok=True)
+        make_dirs(exp_path)
         blob = {"param_space": self.param_space, "tune_config": replace(
             self.tune_config, search_alg=None, scheduler=None), "run_config": self.run_config}
         try:
@@ -338,12 +341,12 @@ class Tuner:
         except Exception as e:  # noqa: BLE001
             logger.warning("Tuner.restore will need param_space: cannot pickle it (%s)", e)
             return
-        with open(os.path.join(exp_path, TUNER_FILE), "wb") as f:
-            f.write(data)
+        write_file(join_path(exp_path, TUNER_FILE), data)
 
     @classmethod
     def can_restore(cls, path: str) -> bool:
-        return os.path.exists(os.path.join(os.path.expanduser(path), STATE_FILE))
+        """Whether ``path`` (a folder or an fsspec URL) holds an experiment to restore."""
+        return read_file(join_path(_expand(path), STATE_FILE)) is not None
 
     @classmethod
     def restore(cls, path: str, trainable: Any, *, resume_unfinished: bool = True,
@@ -354,27 +357,23 @@ class Tuner:
         Finished trials are kept; unfinished ones continue from their latest checkpoints;
         errored ones are resumed (``resume_errored``) or started over (``restart_errored``).
         """
-        path = os.path.abspath(os.path.expanduser(path))
-        state_file = os.path.join(path, STATE_FILE)
-        if not os.path.exists(state_file):
+        path = _expand(path)
+        raw = read_file(join_path(path, STATE_FILE))
+        if raw is None:
             raise ConfigError(
                 f"Tuner.restore({path!r}): no {STATE_FILE} there, so it is not an experiment "
                 f"folder (or the experiment never started). Pass the folder that fit() printed."
             )
-        with open(state_file) as f:
-            state = json.load(f)
-        saved: dict = {}
-        tuner_file = os.path.join(path, TUNER_FILE)
-        if os.path.exists(tuner_file):
-            with open(tuner_file, "rb") as f:
-                saved = cloudpickle.load(f)
+        state = json.loads(raw)
+        blob = read_file(join_path(path, TUNER_FILE))
+        saved: dict = cloudpickle.loads(blob) if blob is not None else {}
         trials = []
         for d in state["trials"]:
             t = trial_from_state(d)
             if t.status is TrialStatus.ERROR:
                 if restart_errored:
                     t.status, t.error, t.checkpoint, t.last_result = TrialStatus.PENDING, None, None, None
-                    _clear_trial_dir(t.path)
+                    remove_dir(t.path)
                 elif resume_errored:
                     t.status, t.error = TrialStatus.PENDING, None
             elif t.status in (TrialStatus.RUNNING, TrialStatus.PENDING, TrialStatus.PAUSED):
@@ -386,13 +385,12 @@ class Tuner:
         restore: dict = {"trials": trials, "experiment_path": path, "exp_uid": state["exp_uid"],
                          "name_prefix": state["name_prefix"], "created": state["created"],
                          "search_done": state.get("search_done", False)}
-        p = os.path.join(path, SEARCHER_FILE)
-        if os.path.exists(p):
-            restore["searcher"] = load_searcher(p)
-        p = os.path.join(path, SCHEDULER_FILE)
-        if os.path.exists(p):
-            with open(p, "rb") as f:
-                restore["scheduler"] = cloudpickle.load(f)
+        blob = read_file(join_path(path, SEARCHER_FILE))
+        if blob is not None:
+            restore["searcher"] = load_searcher(blob)
+        blob = read_file(join_path(path, SCHEDULER_FILE))
+        if blob is not None:
+            restore["scheduler"] = cloudpickle.loads(blob)
         if restore.get("searcher") is not None:
             restore["searcher_counts"] = isinstance(restore["searcher"], BasicVariantGenerator)
         ps = param_space if param_space is not None else saved.get("param_space")
@@ -407,11 +405,9 @@ class Tuner:
         return cls(trainable, param_space=ps, tune_config=tc, run_config=rc, _restore=restore)
 
 
-def _clear_trial_dir(path: str) -> None:
-    import shutil
-
-    if os.path.isdir(path):
-        shutil.rmtree(path, ignore_errors=True)
+def _expand(path: str) -> str:
+    """A local folder made absolute; an fsspec URL as given."""
+    return path if "://" in path else os.path.abspath(os.path.expanduser(path))
 
 
 class _TrialJob:

@@ -25,7 +25,10 @@ SCRIPT = textwrap.dedent(
 
     def trainable(config):
         ckpt = tune.get_checkpoint()
-        start = int(open(os.path.join(ckpt.path, "step")).read()) if ckpt else 0
+        start = 0
+        if ckpt:
+            with ckpt.as_directory() as d:  # a local folder, or a download from a URL
+                start = int(open(os.path.join(d, "step")).read())
         with open(os.path.join(config["log"], f"start_{config['i']}_{start}"), "w"):
             pass
         for step in range(start, config["steps"]):
@@ -47,12 +50,16 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_restore_after_driver_sigkill(storage, tmp_path, monkeypatch):
+@pytest.mark.parametrize("where", ["folder", "url"])
+def test_restore_after_driver_sigkill(where, storage, tmp_path, monkeypatch):
+    """``url``: the experiment goes to an fsspec URL (``local://`` takes the path, so this
+    test can look inside), as to s3://...; its state is uploaded and restored from there."""
     script = tmp_path / "driver.py"
     script.write_text(SCRIPT)
     log = tmp_path / "log"
     log.mkdir()
-    proc = subprocess.Popen([sys.executable, str(script), storage, str(log)],
+    target = f"local://{storage}" if where == "url" else storage
+    proc = subprocess.Popen([sys.executable, str(script), target, str(log)],
                             start_new_session=True)
     exp = os.path.join(storage, "exp")
     # wait until the two short trials finished and the long ones have checkpoints
@@ -81,9 +88,10 @@ def test_restore_after_driver_sigkill(storage, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))  # the user's script folder, as when re-run
     import driver  # the trainable, importable as the user's module
     tandem.init(num_cpus=2)
-    assert tune.Tuner.can_restore(exp)
-    rg = tune.Tuner.restore(exp, trainable=driver.trainable).fit()
-    assert rg.num_errors == 0 and len(rg) == 4
+    exp_target = f"local://{exp}" if where == "url" else exp
+    assert tune.Tuner.can_restore(exp_target)
+    rg = tune.Tuner.restore(exp_target, trainable=driver.trainable).fit()
+    assert rg.num_errors == 0 and len(rg) == 4, [str(r.error)[-1500:] for r in rg if r.error]
     assert sorted(r.metrics["step"] for r in rg) == [2, 2, 40, 40]
     starts = sorted(os.listdir(log))
     # the short trials ran once; the long ones started at 0, then resumed from a checkpoint

@@ -109,7 +109,8 @@ def test_pbt_exploit_loads_the_donors_checkpoint(storage):
         pbt_trainable,
         param_space={"lr": tune.grid_search([0.001, 1.0])},
         tune_config=tune.TuneConfig(metric="score", mode="max", scheduler=pbt),
-        run_config=RunConfig(storage_path=storage, verbose=0, stop={"training_iteration": 12}),
+        # 20 steps, a chance to exploit every 4: enough even when one trial starts late
+        run_config=RunConfig(storage_path=storage, verbose=0, stop={"training_iteration": 20}),
     ).fit()
     assert rg.num_errors == 0
     by_lr = {r.config["lr"]: r for r in rg}
@@ -118,7 +119,7 @@ def test_pbt_exploit_loads_the_donors_checkpoint(storage):
     assert weak, f"no exploit happened: {[r.metrics for r in rg]}"
     donor_ids = {r.metrics["trial_id"] for r in rg}
     assert weak[0].metrics["origin"] in donor_ids
-    assert weak[0].metrics["training_iteration"] == 12
+    assert weak[0].metrics["training_iteration"] == 20
     # the exploited trial runs on with a config mutated within hyperparam_mutations
     assert weak[0].config["lr"] in (0.001, 0.01, 0.1, 1.0)
     assert weak[0].metrics["lr"] == weak[0].config["lr"]
