@@ -359,7 +359,8 @@ class RayCluster(Cluster):
 
         Gracefully (``__ray_terminate__``, as Ray ends an actor whose handles are gone):
         ``ray.kill`` would make Ray print a "worker died" error on the user's console."""
-        if worker.actor is not None and not worker._killed:
+        if worker.actor is not None and not worker._killed and (worker.exitcode or 0) >= 0:
+            # (an actor that died needs no ending, and a call to it would fail unheard)
             try:
                 worker.actor.__ray_terminate__.remote()
             except Exception:  # noqa: BLE001, S110 - already dead, or Ray is shutting down
@@ -539,12 +540,30 @@ def _warn_if_other_cluster(ray: Any, address: str | None) -> None:
         current = ray.get_runtime_context().gcs_address
     except Exception:  # noqa: BLE001 - an older or client-mode connection: nothing to compare
         return
-    if current and current != address:
+    if current and _same_endpoint(ray, current, address):
+        return
+    if current:
         logger.warning(
             "tandem uses this process's Ray connection (cluster at %s), not "
             "ray_address=%r: a process talks to one Ray cluster. To use %s, call "
             "ray.shutdown() first or run the script in a fresh process.",
             current, address, address)
+
+
+def _same_endpoint(ray: Any, a: str, b: str) -> bool:
+    """Whether two ``host:port`` addresses name the same server (names resolved; loopback
+    counts as this node's address)."""
+    def norm(addr: str) -> tuple[str, str]:
+        host, _, port = addr.rpartition(":")
+        try:
+            ip = socket.gethostbyname(host.strip("[]"))
+        except OSError:
+            ip = host
+        if ip.startswith("127.") or ip in ("0.0.0.0", "::1", "localhost"):
+            ip = ray.util.get_node_ip_address()
+        return ip, port
+
+    return norm(a) == norm(b)
 
 
 def _visible_devices() -> str:

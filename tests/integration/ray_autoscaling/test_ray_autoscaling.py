@@ -97,7 +97,10 @@ def autoscaling_head():
     tmp = tempfile.mkdtemp(prefix="tas", dir="/tmp")  # Ray's socket paths must stay short
     config = {
         "cluster_name": "tandem-test", "max_workers": 1,
-        "provider": {"type": "fake_multinode", "gcs_address": f"127.0.0.1:{port}"},
+        # as Ray's own fake multi-node example: nodes are processes, nothing to set up
+        "provider": {"type": "fake_multinode", "gcs_address": f"127.0.0.1:{port}",
+                     "use_node_id_as_ip": True, "disable_node_updaters": True,
+                     "disable_launch_config_check": True},
         "auth": {"ssh_user": "ubuntu"}, "head_node_type": "ray.head.default",
         "available_node_types": {
             "ray.head.default": {"resources": {}, "node_config": {}, "max_workers": 0},
@@ -137,10 +140,10 @@ def autoscaling_head():
             if head.poll() is None else []
         head.send_signal(signal.SIGTERM)  # ray start --block stops its processes
         try:
-            head.wait(30)
+            head.wait(10)
         except subprocess.TimeoutExpired:
             pass
-        _, alive = psutil.wait_procs([p for p in tree if p.pid != head.pid], timeout=15)
+        _, alive = psutil.wait_procs([p for p in tree if p.pid != head.pid], timeout=2)
         for p in alive:
             try:
                 p.kill()
@@ -149,7 +152,8 @@ def autoscaling_head():
         if head.poll() is None:
             head.kill()
             head.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        if os.environ.get("KEEP_RAY_TMP") is None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_a_job_too_big_for_today_s_nodes_makes_the_autoscaler_add_one(autoscaling_head):
