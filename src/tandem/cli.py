@@ -86,6 +86,7 @@ def cmd_server_start(a: argparse.Namespace) -> int:
         _print_json({k: v for k, v in info.items() if k != "token"})
     else:
         print(f"tandem server running at {info['address']} (pid {info['pid']})")
+        print(f"  jobs run:  on {info.get('cluster', 'this machine')}")
         print(f"  job store: {info['db']}")
         print(f"  log:       {info['log']}")
         print(f"  token:     in {os.path.join('~', '.tandem', 'server.json')} (clients read it)")

@@ -201,6 +201,8 @@ def run_foreground(config: ServerConfig, ready_message: bool = True) -> int:
         "address": url, "token": token, "pid": pid, "host": config.host, "port": port,
         "storage": config.storage_path, "db": getattr(server.store, "url", config.db_url),
         "log": os.path.join(config.storage_path, "server.log"), "started_at": time.time(),
+        "cluster": (f"Ray at {config.ray_address}" if config.ray_address is not None
+                    else "this machine"),
     })
     if ready_message:
         print(f"tandem server listening at {url} (pid {pid}); token in {server_file_path()}",
