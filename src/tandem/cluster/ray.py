@@ -192,6 +192,7 @@ class RayCluster(Cluster):
         self._io: _RayIO | None = None
         self._io_lock = threading.Lock()
         self._actor_cls: Any = None
+        self._probe: Any = None  # the remote function that reads a GPU bundle's devices
         self._node_ips: dict[str, str] = {}
         # autoscaling: gangs that did not fit, by the id of their bundle tuple (the job's),
         # with when they last asked; what Ray's autoscaler was last asked for
@@ -467,7 +468,9 @@ class RayCluster(Cluster):
         ray = _import_ray()
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        probe = ray.remote(_visible_devices)
+        if self._probe is None:
+            self._probe = ray.remote(_visible_devices)
+        probe = self._probe
         refs = {
             i: probe.options(
                 num_cpus=0, num_gpus=b["GPU"],
@@ -514,6 +517,7 @@ class RayCluster(Cluster):
                 ray.shutdown()
             self._owns_ray = False
             self._actor_cls = None
+            self._probe = None
 
 
 def _ray_bundle(bundle: Bundle) -> dict[str, float]:
