@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import queue
 import time
 from collections.abc import Callable
@@ -21,7 +20,8 @@ import cloudpickle
 
 from tandem._core.errors import ConfigError, TandemError
 from tandem.jobs.spec import JobStatus
-from tandem.train.api.checkpoint import Checkpoint, get_fs
+from tandem.train.api._files import join_path, make_dirs, write_file
+from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.result import Result
 from tandem.tune.schedulers.base import Action, TrialScheduler
 from tandem.tune.search.searcher import Searcher
@@ -520,54 +520,4 @@ def trial_from_state(d: dict) -> TuneTrial:
     return t
 
 
-# -- experiment files on a local path or an fsspec URL ------------------------------------
-REMOTE_STATE_INTERVAL_S = 1.0
-
-
-def join_path(base: str, name: str) -> str:
-    return base.rstrip("/") + "/" + name if "://" in base else os.path.join(base, name)
-
-
-def make_dirs(path: str) -> None:
-    if "://" in path:
-        fs, p = get_fs(path)
-        fs.makedirs(p, exist_ok=True)
-    else:
-        os.makedirs(path, exist_ok=True)
-
-
-def write_file(path: str, data: bytes) -> None:
-    """Replaces the file whole: a rename on a local path, one object write on a URL."""
-    if "://" in path:
-        fs, p = get_fs(path)
-        with fs.open(p, "wb") as f:
-            f.write(data)
-        return
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-
-
-def read_file(path: str) -> bytes | None:
-    """The file's bytes, or None if it does not exist."""
-    try:
-        if "://" in path:
-            fs, p = get_fs(path)
-            with fs.open(p, "rb") as f:
-                return f.read()
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
-
-
-def remove_dir(path: str) -> None:
-    import shutil
-
-    if "://" in path:
-        fs, p = get_fs(path)
-        if fs.exists(p):
-            fs.rm(p, recursive=True)
-    elif os.path.isdir(path):
-        shutil.rmtree(path, ignore_errors=True)
+REMOTE_STATE_INTERVAL_S = 1.0  # experiment state on a URL: at most one upload a second

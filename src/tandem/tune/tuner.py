@@ -17,6 +17,7 @@ from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
 from tandem.jobs.handle import JobHandle
 from tandem.jobs.runtime import get_service
+from tandem.train.api._files import join_path, make_dirs, read_file, remove_dir, write_file
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, RunConfig, ScalingConfig
 from tandem.train.api.result import Result
@@ -29,13 +30,8 @@ from tandem.tune.controller import (
     STATE_FILE,
     TuneController,
     TuneTrial,
-    join_path,
     load_searcher,
-    make_dirs,
-    read_file,
-    remove_dir,
     trial_from_state,
-    write_file,
 )
 from tandem.tune.progress import ProgressReporter
 from tandem.tune.result_grid import ResultGrid

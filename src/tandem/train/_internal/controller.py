@@ -34,8 +34,9 @@ from tandem.train._internal.logs import ECHO
 from tandem.train._internal.nested import DRIVER_CALLS
 from tandem.train._internal.rendezvous import METHODS as RENDEZVOUS_METHODS
 from tandem.train._internal.rendezvous import GangRendezvous
-from tandem.train._internal.storage import RunStorage, remove_dir
+from tandem.train._internal.storage import RunStorage
 from tandem.train._internal.worker import CHECKPOINT_ONLY, ErrorInfo, WorkerTask
+from tandem.train.api._files import remove_dir
 from tandem.train.api.checkpoint import Checkpoint, _is_url
 from tandem.train.api.config import CheckpointConfig, FailureConfig
 from tandem.train.api.errors import TrainingFailedError

@@ -115,14 +115,3 @@ def _read_csv_header(path: str) -> list[str] | None:
     with open(path, newline="") as f:
         first = f.readline()
     return next(csv.reader(io.StringIO(first))) if first.strip() else None
-
-
-def remove_dir(path: str) -> None:
-    if _is_url(path):
-        fs, p = get_fs(path)
-        try:
-            fs.rm(p, recursive=True)
-        except FileNotFoundError:
-            pass
-    else:
-        shutil.rmtree(path, ignore_errors=True)

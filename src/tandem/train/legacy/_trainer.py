@@ -38,6 +38,7 @@ from tandem.jobs.handle import JobHandle
 from tandem.jobs.runtime import get_service
 from tandem.jobs.spec import JobSpec, JobStatus
 from tandem.train._internal.worker import CHECKPOINT_ONLY
+from tandem.train.api._files import join_path
 from tandem.train.api.checkpoint import Checkpoint, _is_url
 from tandem.train.api.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from tandem.train.api.result import Result
@@ -701,8 +702,7 @@ def _resolve_logdir(logdir: str | os.PathLike | None) -> str:
     return os.path.abspath(path) if not _is_url(path) else path
 
 
-def _join(base: str, name: str) -> str:
-    return base.rstrip("/") + "/" + name if _is_url(base) else os.path.join(base, name)
+_join = join_path
 
 
 def _as_path(path: str) -> Path | str:
