@@ -199,6 +199,7 @@ class RayCluster(Cluster):
         self._demand: dict[int, tuple[float, list[dict[str, float]]]] = {}
         self._demand_sent: list[dict[str, float]] = []
         self._demand_thread: threading.Thread | None = None
+        self._send_lock = threading.Lock()
 
     # -- resources ---------------------------------------------------------------------
     def resources(self) -> dict[str, float]:
@@ -322,20 +323,21 @@ class RayCluster(Cluster):
     _DEMAND_TTL_S = 5.0
 
     def _send_demand(self) -> None:
-        with self._lock:
-            cutoff = time.monotonic() - max(self._DEMAND_TTL_S, 4 * self.poll_interval_s)
-            for key in [k for k, (t, _) in self._demand.items() if t < cutoff]:
-                del self._demand[key]
-            wanted = [b for _, bs in self._demand.values() for b in bs]
-            if wanted == self._demand_sent:
-                return
-            self._demand_sent = wanted
-        try:
-            from ray.autoscaler.sdk import request_resources
+        with self._send_lock:  # one request at a time: the last one sent is the latest
+            with self._lock:
+                cutoff = time.monotonic() - max(self._DEMAND_TTL_S, 4 * self.poll_interval_s)
+                for key in [k for k, (t, _) in self._demand.items() if t < cutoff]:
+                    del self._demand[key]
+                wanted = [b for _, bs in self._demand.values() for b in bs]
+                if wanted == self._demand_sent:
+                    return
+                self._demand_sent = wanted
+            try:
+                from ray.autoscaler.sdk import request_resources
 
-            request_resources(bundles=wanted)
-        except Exception as e:  # noqa: BLE001 - a hint to the autoscaler, never fatal
-            logger.warning("could not ask Ray's autoscaler for %s: %s", wanted, e)
+                request_resources(bundles=wanted)
+            except Exception as e:  # noqa: BLE001 - a hint to the autoscaler, never fatal
+                logger.warning("could not ask Ray's autoscaler for %s: %s", wanted, e)
 
     def _expire_demand(self) -> None:
         while True:
@@ -544,14 +546,13 @@ def _warn_if_other_cluster(ray: Any, address: str | None) -> None:
         current = ray.get_runtime_context().gcs_address
     except Exception:  # noqa: BLE001 - an older or client-mode connection: nothing to compare
         return
-    if current and _same_endpoint(ray, current, address):
+    if not current or _same_endpoint(ray, current, address):
         return
-    if current:
-        logger.warning(
-            "tandem uses this process's Ray connection (cluster at %s), not "
-            "ray_address=%r: a process talks to one Ray cluster. To use %s, call "
-            "ray.shutdown() first or run the script in a fresh process.",
-            current, address, address)
+    logger.warning(
+        "tandem uses this process's Ray connection (cluster at %s), not "
+        "ray_address=%r: a process talks to one Ray cluster. To use %s, call "
+        "ray.shutdown() first or run the script in a fresh process.",
+        current, address, address)
 
 
 def _same_endpoint(ray: Any, a: str, b: str) -> bool:

@@ -152,7 +152,7 @@ def autoscaling_head():
         if head.poll() is None:
             head.kill()
             head.wait()
-        if os.environ.get("KEEP_RAY_TMP") is None:
+        if os.environ.get("KEEP_RAY_TMP") is None:  # set it to read Ray's logs (monitor.log)
             shutil.rmtree(tmp, ignore_errors=True)
 
 
