@@ -25,3 +25,89 @@ def test_import_tandem_is_light():
             "print(any(m == 'torch' or m.startswith('torch.') for m in sys.modules), 'pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]  # the driver never needs torch or pandas to start
+
+
+# -- what import-linter cannot see -------------------------------------------------------------
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                   "src")
+#: DESIGN.md's order, highest first; server and cli sit beside and may import any layer.
+LAYERS = ["tandem.model", "tandem.tune", "tandem.train", "tandem.jobs", "tandem.cluster",
+          "tandem._core"]
+BESIDE = ["tandem.server", "tandem.cli"]
+
+
+def _layer(module: str) -> str | None:
+    for name in LAYERS + BESIDE:
+        if module == name or module.startswith(name + "."):
+            return name
+    return None
+
+
+def _sources() -> list[tuple[str, str, str]]:
+    """(module, path, text) of every file of the package."""
+    out = []
+    for root, _dirs, files in os.walk(os.path.join(SRC, "tandem")):
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(root, f)
+                rel = os.path.relpath(path, SRC)[:-3].replace(os.sep, ".")
+                with open(path, encoding="utf-8") as fh:
+                    out.append((rel.removesuffix(".__init__"), path, fh.read()))
+    return out
+
+
+def _is_private_of_another_layer(source_layer: str | None, target: str) -> bool:
+    layer = _layer(target)
+    if layer is None or layer == source_layer:
+        return False
+    return any(part.startswith("_") for part in target[len(layer) + 1:].split(".") if part)
+
+
+def test_no_layer_imports_another_layers_private_modules():
+    """Every module named with a leading "_" below its layer (``_internal``, ``_files``,
+    ``_zygote``...) is that layer's own: another layer imports its public modules only."""
+    import ast
+
+    bad = []
+    for module, path, text in _sources():
+        source_layer = _layer(module)
+        for node in ast.walk(ast.parse(text, path)):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            for target in targets:
+                if _is_private_of_another_layer(source_layer, target):
+                    bad.append(f"{module} imports {target} ({path}:{node.lineno})")
+                    break
+    assert not bad, "private modules of another layer imported:\n" + "\n".join(bad)
+
+
+def test_no_layer_reaches_up_by_name():
+    """``importlib.import_module("tandem.<higher layer>...")`` (or ``__import__``) in a lower
+    layer dodges the import-linter contract; it is refused the same."""
+    import re
+
+    pattern = re.compile(r"""(?:import_module|__import__)\(\s*[rbuf]*["'](tandem(?:\.\w+)+)""")
+    bad = []
+    for module, path, text in _sources():
+        source_layer = _layer(module)
+        if source_layer not in LAYERS:
+            continue
+        for m in pattern.finditer(text):
+            target_layer = _layer(m.group(1))
+            if target_layer in LAYERS and LAYERS.index(target_layer) < LAYERS.index(source_layer):
+                line = text.count("\n", 0, m.start()) + 1
+                bad.append(f"{module} loads {m.group(1)} by name ({path}:{line})")
+            elif _is_private_of_another_layer(source_layer, m.group(1)):
+                line = text.count("\n", 0, m.start()) + 1
+                bad.append(f"{module} loads {m.group(1)}, private to its layer ({path}:{line})")
+    assert not bad, "a lower layer loads a higher one by name:\n" + "\n".join(bad)
+
+
+def test_the_layer_checks_catch_what_they_are_for():
+    assert _is_private_of_another_layer("tandem.tune", "tandem.train._internal.controller")
+    assert _is_private_of_another_layer("tandem.jobs", "tandem.cluster._zygote")
+    assert not _is_private_of_another_layer("tandem.train", "tandem.train._internal.nested")
+    assert not _is_private_of_another_layer("tandem.tune", "tandem.train.api.files")

@@ -126,6 +126,10 @@ class Cluster(ABC):
     def prewarm(self, preload: Sequence[str] = ()) -> None:
         """Optional: get ready to start workers that import ``preload`` quickly."""
 
+    def shutdown(self) -> None:
+        """Optional: ends what the cluster started (helper processes); called once, when the
+        job service that owns it shuts down."""
+
     def check_feasible(self, bundles: Sequence[Bundle], strategy: str = "PACK") -> None:
         """Raises ``ResourcesUnavailableError`` if the gang could never fit, even on an idle cluster."""
         total = self.resources()

@@ -1,26 +1,32 @@
-"""``JobHandle``: what ``fit(block=False)`` and ``tandem.jobs.get(job_id)`` return."""
+"""``JobHandle``: what ``fit(block=False)``, ``tandem.train.submit(run)`` and
+``tandem.jobs.get(job_id)`` return."""
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
-from tandem.jobs.service import Job, LocalJobService, iter_reports
+from tandem.jobs.contract import JobView
+from tandem.jobs.view import iter_reports
 
 
 class JobHandle:
-    """Follow, wait for and stop one job.
+    """Follow, wait for and stop one job — any ``JobView`` (local, on a train server, or
+    submitted from inside a worker): the handle only uses the job contract.
 
     ``status()`` is one of ``PENDING``, ``RUNNING``, ``RESTARTING``, ``FINISHED``, ``FAILED``,
     ``STOPPED``. ``results()`` yields reports while the job runs. ``wait()`` returns what the
     job produced (a ``Result`` for a train job) or raises its error.
     """
 
-    def __init__(self, job: Job, service: LocalJobService) -> None:
+    def __init__(self, job: JobView, service: object = None) -> None:
+        # ``service`` is accepted for older callers; the view reaches its service itself.
         self._job = job
-        self._service = service
+
+    @property
+    def job(self) -> JobView:
+        """The job's view (``tandem.jobs.contract.JobView``)."""
+        return self._job
 
     @property
     def job_id(self) -> str:
@@ -37,8 +43,9 @@ class JobHandle:
         return self._job.status.is_terminal
 
     def results(self) -> Iterator[dict]:
-        """Every report (rank 0's), from the first, as it arrives; ends when the job ends."""
-        return iter(iter_reports(self._job))
+        """Every report (rank 0's), from the first still in memory, as it arrives; ends
+        when the job ends."""
+        return iter_reports(self._job)
 
     def wait(self, timeout: float | None = None) -> Any:
         """Blocks until the job ends and returns its value (a ``Result`` for train jobs).
@@ -47,39 +54,23 @@ class JobHandle:
             TimeoutError: the job is still going after ``timeout`` seconds (it keeps running).
             TrainingFailedError: the job failed (for train jobs), with the worker's traceback.
         """
-        job = self._job
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with job.cond:
-            while job.outcome is None:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise TimeoutError(
-                        f"Job {job.job_id} ({job.name}) is still {job.status.value} after "
-                        f"{timeout} s; it keeps running. Call wait() again or stop() it."
-                    )
-                job.cond.wait(0.5 if left is None else min(left, 0.5))
-            outcome = job.outcome
+        outcome = self._job.wait_outcome(timeout)
+        if outcome is None:
+            raise TimeoutError(
+                f"Job {self.job_id} ({self.name}) is still {self.status()} after "
+                f"{timeout} s; it keeps running. Call wait() again or stop() it."
+            )
         if outcome.error is not None:
             raise outcome.error
         return outcome.value
 
     def stop(self) -> None:
         """Stops the job (a pending job leaves the queue; a running one's workers are killed)."""
-        self._service.stop(self._job.job_id)
+        self._job.stop()
 
     def logs(self) -> str:
         """Each rank's output so far, every line prefixed with its rank."""
-        read = getattr(self._job, "read_logs", None)
-        if read is not None:  # a job on a train server: its logs come over HTTP
-            return read()
-        out: list[str] = []
-        for rank, path in sorted(self._job.log_paths.items()):
-            if not os.path.exists(path):
-                continue
-            with open(path, errors="replace") as f:
-                for line in f:
-                    out.append(f"(rank={rank}) {line.rstrip()}")
-        return "\n".join(out) + ("\n" if out else "")
+        return self._job.read_logs()
 
     def __repr__(self) -> str:
         return f"JobHandle(job_id={self.job_id!r}, name={self.name!r}, status={self.status()!r})"

@@ -5,37 +5,40 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-from typing import Any
+from collections.abc import Callable
 
 from tandem.cluster.base import Cluster
-from tandem.jobs.client import ADDRESS_ENV
+from tandem.jobs.client.discovery import ADDRESS_ENV
+from tandem.jobs.contract import JobService
 from tandem.jobs.handle import JobHandle
 from tandem.jobs.service import LocalJobService
 
 _lock = threading.Lock()
-_service: LocalJobService | None = None
+_service: JobService | None = None
 
 
-_process_override: Any = None
+_process_override: JobService | None = None
 
 
-def set_process_service(service: Any) -> None:
+def set_process_service(service: JobService | None) -> None:
     """Inside a worker process: route every ``get_service()`` to the driver (set by train)."""
     global _process_override
     _process_override = service
 
 
-def set_service(service: Any) -> None:
+def set_service(service: JobService | None) -> None:
     global _service
     with _lock:
         _service = service
 
 
-def get_service(create: bool = True, cluster_factory: Any = None) -> Any:
+def get_service(
+    create: bool = True, cluster_factory: Callable[[], Cluster] | None = None
+) -> JobService:
     """The process-wide job service: a ``RemoteJobService`` when ``tandem.init(address=...)``
     was called or ``$TANDEM_ADDRESS`` is set, else the embedded ``LocalJobService``, started
     on first use over this machine's resources. Inside a worker process: a proxy to the
-    driver's service (nested jobs)."""
+    driver's service (nested jobs). Each meets ``tandem.jobs.contract.JobService``."""
     global _service
     if _process_override is not None:
         return _process_override
@@ -44,9 +47,9 @@ def get_service(create: bool = True, cluster_factory: Any = None) -> Any:
             if not create:
                 raise RuntimeError("tandem is not initialised")
             if cluster_factory is None and os.environ.get(ADDRESS_ENV):
-                from tandem.jobs.client import RemoteJobService
+                from tandem.jobs.client.remote import RemoteJobService
 
-                _service = RemoteJobService()  # type: ignore[assignment]
+                _service = RemoteJobService()
                 return _service
             if cluster_factory is None:
                 from tandem.cluster.local import LocalCluster
@@ -58,7 +61,7 @@ def get_service(create: bool = True, cluster_factory: Any = None) -> Any:
         return _service
 
 
-def current_service() -> Any:
+def current_service() -> JobService | None:
     return _service
 
 
@@ -70,19 +73,16 @@ def shutdown_service() -> None:
     if service is None:
         return
     service.shutdown()
-    shut = getattr(service.cluster, "shutdown", None)
-    if shut is not None:
-        shut()
+    if isinstance(service, LocalJobService):
+        service.cluster.shutdown()
 
 
 def get(job_id: str) -> JobHandle:
-    service = get_service()
-    return JobHandle(service.get(job_id), service)
+    return JobHandle(get_service().get(job_id))
 
 
 def list_jobs() -> list[JobHandle]:
-    service = get_service()
-    return [JobHandle(j, service) for j in service.list()]
+    return [JobHandle(j) for j in get_service().list()]
 
 
 atexit.register(shutdown_service)

@@ -17,11 +17,19 @@ from tandem.cluster.base import Cluster, Placement
 
 
 class QueuedJob(Protocol):
-    priority: int
-    seq: int
-    submitted_at: float  # clock time
-    bundles: Sequence[Any]
-    strategy: str
+    """What the scheduler reads of a queued job (read-only)."""
+
+    @property
+    def priority(self) -> int: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def submitted_at(self) -> float:  # clock time
+        ...
+    @property
+    def bundles(self) -> Sequence[Any]: ...
+    @property
+    def strategy(self) -> str: ...
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from tandem._core.clock import Clock, RealClock
@@ -20,14 +20,15 @@ from tandem._core.ids import new_id
 from tandem.cluster.base import STRATEGIES, Cluster, Placement
 from tandem.jobs.scheduler import GangScheduler
 from tandem.jobs.spec import JobContext, JobOutcome, JobSpec, JobStatus
+from tandem.jobs.view import DEFAULT_REPORT_WINDOW, JobState, check_report_window, iter_reports
+
+__all__ = ["Job", "LocalJobService", "iter_reports"]
 
 logger = logging.getLogger(__name__)
 
-MAX_REPORTS_IN_MEMORY = 200_000
-
-
-class Job:
-    """The service's record of one job. Fields are written under the service lock."""
+class Job(JobState):
+    """The service's record of one job (and its ``JobView``). Scheduling fields are written
+    under the service lock; status, reports and outcome under ``cond`` (see ``JobState``)."""
 
     def __init__(
         self,
@@ -37,10 +38,9 @@ class Job:
         now: float,
         job_id: str | None = None,
     ) -> None:
+        super().__init__(job_id or new_id("job_"), spec.name, report_window=service.report_window)
         self._service = service
-        self.job_id = job_id or new_id("job_")
         self.spec = spec
-        self.name = spec.name
         self.priority = spec.priority
         self.seq = seq
         self.bundles = spec.bundles
@@ -49,27 +49,20 @@ class Job:
         self.submitted_time = time.time()
         self.started_time: float | None = None
         self.ended_time: float | None = None
-        self.status = JobStatus.PENDING
         self.transitions: list[tuple[str, float]] = [(JobStatus.PENDING.value, self.submitted_time)]
         self.placement: Placement | None = None
         self.ctx: JobContext | None = None
-        self.outcome: JobOutcome | None = None
-        self.reports: list[dict] = []
-        self.reports_dropped = 0  # reports older than the in-memory window (they are on disk)
-        self.log_paths: dict[int, str] = {}
-        self.cond = threading.Condition()
         self.thread: threading.Thread | None = None
 
+    def stop(self) -> None:
+        self._service.stop(self.job_id)
+
     def _set_status(self, status: JobStatus) -> None:
-        with self.cond:
-            if self.status.is_terminal or self.status == status:
-                return
-            self.status = status
-            self.transitions.append((status.value, time.time()))
-            self.cond.notify_all()
-        if self.spec.listener is not None:
-            self.spec.listener("status", status)
-        self._service._notify(self, "status", status)
+        """A non-terminal status change (the service ends jobs with ``_finish``)."""
+        if not self._change_status(status):
+            return
+        self.transitions.append((status.value, time.time()))
+        self._emit("status", status)
 
     def _emit(self, kind: str, payload: Any) -> None:
         if self.spec.listener is not None:
@@ -77,22 +70,19 @@ class Job:
         self._service._notify(self, kind, payload)
 
     def _publish(self, reports: list[dict]) -> None:
-        with self.cond:
-            self.reports.extend(reports)
-            if len(self.reports) > MAX_REPORTS_IN_MEMORY:
-                drop = len(self.reports) - MAX_REPORTS_IN_MEMORY // 2
-                del self.reports[:drop]
-                self.reports_dropped += drop
-            self.cond.notify_all()
-        if self.spec.listener is not None:
-            self.spec.listener("reports", reports)
-        self._service._notify(self, "reports", reports)
+        self._add_reports(reports)
+        self._emit("reports", reports)
 
 
 class LocalJobService:
     """Queues jobs, starts each when its whole gang fits, frees resources when it ends.
 
     Thread-safe. ``submit`` refuses at once a job that could never fit on the cluster.
+    Implements ``tandem.jobs.contract.JobService``.
+
+    Args:
+        cluster: where jobs run (``LocalCluster``, ``RayCluster``).
+        report_window: how many reports each job keeps in memory (see ``JobState``).
     """
 
     def __init__(
@@ -100,8 +90,10 @@ class LocalJobService:
         cluster: Cluster,
         clock: Clock | None = None,
         scheduler: GangScheduler | None = None,
+        report_window: int = DEFAULT_REPORT_WINDOW,
     ) -> None:
         self.cluster = cluster
+        self.report_window = check_report_window(report_window)
         self.clock = clock or RealClock()
         self.scheduler = scheduler or GangScheduler(self.clock)
         self._lock = threading.RLock()
@@ -276,27 +268,7 @@ class LocalJobService:
                     logger.exception("retrying pending jobs failed")
 
     def _finish(self, job: Job, outcome: JobOutcome) -> None:
-        with job.cond:
-            job.outcome = outcome
-            job.ended_time = time.time()
-        job._set_status(outcome.status)
-        with job.cond:
-            job.cond.notify_all()
-
-
-def iter_reports(job: Job, poll_s: float = 0.5) -> Iterable[dict]:
-    """Yields a job's reports as they arrive, from the first still in memory, until the job
-    ends (a very long run keeps its latest ``MAX_REPORTS_IN_MEMORY // 2`` or more; all of
-    them are in the run folder's ``result.json``)."""
-    i = 0  # absolute index of the next report
-    while True:
-        with job.cond:
-            while i >= job.reports_dropped + len(job.reports) and not job.status.is_terminal:
-                job.cond.wait(poll_s)
-            i = max(i, job.reports_dropped)
-            batch = job.reports[i - job.reports_dropped:]
-            done = job.status.is_terminal
-        i += len(batch)
-        yield from batch
-        if done and i >= job.reports_dropped + len(job.reports):
-            return
+        job.ended_time = time.time()
+        if job._end(outcome):
+            job.transitions.append((outcome.status.value, job.ended_time))
+            job._emit("status", outcome.status)

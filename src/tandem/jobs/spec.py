@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tandem.cluster.base import Cluster, Placement
+    from tandem.jobs.service import Job, LocalJobService
 
 
 class JobStatus(str, enum.Enum):
@@ -43,7 +44,7 @@ class JobOutcome:
 class JobContext:
     """What the service gives a runner while its job runs. Created by the service."""
 
-    def __init__(self, job: Any, cluster: Cluster, placement: Placement) -> None:
+    def __init__(self, job: Job, cluster: Cluster, placement: Placement) -> None:
         self._job = job
         self.job_id: str = job.job_id
         self.cluster = cluster
@@ -59,7 +60,7 @@ class JobContext:
         self._job._publish(reports)
 
     @property
-    def service(self) -> Any:
+    def service(self) -> LocalJobService:
         """The job service running this job (to submit nested jobs to)."""
         return self._job._service
 

@@ -5,6 +5,9 @@ Public API (the names Ray Train V2 users know)::
     from tandem import train
     from tandem.train import ScalingConfig, RunConfig, FailureConfig, CheckpointConfig
     from tandem.train.torch import TorchTrainer
+
+To start a run without a Trainer object (what ``Tuner`` and the model layer do), describe
+it with ``RunDescription`` and pass it to ``submit``, which returns a ``JobHandle``.
 """
 
 from tandem.train.api.checkpoint import Checkpoint
@@ -17,6 +20,7 @@ from tandem.train.api.config import (
 )
 from tandem.train.api.errors import TrainingFailedError
 from tandem.train.api.result import Result
+from tandem.train.api.run import RunDescription, submit
 from tandem.train.api.trainer import DataParallelTrainer
 from tandem.train.backends.base import Backend, BackendConfig
 from tandem.train.context import StorageContext, TrainContext
@@ -42,6 +46,7 @@ __all__ = [
     "FailureConfig",
     "Result",
     "RunConfig",
+    "RunDescription",
     "ScalingConfig",
     "StorageContext",
     "TrainContext",
@@ -54,6 +59,7 @@ __all__ = [
     "local_rank",
     "report",
     "save_checkpoint",
+    "submit",
     "world_rank",
     "world_size",
 ]

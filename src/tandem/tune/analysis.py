@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import ConfigError
 from tandem.train.api.checkpoint import Checkpoint
-from tandem.train.api.result import Result, _list_checkpoints, read_result_rows
+from tandem.train.api.result import Result, list_checkpoints, read_result_rows
 from tandem.tune.controller import STATE_FILE, TuneError
 from tandem.tune.result_grid import ResultGrid
 from tandem.tune.search.searcher import check_mode
@@ -336,7 +336,7 @@ class ExperimentAnalysis:
     def _checkpoints_with_metrics(r: Result) -> list[tuple[Checkpoint, dict[str, Any]]]:
         """The trial's kept checkpoints with the metrics reported with each; metrics a
         checkpoint lacks (e.g. one kept from before a restart) come from ``result.json``."""
-        kept = list(r.best_checkpoints) or [(Checkpoint(p), {}) for p in sorted(_list_checkpoints(r.path))]
+        kept = list(r.best_checkpoints) or [(Checkpoint(p), {}) for p in sorted(list_checkpoints(r.path))]
         if not kept and r.checkpoint is not None:
             kept = [(r.checkpoint, {})]
         rows: dict[int, dict[str, Any]] | None = None

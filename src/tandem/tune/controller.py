@@ -19,9 +19,10 @@ from typing import Any
 import cloudpickle
 
 from tandem._core.errors import ConfigError, TandemError
+from tandem.jobs.contract import JobView
 from tandem.jobs.spec import JobStatus
-from tandem.train.api._files import join_path, make_dirs, write_file
 from tandem.train.api.checkpoint import Checkpoint
+from tandem.train.api.files import join_path, make_dirs, write_file
 from tandem.train.api.result import Result
 from tandem.tune.schedulers.base import Action, TrialScheduler
 from tandem.tune.search.searcher import Searcher
@@ -59,7 +60,7 @@ class TuneTrial(Trial):
         self.name = name
         self.path = path
         self.index = index
-        self.job: Any = None
+        self.job: JobView | None = None
         self.gen = 0
         self.action: Any = None  # the decision being carried out while its job ends
         self.error: BaseException | None = None
@@ -83,7 +84,7 @@ class TuneController:
     def __init__(
         self,
         *,
-        launch: Callable[[TuneTrial, Checkpoint | None, Callable], Any],
+        launch: Callable[[TuneTrial, Checkpoint | None, Callable[[str, Any], None]], JobView],
         searcher: Searcher,
         scheduler: TrialScheduler,
         num_samples: int,
@@ -102,8 +103,10 @@ class TuneController:
         strict_metric: str | None = None,
         queue_depth: int = 2,
         stop_service: Callable[[Any], None] | None = None,
+        forget_job: Callable[[str], None] | None = None,
     ) -> None:
         self._launch_job = launch
+        self._forget_job = forget_job or (lambda job_id: None)
         self.searcher = searcher
         self.scheduler = scheduler
         self.num_samples = num_samples
@@ -303,9 +306,9 @@ class TuneController:
             self._queued = max(0, self._queued - 1)
         elif was_running:
             self._running = max(0, self._running - 1)
-        outcome = getattr(job, "outcome", None)
+        outcome = job.outcome if job is not None else None
         if job is not None:
-            job.forget()  # the service need not keep a finished trial's job record
+            self._forget_job(job.job_id)  # the service need not keep a finished trial's job
         if outcome is not None and isinstance(outcome.value, Result):
             trial.result = outcome.value
             if outcome.value.checkpoint is not None:
@@ -426,10 +429,7 @@ class TuneController:
         for t in self.trials:
             job = t.job
             if job is not None:
-                try:
-                    job.wait_ended(30)
-                except Exception:
-                    pass
+                job.wait_outcome(30)  # only waiting for the end
                 t.job = None
                 self._live_jobs -= 1
 
@@ -437,9 +437,9 @@ class TuneController:
     def _latest_checkpoint(self, trial: TuneTrial) -> Checkpoint | None:
         if trial.checkpoint is not None:
             return trial.checkpoint
-        from tandem.train.api.result import _list_checkpoints
+        from tandem.train.api.result import list_checkpoints
 
-        found = sorted(_list_checkpoints(trial.path))
+        found = sorted(list_checkpoints(trial.path))
         return Checkpoint(found[-1]) if found else None
 
     def _save_state(self, force: bool = False) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import datetime
 import json
 import logging
@@ -15,13 +14,14 @@ import cloudpickle
 
 from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
-from tandem.jobs.handle import JobHandle
+from tandem.jobs.contract import JobView
 from tandem.jobs.runtime import get_service
-from tandem.train.api._files import join_path, make_dirs, read_file, remove_dir, write_file
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, RunConfig, ScalingConfig
+from tandem.train.api.files import join_path, make_dirs, read_file, remove_dir, write_file
 from tandem.train.api.result import Result
-from tandem.train.api.trainer import DataParallelTrainer, check_train_fn
+from tandem.train.api.run import RunDescription, job_spec
+from tandem.train.api.trainer import DataParallelTrainer
 from tandem.train.context import StorageContext
 from tandem.tune.callback import Callback
 from tandem.tune.controller import (
@@ -252,80 +252,65 @@ class Tuner:
                 (isinstance(v, Mapping) and "grid_search" in v) or k.endswith("grid_search")]
         return [k.removesuffix("/grid_search") for k in keys]
 
-    def _make_launcher(self, exp_path: str, exp_name: str, verbose: int) -> Callable:
+    def _make_launcher(self, exp_path: str, exp_name: str, verbose: int) -> Callable[
+            [TuneTrial, Checkpoint | None, Callable[[str, Any], None]], JobView]:
         service = get_service()
         rc = self.run_config
         kind, fn = self._kind, self._fn
         resources = self.trainable.resources if isinstance(self.trainable, _WithResources) else None
-        fn_bytes = cloudpickle.dumps(fn) if kind == "function" else None
-        trial_rc = RunConfig(failure_config=rc.failure_config,
-                             checkpoint_config=rc.checkpoint_config, verbose=verbose)
-        base_trainer = fn if kind == "trainer" else None
-        pass_config = check_train_fn(fn) if kind == "function" else True
-        if kind == "function" and resources is not None and not callable(resources):
-            normalize_resources(resources)  # fail fast on a malformed spec
+        if kind == "trainer":
+            assert isinstance(fn, DataParallelTrainer)
+            base = fn.run_description()
+            base = replace(base, run_config=replace(
+                base.run_config, verbose=verbose,
+                failure_config=rc.failure_config or base.run_config.failure_config,
+                checkpoint_config=rc.checkpoint_config or base.run_config.checkpoint_config,
+            ))
+        else:
+            if resources is not None and not callable(resources):
+                normalize_resources(resources)  # fail fast on a malformed spec
+            base = RunDescription(
+                train_fn=fn, trainer_name="Trainable",
+                run_config=RunConfig(failure_config=rc.failure_config,
+                                     checkpoint_config=rc.checkpoint_config, verbose=verbose),
+            )
 
-        def launch(trial: TuneTrial, checkpoint: Checkpoint | None, listener: Callable) -> Any:
-            storage = StorageContext(exp_path, trial.name, exp_name)
+        def launch(trial: TuneTrial, checkpoint: Checkpoint | None,
+                   listener: Callable[[str, Any], None]) -> JobView:
             if kind == "trainer":
-                trainer = self._trial_trainer(base_trainer, trial.config)
-                trainer.run_config = replace(
-                    trainer.run_config, verbose=verbose,
-                    failure_config=rc.failure_config or trainer.run_config.failure_config,
-                    checkpoint_config=rc.checkpoint_config or trainer.run_config.checkpoint_config,
-                )
-                config = trainer.train_loop_config or {}
-                fb = None
+                run = self._trial_run(base, trial.config)
             else:
                 res = normalize_resources(resources, trial.config)
-                if isinstance(res, ScalingConfig):
-                    scaling = res
-                else:
-                    scaling = ScalingConfig(num_workers=1, resources_per_worker=res)
-                trainer = DataParallelTrainer.__new__(DataParallelTrainer)
-                trainer.train_loop_per_worker = fn
-                trainer._pass_config = pass_config
-                trainer.train_loop_config = trial.config
-                trainer.backend_config = DataParallelTrainer._backend_config_cls()
-                trainer.scaling_config = scaling
-                trainer.run_config = trial_rc
-                trainer.datasets = {}
-                trainer.resume_from_checkpoint = None
-                trainer.metadata = {}
-                config = trial.config
-                fb = fn_bytes
-            spec = trainer._job_spec(
-                storage=storage, trial_id=trial.trial_id, trial_name=trial.name,
-                config=config, checkpoint=checkpoint,
+                scaling = res if isinstance(res, ScalingConfig) else ScalingConfig(
+                    num_workers=1, resources_per_worker=res)
+                run = replace(base, config=trial.config, scaling_config=scaling)
+            run = replace(
+                run, storage=StorageContext(exp_path, trial.name, exp_name),
+                trial_id=trial.trial_id, trial_name=trial.name,
+                resume_from_checkpoint=checkpoint or run.resume_from_checkpoint,
                 echo_prefix=f"{trial.name}, " if verbose >= 2 else None,
-                listener=listener, fn_bytes=fb, start_iteration=trial.iteration,
-                time_offset_s=trial.time_total_s,
+                start_iteration=trial.iteration, time_offset_s=trial.time_total_s,
                 preload=("tandem.tune",),
             )
-            job = service.submit(spec)
-            return _TrialJob(JobHandle(job, service), job)
+            return service.submit(job_spec(run, listener=listener))
 
         return launch
 
     @staticmethod
-    def _trial_trainer(base: DataParallelTrainer, config: Mapping[str, Any]) -> DataParallelTrainer:
-        trainer = copy.copy(base)
-        loop = dict(base.train_loop_config or {})
+    def _trial_run(base: RunDescription, config: Mapping[str, Any]) -> RunDescription:
+        """A trial of a Trainer: its description with the trial's loop config, scaling and
+        datasets from ``param_space``."""
+        loop = dict(base.config or {})
         loop.update(config.get("train_loop_config") or {})
-        trainer.train_loop_config = loop
+        run = replace(base, config=loop)
         sc = config.get("scaling_config")
         if isinstance(sc, ScalingConfig):
-            trainer.scaling_config = sc
+            run = replace(run, scaling_config=sc)
         elif isinstance(sc, Mapping):
-            base_sc = base.scaling_config
-            fields = {"num_workers": base_sc.num_workers, "use_gpu": base_sc.use_gpu,
-                      "resources_per_worker": base_sc.resources_per_worker,
-                      "placement_strategy": base_sc.placement_strategy}
-            fields.update(sc)
-            trainer.scaling_config = ScalingConfig(**fields)
+            run = replace(run, scaling_config=replace(base.scaling_config, **sc))
         if "datasets" in config:
-            trainer.datasets = dict(config["datasets"])
-        return trainer
+            run = replace(run, datasets=dict(config["datasets"]))
+        return run
 
     # -- restore ---------------------------------------------------------------------------
     def _save_tuner(self, exp_path: str) -> None:
@@ -404,29 +389,3 @@ class Tuner:
 def _expand(path: str) -> str:
     """A local folder made absolute; an fsspec URL as given."""
     return path if "://" in path else os.path.abspath(os.path.expanduser(path))
-
-
-class _TrialJob:
-    """What the controller holds for a trial's running job."""
-
-    def __init__(self, handle: JobHandle, job: Any) -> None:
-        self.handle = handle
-        self._job = job
-
-    @property
-    def outcome(self) -> Any:
-        return self._job.outcome
-
-    def stop(self) -> None:
-        self.handle.stop()
-
-    def forget(self) -> None:
-        forget = getattr(self.handle._service, "forget", None)
-        if forget is not None:
-            forget(self._job.job_id)
-
-    def wait_ended(self, timeout: float) -> None:
-        try:
-            self.handle.wait(timeout)
-        except BaseException:  # noqa: BLE001 - only waiting for the end
-            pass

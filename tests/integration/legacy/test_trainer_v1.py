@@ -147,3 +147,29 @@ def test_to_tune_trainable_is_a_function_of_config(tmp_path):
     assert callable(trainable)
     assert list(inspect.signature(trainable).parameters) == ["config"]
     assert trainable.__name__ == "train_func"
+
+
+def report_three_steps(config):
+    for step in range(3):
+        train.report(step=step, loss=config["lr"] * (3 - step), rank=train.world_rank())
+
+
+@pytest.mark.slow
+def test_to_tune_trainable_under_tune_run_reports_every_step(tmp_path):
+    """trainer.to_tune_trainable(fn) under tune.run: each trial fits the function on the
+    Trainer's workers (a job submitted from inside the trial's worker) and its reports are
+    the trial's results (it crashed with an AttributeError on the nested job's view)."""
+    from tandem import tune
+
+    trainer = Trainer("torch", num_workers=2, logdir=str(tmp_path / "train"))
+    trainable = trainer.to_tune_trainable(report_three_steps)
+    analysis = tune.run(trainable, config={"lr": tune.grid_search([0.1, 0.2])},
+                        metric="loss", mode="min", storage_path=str(tmp_path / "tune"), verbose=0)
+    assert len(analysis.trials) == 2
+    for trial in analysis.trials:
+        assert trial.error is None
+        last = trial.last_result
+        assert last["step"] == 2 and last["rank"] == 0
+        assert last["loss"] == pytest.approx(trial.config["lr"])
+        assert last["training_iteration"] == 3  # one trial result per step of the run
+    assert analysis.get_best_config(metric="loss", mode="min") == {"lr": 0.1}

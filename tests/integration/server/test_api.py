@@ -94,6 +94,30 @@ def test_job_from_an_exited_client_runs_on_and_streams(server, tmp_path):
     assert followed.stdout.strip() == "worker says bye"
 
 
+def test_jobs_get_results_follows_a_job_another_process_submitted(server, tmp_path):
+    """The documented pattern: submit with fit(block=False) and exit; another process
+    finds the job by id and iterates its reports (it crashed with an AttributeError when
+    only the local job view had the report window)."""
+    import tandem
+
+    proc = run_client(server, CLIENT, str(tmp_path), "6", "0.2", str(tmp_path / "results"),
+                      "followed")
+    assert proc.returncode == 0, proc.stderr
+    job_id = proc.stdout.strip().splitlines()[-1]
+    tandem.init(address=server.address, token=server.token)
+    try:
+        handle = tandem.jobs.get(job_id)
+        assert handle.job_id == job_id and handle.name == "followed"
+        assert [r["i"] for r in handle.results()] == list(range(6))
+        assert handle.wait(timeout=60).metrics["i"] == 5
+        assert handle.status() == "FINISHED"
+        assert "(rank=1) worker says bye" in handle.logs()
+        # after the end, a new handle replays every report from the server's store
+        assert [r["i"] for r in tandem.jobs.get(job_id).results()] == list(range(6))
+    finally:
+        tandem.shutdown()
+
+
 def test_fit_through_tandem_submit_blocks_and_returns_result(server, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(

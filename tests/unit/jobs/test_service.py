@@ -7,7 +7,6 @@ import threading
 import pytest
 
 from tandem.cluster.local import LocalCluster
-from tandem.jobs import service as service_mod
 from tandem.jobs.handle import JobHandle
 from tandem.jobs.service import LocalJobService
 from tandem.jobs.spec import JobOutcome, JobRunner, JobSpec, JobStatus
@@ -26,16 +25,22 @@ class ScriptedRunner(JobRunner):
         return JobOutcome(JobStatus.FINISHED, value=self.n)
 
 
-def test_long_runs_keep_a_bounded_window_of_reports(monkeypatch):
-    monkeypatch.setattr(service_mod, "MAX_REPORTS_IN_MEMORY", 10)
-    svc = LocalJobService(LocalCluster(num_cpus=1))
+def test_long_runs_keep_a_bounded_window_of_reports():
+    svc = LocalJobService(LocalCluster(num_cpus=1), report_window=10)
     job = svc.submit(JobSpec("long", ({"CPU": 1},), ScriptedRunner(25)))
-    handle = JobHandle(job, svc)
+    handle = JobHandle(job)
     assert handle.wait(timeout=10) == 25
-    assert len(job.reports) <= 10 and job.reports[-1] == {"i": 24}
+    window = job.read_reports(0, timeout_s=0)
+    assert window.ended and 0 < len(window.rows) <= 10 and window.rows[-1] == {"i": 24}
+    assert window.first == 25 - len(window.rows)  # the older ones were dropped
     seen = [r["i"] for r in handle.results()]
-    assert seen == list(range(25 - len(job.reports), 25))  # the newest, in order
+    assert seen == list(range(window.first, 25))  # the newest, in order
     svc.shutdown()
+
+
+def test_report_window_must_be_a_sensible_size():
+    with pytest.raises(ValueError, match="report_window=1 is invalid"):
+        LocalJobService(LocalCluster(num_cpus=1), report_window=1)
 
 
 def test_pending_job_stop_and_forget():

@@ -36,10 +36,10 @@ from tandem.train._internal.rendezvous import METHODS as RENDEZVOUS_METHODS
 from tandem.train._internal.rendezvous import GangRendezvous
 from tandem.train._internal.storage import RunStorage
 from tandem.train._internal.worker import CHECKPOINT_ONLY, ErrorInfo, WorkerTask
-from tandem.train.api._files import remove_dir
 from tandem.train.api.checkpoint import Checkpoint, _is_url
 from tandem.train.api.config import CheckpointConfig, FailureConfig
 from tandem.train.api.errors import TrainingFailedError
+from tandem.train.api.files import remove_dir
 from tandem.train.api.result import Result
 from tandem.train.backends.base import Backend
 from tandem.train.context import StorageContext, TrainContext

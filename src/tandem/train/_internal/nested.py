@@ -16,25 +16,29 @@ from typing import Any
 
 import cloudpickle
 
-from tandem.jobs.spec import JobOutcome, JobSpec, JobStatus
+from tandem._core.errors import JobNotFoundError
+from tandem.jobs.spec import JobOutcome, JobSpec
+from tandem.jobs.view import DEFAULT_REPORT_WINDOW, JobState, check_report_window
 
 _tokens = itertools.count(1)
 
 
-class _NestedJob:
-    """A worker-side mirror of a job running in the driver's service."""
+class NestedJob(JobState):
+    """A worker-side view of a job running in the driver's service (a ``JobView``), fed by
+    the driver's ``job_event`` frames."""
 
-    def __init__(self, spec: JobSpec, callbacks: tuple) -> None:
+    def __init__(self, service: NestedJobService, spec: JobSpec, callbacks: tuple) -> None:
+        super().__init__("", spec.name, report_window=service.report_window)
+        self._service = service
         self.spec = spec
-        self.name = spec.name
-        self.job_id = ""
-        self.status = JobStatus.PENDING
-        self.outcome: JobOutcome | None = None
-        self.reports: list[dict] = []
-        self.log_paths: dict[int, str] = {}
-        self.cond = threading.Condition()
         self._callbacks = callbacks
         self._listener = spec.listener
+
+    def stop(self) -> None:
+        self._service.stop(self.job_id)
+
+    def read_logs(self) -> str:
+        return self._service.logs(self.job_id)
 
     def on_event(self, kind: str, data: Any) -> None:
         if kind == "status":
@@ -47,16 +51,15 @@ class _NestedJob:
                         hook(outcome.value)
             if self._listener is not None:
                 self._listener("status", status)
-            with self.cond:
-                if outcome is not None:
-                    self.outcome = outcome
-                self.status = status
-                self.cond.notify_all()
+            if outcome is not None:
+                self._end(outcome)
+            elif status.is_terminal:  # the driver could not send the outcome
+                self._end(JobOutcome(status))
+            else:
+                self._change_status(status)
             return
         if kind == "reports":
-            with self.cond:
-                self.reports.extend(data)
-                self.cond.notify_all()
+            self._add_reports(data)
             for cb in self._callbacks:
                 hook = getattr(cb, "on_report", None)
                 if hook is not None:
@@ -71,21 +74,22 @@ class _NestedJob:
 
 
 class NestedJobService:
-    """``get_service()`` inside a worker process."""
+    """``get_service()`` inside a worker process (a ``JobService``)."""
 
     cluster = None
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Any, report_window: int = DEFAULT_REPORT_WINDOW) -> None:
         self._session = session
-        self._jobs: dict[int, _NestedJob] = {}
-        self._by_id: dict[str, _NestedJob] = {}
+        self.report_window = check_report_window(report_window)
+        self._jobs: dict[int, NestedJob] = {}
+        self._by_id: dict[str, NestedJob] = {}
         session.on("job_event", self._on_event)
 
-    def submit(self, spec: JobSpec) -> _NestedJob:
+    def submit(self, spec: JobSpec) -> NestedJob:
         runner_spec = getattr(spec.runner, "spec", None)
         callbacks = tuple(getattr(runner_spec, "callbacks", ()) or ())
         token = next(_tokens)
-        job = _NestedJob(spec, callbacks)
+        job = NestedJob(self, spec, callbacks)
         self._jobs[token] = job
         blob = cloudpickle.dumps(replace(spec, listener=None))
         try:
@@ -101,11 +105,32 @@ class NestedJobService:
     def stop(self, job_id: str) -> None:
         self._session.call("stop_job", job_id)
 
-    def get(self, job_id: str) -> _NestedJob:
-        return self._by_id[job_id]
+    def logs(self, job_id: str) -> str:
+        """The job's output, read by the driver (which knows where its ranks write)."""
+        return str(self._session.call("job_logs", job_id))
 
-    def list(self) -> list[_NestedJob]:
+    def get(self, job_id: str) -> NestedJob:
+        try:
+            return self._by_id[job_id]
+        except KeyError:
+            raise JobNotFoundError(
+                f"No job with id {job_id!r} was submitted from this worker; a worker sees only "
+                f"the jobs it submitted itself."
+            ) from None
+
+    def list(self) -> list[NestedJob]:
         return list(self._by_id.values())
+
+    def forget(self, job_id: str) -> None:
+        job = self._by_id.get(job_id)
+        if job is not None and job.status.is_terminal:
+            del self._by_id[job_id]
+            for token, j in list(self._jobs.items()):
+                if j is job:
+                    del self._jobs[token]
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """The driver's service owns the jobs; nothing to let go of here."""
 
     def _on_event(self, payload: Any) -> None:
         token, kind, data = payload
@@ -168,4 +193,11 @@ def handle_stop(controller: Any, rank: int, payload: Any, reply: Any) -> None:
         reply(False, e)
 
 
-DRIVER_CALLS = {"submit_job": handle_submit, "stop_job": handle_stop}
+def handle_logs(controller: Any, rank: int, payload: Any, reply: Any) -> None:
+    try:
+        reply(True, controller.ctx.service.get(payload).read_logs())
+    except BaseException as e:  # noqa: BLE001
+        reply(False, e)
+
+
+DRIVER_CALLS = {"submit_job": handle_submit, "stop_job": handle_stop, "job_logs": handle_logs}

@@ -58,7 +58,7 @@ class Result:
         """Rebuilds a Result from a run folder (e.g. after the driver exited)."""
         rows = read_result_rows(path)
         metrics = rows[-1] if rows else None
-        checkpoints = sorted(_list_checkpoints(path))
+        checkpoints = sorted(list_checkpoints(path))
         checkpoint = Checkpoint(checkpoints[-1]) if checkpoints else None
         error = None
         err_path = os.path.join(path, ERROR_FILE)
@@ -103,7 +103,8 @@ def read_result_rows(path: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _list_checkpoints(path: str) -> list[str]:
+def list_checkpoints(path: str) -> list[str]:
+    """The ``checkpoint_*`` folders in a run folder (a local path or an fsspec URL)."""
     if _is_url(path):
         fs, p = get_fs(path)
         try:

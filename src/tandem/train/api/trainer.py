@@ -2,53 +2,22 @@
 
 from __future__ import annotations
 
-import datetime
-import inspect
+import contextlib
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import cloudpickle
-
 from tandem._core.errors import ConfigError
-from tandem._core.ids import short_uid
 from tandem.jobs.handle import JobHandle
-from tandem.jobs.runtime import get_service
-from tandem.jobs.spec import JobSpec
-from tandem.train._internal.controller import RunSpec, TrainController
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import RunConfig, ScalingConfig
 from tandem.train.api.result import Result
-from tandem.train.backends.base import Backend, BackendConfig
-from tandem.train.context import StorageContext
+from tandem.train.api.run import RunDescription, submit
+from tandem.train.api.validation import check_train_fn
+from tandem.train.backends.base import BackendConfig
 
-
-def check_train_fn(fn: Any, what: str = "train_loop_per_worker") -> bool:
-    """Validates a train function; returns whether it takes the config argument.
-
-    Raises:
-        ConfigError: not callable, or more than one required parameter.
-    """
-    if not callable(fn):
-        raise ConfigError(
-            f"{what} must be a function such as `def train_func(config): ...`, got "
-            f"{type(fn).__name__} {fn!r:.60}."
-        )
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return True
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    required = [p for p in positional if p.default is p.empty]
-    kw_required = [p for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
-    if len(required) > 1 or kw_required:
-        names = ", ".join(p.name for p in required + kw_required)
-        raise ConfigError(
-            f"{what} {getattr(fn, '__name__', fn)!r} takes {len(required) + len(kw_required)} "
-            f"required parameters ({names}); it may take none or one (the config dict). "
-            f"Put other values into train_loop_config, or bind them with functools.partial."
-        )
-    return bool(positional) or any(p.kind is p.VAR_POSITIONAL for p in params)
+__all__ = ["DataParallelTrainer", "check_train_fn", "default_storage_path"]
 
 
 class DataParallelTrainer:
@@ -56,7 +25,7 @@ class DataParallelTrainer:
 
     ``fit()`` submits the run to the job service (embedded, or the train server when an
     address is configured), waits, and returns a ``Result``; ``fit(block=False)`` returns a
-    ``JobHandle`` at once.
+    ``JobHandle`` at once. Both go through ``tandem.train.submit(self.run_description())``.
     """
 
     _backend_config_cls: type[BackendConfig] = BackendConfig
@@ -124,105 +93,45 @@ class DataParallelTrainer:
         self.metadata = dict(metadata or {})
 
     # -- running ---------------------------------------------------------------------------
+    def run_description(self) -> RunDescription:
+        """This trainer's run as a frozen ``RunDescription`` (what ``fit`` submits); a
+        tuning trial is this with its own config, scaling and folder."""
+        return RunDescription(
+            train_fn=self.train_loop_per_worker,
+            config=self.train_loop_config,
+            scaling_config=self.scaling_config,
+            run_config=self.run_config,
+            datasets=self.datasets,
+            backend_config=self.backend_config,
+            resume_from_checkpoint=self.resume_from_checkpoint,
+            metadata=self.metadata,
+            trainer_name=type(self).__name__,
+        )
+
     def fit(self, block: bool = True) -> Result | JobHandle:
-        """Runs training to the end and returns its ``Result``.
+        """Runs training to the end and returns its ``Result``; with ``block=False``
+        returns the run's ``JobHandle`` at once (``handle.wait()`` gives the ``Result``).
 
         Raises:
             TrainingFailedError: a worker failed and ``FailureConfig.max_failures`` is spent;
                 it carries the failing rank and the worker's traceback.
             ResourcesUnavailableError: the gang could never fit on the cluster.
         """
-        handle = self._submit()
+        handle = submit(self.run_description())
         if not block:
             return handle
         try:
-            return handle.wait()
+            result: Result = handle.wait()
+            return result
         except KeyboardInterrupt:
             handle.stop()
-            try:
+            with contextlib.suppress(BaseException):  # already interrupted: only wait
                 handle.wait(timeout=30)
-            except BaseException:
-                pass
             raise
 
     def _submit(self, **overrides: Any) -> JobHandle:
-        service = get_service()
-        spec = self._job_spec(**overrides)
-        job = service.submit(spec)
-        return JobHandle(job, service)
-
-    def _default_run_name(self) -> str:
-        stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-        return f"{type(self).__name__}_{stamp}_{short_uid(4)}"
-
-    def _make_backend(self) -> Backend:
-        return self.backend_config.backend()
-
-    def _job_spec(
-        self,
-        *,
-        storage: StorageContext | None = None,
-        trial_id: str | None = None,
-        trial_name: str | None = None,
-        config: Any = None,
-        checkpoint: Checkpoint | None = None,
-        echo_prefix: str | None = "",
-        listener: Any = None,
-        priority: int = 0,
-        callbacks: tuple = (),
-        call_handlers: Mapping[str, Any] | None = None,
-        tags: tuple[str, ...] = (),
-        fn_bytes: bytes | None = None,
-        start_iteration: int = 0,
-        time_offset_s: float = 0.0,
-        preload: tuple[str, ...] = (),
-    ) -> JobSpec:
-        rc = self.run_config
-        if storage is None:
-            storage = StorageContext(rc.resolved_storage_path(), rc.name or self._default_run_name())
-        try:
-            if fn_bytes is None:
-                fn_bytes = cloudpickle.dumps(self.train_loop_per_worker)
-        except Exception as e:
-            raise ConfigError(
-                f"The train function {getattr(self.train_loop_per_worker, '__name__', '?')!r} "
-                f"cannot be sent to the workers: {type(e).__name__}: {e}. It (and what it "
-                f"refers to) must be picklable by cloudpickle: avoid capturing locks, open "
-                f"files or sockets; create them inside the function."
-            ) from e
-        if rc.verbose == 0:
-            echo_prefix = None
-        run = RunSpec(
-            fn_bytes=fn_bytes,
-            pass_config=self._pass_config,
-            config=config if config is not None else (self.train_loop_config or {}),
-            num_workers=self.scaling_config.num_workers,
-            storage=storage,
-            backend=self._make_backend(),
-            failure_config=rc.failure_config,
-            checkpoint_config=rc.checkpoint_config,
-            datasets=self.datasets,
-            resume_from_checkpoint=checkpoint or self.resume_from_checkpoint,
-            trial_id=trial_id,
-            trial_name=trial_name,
-            echo_prefix=echo_prefix,
-            callbacks=tuple(rc.callbacks or ()) + tuple(callbacks),
-            metadata=self.metadata,
-            call_handlers=dict(call_handlers or {}),
-            start_iteration=start_iteration,
-            time_offset_s=time_offset_s,
-            preload=preload,
-        )
-        return JobSpec(
-            name=storage.run_name,
-            bundles=self.scaling_config.bundles,
-            runner=TrainController(run),
-            strategy=self.scaling_config.placement_strategy,
-            priority=priority,
-            tags=tags,
-            listener=listener,
-            metadata={"run_path": storage.run_path, "trainer": type(self).__name__},
-        )
+        """``submit`` with fields of the description replaced (e.g. ``priority=9``)."""
+        return submit(dataclasses.replace(self.run_description(), **overrides))
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(train_loop_per_worker={getattr(self.train_loop_per_worker, '__name__', '?')}, "

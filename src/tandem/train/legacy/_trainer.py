@@ -1,7 +1,7 @@
 """The 1.x ``Trainer``: ``start`` / ``run`` / ``run_iterator`` / ``shutdown``, on today's engine.
 
-There is no second execution path: each ``run`` is one train job, submitted to the job
-service with a ``TrainController`` built by ``DataParallelTrainer._job_spec`` (the same
+There is no second execution path: each ``run`` is one train job, described by a
+``RunDescription`` and started with ``tandem.train.submit`` (the same
 gang scheduling, checkpoints, failure handling and run folder as ``fit()``). What is
 legacy is only the surface:
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime
-import importlib
 import logging
 import os
 import queue
@@ -38,11 +37,13 @@ from tandem.jobs.handle import JobHandle
 from tandem.jobs.runtime import get_service
 from tandem.jobs.spec import JobSpec, JobStatus
 from tandem.train._internal.worker import CHECKPOINT_ONLY
-from tandem.train.api._files import join_path
 from tandem.train.api.checkpoint import Checkpoint, _is_url
 from tandem.train.api.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+from tandem.train.api.files import join_path
 from tandem.train.api.result import Result
-from tandem.train.api.trainer import DataParallelTrainer, check_train_fn
+from tandem.train.api.run import RunDescription, submit
+from tandem.train.api.trainer import DataParallelTrainer
+from tandem.train.api.validation import check_train_fn
 from tandem.train.backends.base import Backend, BackendConfig
 from tandem.train.context import StorageContext, TrainContext
 from tandem.train.legacy import _checkpoint
@@ -226,11 +227,11 @@ class TrainingIterator:
     Each dict also holds ``_training_iteration``, ``_timestamp`` and ``_time_this_iter_s``.
     """
 
-    def __init__(self, trainer: Trainer, job: Any, gatherer: _ReportGatherer,
+    def __init__(self, trainer: Trainer, handle: JobHandle, gatherer: _ReportGatherer,
                  strategy: CheckpointStrategy) -> None:
         self._trainer = trainer
-        self._job = job
-        self._handle = JobHandle(job, get_service())
+        self._job = handle.job
+        self._handle = handle
         self._gatherer = gatherer
         self._strategy = strategy
         self._finished = False
@@ -385,7 +386,7 @@ class Trainer:
         self._init_hook = initialization_hook
         self._state = "started"
         preload = self._backend_config.backend().preload
-        cluster = getattr(get_service(), "cluster", None)
+        cluster = get_service().cluster
         if preload and cluster is not None:
             cluster.prewarm(preload)
 
@@ -507,9 +508,9 @@ class Trainer:
             resume = _checkpoint.materialize(checkpoint, _checkpoint.new_local_dir())
         else:
             resume = _checkpoint.materialize(checkpoint, os.path.join(run_dir, "checkpoint_000000"))
-        trainer = DataParallelTrainer(
-            _TrainFunc(train_func, pass_config),
-            train_loop_config=dict(config or {}),
+        run = RunDescription(
+            train_fn=_TrainFunc(train_func, pass_config),
+            config=dict(config or {}),
             backend_config=_HookedBackendConfig(self._backend_config, self._init_hook),
             scaling_config=self._scaling,
             run_config=RunConfig(
@@ -519,16 +520,16 @@ class Trainer:
             ),
             datasets=_datasets(dataset),
             resume_from_checkpoint=resume,
+            trainer_name="Trainer",
+            storage=StorageContext(self._logdir, run_name),
+            report_all_ranks=True,
+            failure_setting="Trainer(max_retries={})",
         )
         gatherer = _ReportGatherer(self._scaling.num_workers)
-        spec: JobSpec = trainer._job_spec(storage=StorageContext(self._logdir, run_name),
-                                          listener=gatherer.on_event)
-        spec.runner.spec.emit_rank_reports = True  # type: ignore[attr-defined]
-        spec.runner.spec.failure_setting = "Trainer(max_retries={})"  # type: ignore[attr-defined]
         if before_submit is not None:
             before_submit(run_dir)
-        job = get_service().submit(spec)
-        iterator = TrainingIterator(self, job, gatherer, strategy)
+        handle = submit(run, listener=gatherer.on_event)
+        iterator = TrainingIterator(self, handle, gatherer, strategy)
         self._active = iterator
         return iterator
 
@@ -616,10 +617,9 @@ class Trainer:
         datasets = _datasets(dataset)
 
         def tune_function(config: dict) -> None:
-            # By name, at call time: tandem.tune is the layer above tandem.train, which must
-            # not import it statically (the import-linter layers contract).
-            tune = importlib.import_module("tandem.tune")
-            from tandem.train.session import get_context
+            # A trial runs in a train worker: its reports are train.report's (tune.report
+            # is the same function), so nothing of the tune layer is needed here.
+            from tandem.train.session import get_context, report
 
             ctx = get_context()
             name = ctx.get_trial_name() or f"tune_{short_uid(6)}"
@@ -629,11 +629,11 @@ class Trainer:
                 run_config=RunConfig(name=name, storage_path=logdir,
                                      failure_config=FailureConfig(max_failures=max_retries)),
             )
-            handle = trainer.fit(block=False)
+            handle = submit(trainer.run_description())
             for row in handle.results():
                 metrics = {k: v for k, v in row.items()
                            if k not in ("training_iteration", "time_total_s")}
-                tune.report(metrics)
+                report(metrics)
             handle.wait()
 
         tune_function.__name__ = getattr(train_func, "__name__", "train_func")
@@ -675,7 +675,7 @@ class Trainer:
                        strategy=self._scaling.placement_strategy,
                        metadata={"trainer": "Trainer.to_worker_group", "class": train_cls.__name__})
         service = get_service()
-        return start_worker_group(runner, lambda: JobHandle(service.submit(spec), service),
+        return start_worker_group(runner, lambda: JobHandle(service.submit(spec)),
                                   self._scaling.num_workers)
 
     def __repr__(self) -> str:

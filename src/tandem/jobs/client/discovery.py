@@ -1,0 +1,89 @@
+"""Finding the train server: its address and token (argument, environment, or the local
+server's ``~/.tandem/server.json``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+from urllib.parse import urlsplit
+
+from tandem._core.errors import ConfigError
+
+DEFAULT_PORT = 8267
+ADDRESS_ENV = "TANDEM_ADDRESS"
+TOKEN_ENV = "TANDEM_TOKEN"
+#: ``tandem submit`` sets these for the script it runs.
+PRIORITY_ENV = "TANDEM_JOB_PRIORITY"
+TAGS_ENV = "TANDEM_JOB_TAGS"
+SUBMIT_RECORD_ENV = "TANDEM_SUBMIT_RECORD"
+
+
+def server_file_path() -> str:
+    """``~/.tandem/server.json``: where a local server writes its address and token."""
+    return os.path.join(os.path.expanduser("~"), ".tandem", "server.json")
+
+
+def read_server_file() -> dict[str, Any] | None:
+    try:
+        with open(server_file_path()) as f:
+            info = json.load(f)
+        return info if isinstance(info, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def normalize_address(address: str) -> str:
+    """``host:port``, ``http://host:port`` or ``host`` -> ``http://host:port``."""
+    text = address.strip().rstrip("/")
+    if not text:
+        raise ConfigError("The train server address is empty; give host:port, e.g. 127.0.0.1:8267.")
+    if "://" not in text:
+        text = "http://" + text
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"The train server address {address!r} is not valid; give host:port "
+            f"(e.g. 127.0.0.1:8267) or http://host:port."
+        )
+    try:
+        port = parts.port or DEFAULT_PORT
+    except ValueError as e:
+        raise ConfigError(f"The train server address {address!r} has a bad port: {e}.") from e
+    host = parts.hostname
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}:{port}"
+
+
+def _same_server(a: str, b: str) -> bool:
+    local = {"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"}
+    pa, pb = urlsplit(a), urlsplit(b)
+    if pa.port != pb.port:
+        return False
+    return pa.hostname == pb.hostname or (pa.hostname in local and pb.hostname in local)
+
+
+def resolve_connection(address: str | None = None, token: str | None = None) -> tuple[str, str | None]:
+    """The server URL and token to use.
+
+    ``address``: given, else ``$TANDEM_ADDRESS``; ``"auto"`` means the local server named in
+    ``~/.tandem/server.json``. ``token``: given, else ``$TANDEM_TOKEN``, else the token in
+    ``~/.tandem/server.json`` when its address is the same server.
+    """
+    address = address or os.environ.get(ADDRESS_ENV) or None
+    info = read_server_file()
+    if address is None or address == "auto":
+        if info is None or "address" not in info:
+            raise ConfigError(
+                f"No train server address given and no local server found ({server_file_path()} "
+                f"is missing). Start one with `tandem server start`, or set {ADDRESS_ENV}=host:port."
+            )
+        address = str(info["address"])
+    url = normalize_address(address)
+    token = token or os.environ.get(TOKEN_ENV) or None
+    if token is None and info is not None and info.get("token") and _same_server(
+        url, normalize_address(str(info.get("address", "")))
+    ):
+        token = str(info["token"])
+    return url, token

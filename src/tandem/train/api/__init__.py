@@ -1,0 +1,1 @@
+"""The train layer's public building blocks (re-exported by ``tandem.train``)."""

@@ -1,0 +1,232 @@
+"""``RunDescription`` and ``submit``: the one public way to start a training run.
+
+Everything that starts a run goes through here: ``DataParallelTrainer.fit()``, every
+``Tuner`` trial, the 1.x ``Trainer``'s ``run`` / ``run_iterator``, and the model layer.
+A caller with a per-worker function, a config, a ``ScalingConfig``, a ``RunConfig`` and
+datasets describes the run once, submits it, and gets a ``JobHandle`` whose ``wait()``
+returns the run's ``Result``::
+
+    from tandem import train
+
+    run = train.RunDescription(
+        train_fn=train_loop,                 # def train_loop(config): ... train.report(...)
+        config={"lr": 1e-3},
+        scaling_config=train.ScalingConfig(num_workers=2),
+        run_config=train.RunConfig(name="my-run"),
+        datasets={"train": data},
+    )
+    handle = train.submit(run)               # returns at once
+    result = handle.wait()                   # a train.Result
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import cloudpickle
+
+from tandem._core.errors import ConfigError
+from tandem._core.ids import short_uid
+from tandem.jobs.handle import JobHandle
+from tandem.jobs.runtime import get_service
+from tandem.jobs.spec import JobSpec
+from tandem.train._internal.controller import RunSpec, TrainController
+from tandem.train.api.checkpoint import Checkpoint
+from tandem.train.api.config import RunConfig, ScalingConfig
+from tandem.train.api.validation import check_train_fn
+from tandem.train.backends.base import BackendConfig
+from tandem.train.context import StorageContext
+
+__all__ = ["RunDescription", "submit"]
+
+
+@dataclass(frozen=True)
+class RunDescription:
+    """Everything about one training run, frozen: what runs, on how many workers, where its
+    results go. Build one and pass it to ``tandem.train.submit``; derive variants with
+    ``dataclasses.replace`` (a tuning trial is its Trainer's description with the trial's
+    config).
+
+    Args:
+        train_fn: the per-worker function, ``def f(config)``, ``def f()`` or
+            ``async def f(config)``; it calls ``train.report`` (it must pickle with
+            cloudpickle: it is sent to the worker processes).
+        config: passed to ``train_fn`` (``train_loop_config``); None means ``{}``.
+        scaling_config: the gang: how many workers, with which resources each.
+        run_config: name, storage path, failure and checkpoint policy, callbacks.
+        datasets: ``name -> data``; each worker gets its shard with
+            ``train.get_dataset_shard(name)``.
+        backend_config: sets up the workers' communication (``TorchConfig()`` for a torch
+            process group); None sets up nothing.
+        resume_from_checkpoint: the run starts from it (``train.get_checkpoint()``).
+        metadata: free-form values the workers see through ``train.get_context()``.
+        trainer_name: who built the run; the default run name starts with it and the job
+            records it (``"DataParallelTrainer"``, ``"TorchTrainer"``, a model class...).
+        storage: the exact run folder (``StorageContext``); None: ``run_config.storage_path``
+            / ``run_config.name`` (default ``<trainer_name>_<date>_<time>_<id>``).
+        trial_id, trial_name: set when the run is a tuning trial (``train.get_context()``
+            then reports them; ``tune.get_context()`` too).
+        start_iteration, time_offset_s: where ``training_iteration`` and ``time_total_s``
+            continue from (a trial resumed after a pause or an exploit).
+        priority: the job's priority in the queue (higher starts first).
+        tags: labels recorded with the job (``tandem jobs list`` shows them on a server).
+        echo_prefix: workers' output is echoed to this process prefixed with
+            ``(<echo_prefix>rank=N)``; None echoes nothing (``RunConfig(verbose=0)`` too).
+        preload: extra modules the worker processes import once, up front.
+        report_all_ranks: also publish every rank's reports as ``("rank_reports", (rank,
+            batch))`` events to the listener (the 1.x ``Trainer`` gathers them).
+        failure_setting: how error messages name the restart budget, with ``{}`` for its
+            value (the 1.x ``Trainer`` says ``Trainer(max_retries={})``).
+    """
+
+    train_fn: Callable[..., Any]
+    config: Mapping[str, Any] | None = None
+    scaling_config: ScalingConfig = field(default_factory=ScalingConfig)
+    run_config: RunConfig = field(default_factory=RunConfig)
+    datasets: Mapping[str, Any] = field(default_factory=dict)
+    backend_config: BackendConfig | None = None
+    resume_from_checkpoint: Checkpoint | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    trainer_name: str = "DataParallelTrainer"
+    storage: StorageContext | None = None
+    trial_id: str | None = None
+    trial_name: str | None = None
+    start_iteration: int = 0
+    time_offset_s: float = 0.0
+    priority: int = 0
+    tags: tuple[str, ...] = ()
+    echo_prefix: str | None = ""
+    preload: tuple[str, ...] = ()
+    report_all_ranks: bool = False
+    failure_setting: str = "FailureConfig(max_failures={})"
+
+    def __post_init__(self) -> None:
+        check_train_fn(self.train_fn, "RunDescription(train_fn=...)")
+        checks: tuple[tuple[Any, type, str], ...] = (
+            (self.scaling_config, ScalingConfig, "scaling_config"),
+            (self.run_config, RunConfig, "run_config"),
+        )
+        for value, cls, name in checks:
+            if not isinstance(value, cls):
+                raise ConfigError(
+                    f"RunDescription({name}=...) must be a tandem.train.{cls.__name__}, got "
+                    f"{type(value).__name__}."
+                )
+        if self.config is not None and not isinstance(self.config, Mapping):
+            raise ConfigError(
+                f"RunDescription(config=...) must be a dict (the train function's config), "
+                f"got {type(self.config).__name__}."
+            )
+        if not isinstance(self.datasets, Mapping):
+            raise ConfigError(
+                f"RunDescription(datasets=...) must be a dict of name -> data, e.g. "
+                f"{{'train': data}}; got {type(self.datasets).__name__}."
+            )
+        if self.backend_config is not None and not isinstance(self.backend_config, BackendConfig):
+            raise ConfigError(
+                f"RunDescription(backend_config=...) must be a BackendConfig (e.g. "
+                f"TorchConfig()), got {type(self.backend_config).__name__}."
+            )
+        if self.resume_from_checkpoint is not None and not isinstance(
+            self.resume_from_checkpoint, Checkpoint
+        ):
+            raise ConfigError(
+                f"RunDescription(resume_from_checkpoint=...) must be a Checkpoint, got "
+                f"{type(self.resume_from_checkpoint).__name__}; wrap a folder with "
+                f"Checkpoint.from_directory(path)."
+            )
+
+    def run_storage(self) -> StorageContext:
+        """Where this run's folder is: ``storage`` if given, else from ``run_config`` (a
+        fresh default name on each call when ``run_config.name`` is None)."""
+        if self.storage is not None:
+            return self.storage
+        rc = self.run_config
+        name = rc.name
+        if name is None:
+            stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+            name = f"{self.trainer_name}_{stamp}_{short_uid(4)}"
+        return StorageContext(rc.resolved_storage_path(), name)
+
+
+def submit(
+    run: RunDescription, *, listener: Callable[[str, Any], None] | None = None
+) -> JobHandle:
+    """Submits a run to the job service and returns its ``JobHandle`` at once.
+
+    The service is the process-wide one (``tandem.jobs.get_service()``): the embedded
+    service, the train server when an address is configured, or (inside a worker) the
+    driver's. ``handle.results()`` yields rank 0's reports as they arrive;
+    ``handle.wait()`` returns the run's ``Result`` or raises ``TrainingFailedError``.
+
+    Args:
+        run: what to run.
+        listener: called as ``listener(kind, payload)`` in this process for the job's
+            events — ``("status", JobStatus)``, ``("reports", [row, ...])``,
+            ``("checkpoint", (iteration, Checkpoint, metrics))`` — on the job's thread; it
+            must return quickly.
+
+    Raises:
+        ConfigError: the train function (or something it refers to) cannot be pickled.
+        ResourcesUnavailableError: the gang could never fit on the cluster.
+    """
+    if not isinstance(run, RunDescription):
+        raise ConfigError(
+            f"tandem.train.submit() takes a tandem.train.RunDescription, got "
+            f"{type(run).__name__}; describe the run with RunDescription(train_fn=..., ...)."
+        )
+    spec = job_spec(run, listener=listener)
+    return JobHandle(get_service().submit(spec))
+
+
+def job_spec(
+    run: RunDescription, *, listener: Callable[[str, Any], None] | None = None
+) -> JobSpec:
+    """The job that carries out ``run`` (its gang and its ``TrainController``)."""
+    storage = run.run_storage()
+    try:
+        fn_bytes = cloudpickle.dumps(run.train_fn)
+    except Exception as e:
+        raise ConfigError(
+            f"The train function {getattr(run.train_fn, '__name__', '?')!r} cannot be sent "
+            f"to the workers: {type(e).__name__}: {e}. It (and what it refers to) must be "
+            f"picklable by cloudpickle: avoid capturing locks, open files or sockets; create "
+            f"them inside the function."
+        ) from e
+    rc = run.run_config
+    backend_config = run.backend_config if run.backend_config is not None else BackendConfig()
+    spec = RunSpec(
+        fn_bytes=fn_bytes,
+        pass_config=check_train_fn(run.train_fn),
+        config=dict(run.config) if run.config is not None else {},
+        num_workers=run.scaling_config.num_workers,
+        storage=storage,
+        backend=backend_config.backend(),
+        failure_config=rc.failure_config,
+        checkpoint_config=rc.checkpoint_config,
+        datasets=run.datasets,
+        resume_from_checkpoint=run.resume_from_checkpoint,
+        trial_id=run.trial_id,
+        trial_name=run.trial_name,
+        echo_prefix=None if rc.verbose == 0 else run.echo_prefix,
+        callbacks=tuple(rc.callbacks or ()),
+        metadata=run.metadata,
+        start_iteration=run.start_iteration,
+        time_offset_s=run.time_offset_s,
+        preload=run.preload,
+        failure_setting=run.failure_setting,
+        emit_rank_reports=run.report_all_ranks,
+    )
+    return JobSpec(
+        name=storage.run_name,
+        bundles=run.scaling_config.bundles,
+        runner=TrainController(spec),
+        strategy=run.scaling_config.placement_strategy,
+        priority=run.priority,
+        tags=tuple(run.tags),
+        listener=listener,
+        metadata={"run_path": storage.run_path, "trainer": run.trainer_name},
+    )
