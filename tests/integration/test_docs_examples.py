@@ -34,6 +34,26 @@ def test_readme_python_blocks_run(index, tmp_path):
     run([str(script)], tmp_path)
 
 
+EXTENDING = os.path.join(ROOT, "docs", "extending.md")
+
+
+def test_extending_doc_blocks_run_as_one_script(tmp_path):
+    """docs/extending.md: submit a RunDescription, follow it, define a callback (the
+    blocks build on each other, so they run as one script; the callback is then used)."""
+    code = "\n".join(python_blocks(EXTENDING)) + (
+        "\nfrom dataclasses import replace\n"
+        "run = replace(run, run_config=replace(run.run_config, name='with-callback',\n"
+        "              callbacks=[PrintLoss()]))\n"
+        "train.submit(run).wait()\n"
+    )
+    script = tmp_path / "extending.py"
+    script.write_text(code)
+    out = run([str(script)], tmp_path)
+    assert "[0, 1, 2]" in out
+    assert "with-callback starts; this callback runs in the driver" in out
+    assert "done: {'epoch': 2, 'rows': 50}" in out
+
+
 def test_train_digits_example(tmp_path):
     out = run([os.path.join(ROOT, "examples", "train_digits.py"), "--epochs", "3"], tmp_path)
     acc = float(re.search(r"final accuracy: ([0-9.]+)", out).group(1))

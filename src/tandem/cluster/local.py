@@ -451,13 +451,13 @@ class _IOThread(threading.Thread):
                 if worker._killed:
                     _killpg(msg[2])
             elif kind == "exit":
-                worker = self._by_pid.pop(msg[1], None)
-                if worker is not None:
-                    self._by_id.pop(worker.worker_id, None)
-                    worker.exitcode = msg[2]
-                    if not worker._connected:
-                        worker._deliver(("__eof__",))  # it died before it ever connected
-                    worker._deliver(("__exit__", msg[2]))
+                exited = self._by_pid.pop(msg[1], None)
+                if exited is not None:
+                    self._by_id.pop(exited.worker_id, None)
+                    exited.exitcode = msg[2]
+                    if not exited._connected:
+                        exited._deliver(("__eof__",))  # it died before it ever connected
+                    exited._deliver(("__exit__", msg[2]))
             elif kind == "preloaded" and msg[2]:
                 logger.warning("could not preload %s in worker processes: %s", msg[1], msg[2])
 

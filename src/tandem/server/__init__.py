@@ -8,13 +8,15 @@ the dashboard in front of it. Clients live in ``tandem.jobs.client``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from tandem.server.config import ServerConfig
 from tandem.server.core import TrainServer
 
 __all__ = ["ServerConfig", "TrainServer", "create_app"]
 
 
-def __getattr__(name: str):  # type: ignore[no-untyped-def]
+def __getattr__(name: str) -> Any:
     if name == "create_app":  # FastAPI loads only when the HTTP app is wanted
         from tandem.server.app import create_app
 

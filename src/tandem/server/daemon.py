@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from tandem._core.errors import ConfigError, TandemError
@@ -226,7 +227,7 @@ def _uvicorn_server_cls() -> Any:
         raises the signal afterwards, which would kill us before we store what is queued)."""
 
         @contextlib.contextmanager
-        def capture_signals(self):  # type: ignore[no-untyped-def]
+        def capture_signals(self) -> Iterator[None]:
             if threading.current_thread() is not threading.main_thread():
                 yield
                 return

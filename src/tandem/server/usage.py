@@ -21,7 +21,7 @@ class _Nvml:
     def __init__(self) -> None:
         self.ok = False
         try:
-            import pynvml  # type: ignore[import-not-found]
+            import pynvml
 
             pynvml.nvmlInit()
             self._nv = pynvml

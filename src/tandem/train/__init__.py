@@ -10,6 +10,7 @@ To start a run without a Trainer object (what ``Tuner`` and the model layer do),
 it with ``RunDescription`` and pass it to ``submit``, which returns a ``JobHandle``.
 """
 
+from tandem.train.api.callback import Callback, CallbackSite, RunCallbackContext
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import (
     CheckpointConfig,
@@ -38,6 +39,8 @@ from tandem.train.session import get_checkpoint, get_context, get_dataset_shard,
 __all__ = [
     "Backend",
     "BackendConfig",
+    "Callback",
+    "CallbackSite",
     "Checkpoint",
     "CheckpointConfig",
     "CheckpointStrategy",
@@ -45,6 +48,7 @@ __all__ = [
     "DataParallelTrainer",
     "FailureConfig",
     "Result",
+    "RunCallbackContext",
     "RunConfig",
     "RunDescription",
     "ScalingConfig",

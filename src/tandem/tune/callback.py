@@ -11,8 +11,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from tandem.train.api.callback import Callback as RunCallback
 
-class Callback:
+
+class Callback(RunCallback):
+    """An experiment callback (``RunConfig(callbacks=[...])`` of a ``Tuner``): the tune
+    controller calls its ``on_trial_*`` / ``on_experiment_end`` hooks in the driver. It is
+    a ``tandem.train.Callback`` too (its run hooks are no-ops unless overridden)."""
+
     def setup(self, **info: Any) -> None:
         pass
 

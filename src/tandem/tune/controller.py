@@ -233,7 +233,7 @@ class TuneController:
             config = self.searcher.suggest(trial_id)
             if config is None:
                 break
-            if config == Searcher.FINISHED:
+            if isinstance(config, str):  # Searcher.FINISHED: it will suggest nothing more
                 self._search_done = True
                 break
             trial = self._new_trial(trial_id, config)

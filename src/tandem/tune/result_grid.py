@@ -128,8 +128,8 @@ class ResultGrid:
                 df = r.metrics_dataframe
                 if filter_metric in getattr(df, "columns", ()) and not df[filter_metric].dropna().empty:
                     col = df[filter_metric]
-                    idx = col.idxmax() if (filter_mode or "max") == "max" else col.idxmin()
-                    metrics = {k: v for k, v in df.loc[idx].to_dict().items()}
+                    label: Any = col.idxmax() if (filter_mode or "max") == "max" else col.idxmin()
+                    metrics = {str(k): v for k, v in df.loc[label].to_dict().items()}
             row: dict[str, Any] = dict(metrics)
             row["trial_id"] = trial_id or metrics.get("trial_id")
             row.update(flatten_dict(r.config or {}, prefix="config/"))

@@ -14,7 +14,7 @@ import cloudpickle
 
 from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
-from tandem.jobs.contract import JobView
+from tandem.jobs.contract import JobService, JobView
 from tandem.jobs.runtime import get_service
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, RunConfig, ScalingConfig
@@ -210,10 +210,10 @@ class Tuner:
             self._save_tuner(exp_path)
         exp_name = exp_path.rstrip("/").rsplit("/", 1)[-1]
         verbose = 1 if rc.verbose is None else rc.verbose
-        callbacks = [cb for cb in (rc.callbacks or []) if isinstance(cb, Callback)
-                     or hasattr(cb, "on_trial_result")]
+        callbacks = [cb for cb in (rc.callbacks or []) if isinstance(cb, Callback)]
         reporter = ProgressReporter(verbose, metric, mode, self._param_keys(), exp_path)
-        launch = self._make_launcher(exp_path, exp_name, verbose)
+        service = get_service()
+        launch = self._make_launcher(service, exp_path, exp_name, verbose)
         controller = TuneController(
             launch=launch, searcher=searcher, scheduler=scheduler,
             num_samples=tc.num_samples if tc.num_samples != -1 else 10**12,
@@ -221,6 +221,7 @@ class Tuner:
             max_concurrent_trials=tc.max_concurrent_trials, stopper=self._stopper,
             time_budget_s=tc.time_budget_s, callbacks=callbacks, reporter=reporter,
             name_prefix=name_prefix, exp_uid=exp_uid, restored=restored, strict_metric=strict,
+            forget_job=service.forget,
         )
         if r is not None:
             controller._created = r.get("created", len(restored))
@@ -252,9 +253,9 @@ class Tuner:
                 (isinstance(v, Mapping) and "grid_search" in v) or k.endswith("grid_search")]
         return [k.removesuffix("/grid_search") for k in keys]
 
-    def _make_launcher(self, exp_path: str, exp_name: str, verbose: int) -> Callable[
+    def _make_launcher(self, service: JobService, exp_path: str, exp_name: str,
+                       verbose: int) -> Callable[
             [TuneTrial, Checkpoint | None, Callable[[str, Any], None]], JobView]:
-        service = get_service()
         rc = self.run_config
         kind, fn = self._kind, self._fn
         resources = self.trainable.resources if isinstance(self.trainable, _WithResources) else None

@@ -78,7 +78,7 @@ class ServerConnection:
 
 def parse_sse(lines: Iterator[str]) -> Iterator[tuple[str, str]]:
     """``(event, data)`` pairs from the lines of a text/event-stream."""
-    event, data = "message", []
+    event, data = "message", list[str]()
     for line in lines:
         if line == "":
             if data:

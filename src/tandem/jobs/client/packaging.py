@@ -20,7 +20,7 @@ _ALWAYS_IGNORED = (".git", "__pycache__", "*.pyc", ".tandem", ".venv", "venv", "
 def _load_ignore(root: str, rel_dir: str) -> list[tuple[str, bool, bool, bool]]:
     """Patterns of ``rel_dir/.gitignore``: (pattern, negated, dir_only, anchored)."""
     path = os.path.join(root, rel_dir, ".gitignore")
-    out = []
+    out: list[tuple[str, bool, bool, bool]] = []
     try:
         with open(path, errors="replace") as f:
             lines = f.read().splitlines()

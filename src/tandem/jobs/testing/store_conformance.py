@@ -108,7 +108,11 @@ def _child_main(argv: list[str]) -> None:
         store = open_store(url)
         print("READY", flush=True)
         if kind == "reader":
-            threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+            def wait_for_eof() -> None:
+                sys.stdin.read()
+                stop.set()
+
+            threading.Thread(target=wait_for_eof, daemon=True).start()
             while not stop.is_set() and len(errors) <= 5:
                 try:
                     for j in store.list_jobs(limit=50)[:5]:
@@ -156,7 +160,7 @@ def _start_child(*args: str) -> subprocess.Popen[str]:
 def _wait_ready(proc: subprocess.Popen[str]) -> list[str]:
     """Reads the child's output up to ``READY``; returns what came before it."""
     assert proc.stdout is not None
-    before = []
+    before: list[str] = []
     for line in proc.stdout:
         if line.strip() == "READY":
             return before

@@ -36,6 +36,7 @@ from tandem.train._internal.rendezvous import METHODS as RENDEZVOUS_METHODS
 from tandem.train._internal.rendezvous import GangRendezvous
 from tandem.train._internal.storage import RunStorage
 from tandem.train._internal.worker import CHECKPOINT_ONLY, ErrorInfo, WorkerTask
+from tandem.train.api.callback import Callback, CallbackDispatcher, CallbackSite
 from tandem.train.api.checkpoint import Checkpoint, _is_url
 from tandem.train.api.config import CheckpointConfig, FailureConfig
 from tandem.train.api.errors import TrainingFailedError
@@ -69,7 +70,9 @@ class RunSpec:
     trial_id: str | None = None
     trial_name: str | None = None
     echo_prefix: str | None = ""  # None: do not echo worker output
-    callbacks: tuple = ()
+    callbacks: tuple[Callback, ...] = ()
+    """Run callbacks, dispatched here (``CallbackSite.DRIVER``); empty for a run submitted
+    from a worker, whose callbacks stay in that worker."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
     call_handlers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     preload: tuple[str, ...] = ()
@@ -128,6 +131,12 @@ class TrainController(JobRunner):
         self._ends: dict[int, set] = {}  # rank -> {"__eof__", "__exit__"} of the current gang
         self._nested_jobs: list[str] = []
         self._lent_resources = False
+        self.callbacks = CallbackDispatcher(spec.callbacks, CallbackSite.DRIVER)
+
+    def without_callbacks(self) -> tuple[TrainController, tuple[Callback, ...]]:
+        """This run without its callbacks (a fresh controller), and the callbacks: a job
+        submitted from a worker keeps its callbacks there and sends the rest."""
+        return TrainController(replace(self.spec, callbacks=())), tuple(self.spec.callbacks)
 
     # -- pickling (a train server receives the runner before it ever ran) ----------------
     def __getstate__(self) -> dict:
@@ -194,6 +203,8 @@ class TrainController(JobRunner):
         self.storage.write_params(spec.config)
         self._seed_checkpoints()
         ctx.set_log_paths({r: self.storage.log_path(r) for r in range(spec.num_workers)})
+        self.callbacks.run_start(spec.storage.run_name, spec.storage.run_path, spec.trial_id,
+                                 spec.trial_name)
         error: TrainingFailedError | None = None
         state = LoopState.RUNNING
         refused = self._check_storage_reachable(ctx.placement)
@@ -324,15 +335,13 @@ class TrainController(JobRunner):
             assert self.ctx is not None
             for entry in new:
                 self.ctx.emit("checkpoint", entry)
+                self.callbacks.checkpoint(entry)
 
     def _publish(self, rows: list[dict]) -> None:
         assert self.storage is not None and self.ctx is not None
         self.storage.append(rows)
         self.ctx.publish(rows)
-        for cb in self.spec.callbacks:
-            hook = getattr(cb, "on_report", None)
-            if hook is not None:
-                hook(rows)
+        self.callbacks.report(rows)
 
     def _on_call(self, rank: int, frame: tuple) -> None:
         _, call_id, method, payload = frame
@@ -601,10 +610,7 @@ class TrainController(JobRunner):
         result._return_values = [  # type: ignore[attr-defined]
             _load_return(self._done.get(r)) for r in range(self.spec.num_workers)
         ] if state is LoopState.SUCCEEDED else None
-        for cb in self.spec.callbacks:
-            hook = getattr(cb, "on_end", None)
-            if hook is not None:
-                hook(result)
+        self.callbacks.end(result)
         status = {LoopState.SUCCEEDED: JobStatus.FINISHED, LoopState.STOPPED: JobStatus.STOPPED}.get(
             state, JobStatus.FAILED)
         return JobOutcome(status, value=result, error=error)

@@ -19,6 +19,8 @@ import cloudpickle
 from tandem._core.errors import JobNotFoundError
 from tandem.jobs.spec import JobOutcome, JobSpec
 from tandem.jobs.view import DEFAULT_REPORT_WINDOW, JobState, check_report_window
+from tandem.train.api.callback import Callback, CallbackDispatcher, CallbackSite
+from tandem.train.api.result import Result
 
 _tokens = itertools.count(1)
 
@@ -27,11 +29,12 @@ class NestedJob(JobState):
     """A worker-side view of a job running in the driver's service (a ``JobView``), fed by
     the driver's ``job_event`` frames."""
 
-    def __init__(self, service: NestedJobService, spec: JobSpec, callbacks: tuple) -> None:
+    def __init__(self, service: NestedJobService, spec: JobSpec,
+                 callbacks: tuple[Callback, ...]) -> None:
         super().__init__("", spec.name, report_window=service.report_window)
         self._service = service
         self.spec = spec
-        self._callbacks = callbacks
+        self.callbacks = CallbackDispatcher(callbacks, CallbackSite.WORKER)
         self._listener = spec.listener
 
     def stop(self) -> None:
@@ -43,12 +46,9 @@ class NestedJob(JobState):
     def on_event(self, kind: str, data: Any) -> None:
         if kind == "status":
             status, outcome = data
-            if outcome is not None:
-                # before waking the waiter: what on_end reports must precede the caller's return
-                for cb in self._callbacks:
-                    hook = getattr(cb, "on_end", None)
-                    if hook is not None:
-                        hook(outcome.value)
+            # before waking the waiter: what on_end reports must precede the caller's return
+            if outcome is not None and isinstance(outcome.value, Result):
+                self.callbacks.end(outcome.value)
             if self._listener is not None:
                 self._listener("status", status)
             if outcome is not None:
@@ -60,15 +60,9 @@ class NestedJob(JobState):
             return
         if kind == "reports":
             self._add_reports(data)
-            for cb in self._callbacks:
-                hook = getattr(cb, "on_report", None)
-                if hook is not None:
-                    hook(data)
+            self.callbacks.report(data)
         elif kind == "checkpoint":
-            for cb in self._callbacks:
-                hook = getattr(cb, "on_checkpoint", None)
-                if hook is not None:
-                    hook(data)
+            self.callbacks.checkpoint(data)
         if self._listener is not None:
             self._listener(kind, data)
 
@@ -86,8 +80,14 @@ class NestedJobService:
         session.on("job_event", self._on_event)
 
     def submit(self, spec: JobSpec) -> NestedJob:
-        runner_spec = getattr(spec.runner, "spec", None)
-        callbacks = tuple(getattr(runner_spec, "callbacks", ()) or ())
+        from tandem.train._internal.controller import TrainController
+
+        callbacks: tuple[Callback, ...] = ()
+        if isinstance(spec.runner, TrainController):
+            # the run's callbacks stay here (they may tune.report for this trial); the
+            # driver runs the job without them, so none runs twice
+            runner, callbacks = spec.runner.without_callbacks()
+            spec = replace(spec, runner=runner)
         token = next(_tokens)
         job = NestedJob(self, spec, callbacks)
         self._jobs[token] = job
@@ -100,6 +100,10 @@ class NestedJobService:
         job.job_id = job_id
         job.log_paths = dict(log_paths)
         self._by_id[job_id] = job
+        if job.callbacks and isinstance(spec.runner, TrainController):
+            storage = spec.runner.spec.storage
+            job.callbacks.run_start(storage.run_name, storage.run_path,
+                                    spec.runner.spec.trial_id, spec.runner.spec.trial_name)
         return job
 
     def stop(self, job_id: str) -> None:

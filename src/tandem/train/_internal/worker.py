@@ -199,7 +199,7 @@ class WorkerSession:
         with self._call_lock:
             self._call_ids += 1
             call_id = self._call_ids
-            waiter = (threading.Event(), [])
+            waiter: tuple[threading.Event, list] = (threading.Event(), [])
             self._calls[call_id] = waiter
         self._send(("call", call_id, method, payload))
         if not waiter[0].wait(timeout_s):

@@ -9,6 +9,7 @@ from typing import Any
 
 from tandem._core.errors import ConfigError
 from tandem.cluster.base import STRATEGIES, validate_bundle
+from tandem.train.api.callback import Callback, check_callbacks
 
 DEFAULT_STORAGE_PATH = os.path.join("~", "tandem_results")
 
@@ -124,7 +125,9 @@ class RunConfig:
             ``$TANDEM_STORAGE_PATH``). Every worker must be able to reach it.
         failure_config: restarts after worker failures.
         checkpoint_config: which checkpoints to keep.
-        callbacks: objects with ``on_report(reports)`` / ``on_end(result)`` (tune loggers too).
+        callbacks: ``tandem.train.Callback`` objects (run events: ``on_report(rows)``,
+            ``on_checkpoint(entry)``, ``on_end(result)``...) and ``tandem.tune.Callback``
+            objects (experiment events, for a ``Tuner``).
         stop: for tuning: a dict of metric thresholds or a callable ``(trial_id, result) -> bool``.
         verbose: 0 silent, 1 status lines, 2 everything (workers' output echoed).
     """
@@ -133,7 +136,7 @@ class RunConfig:
     storage_path: str | None = None
     failure_config: FailureConfig | None = None
     checkpoint_config: CheckpointConfig | None = None
-    callbacks: Sequence[Any] | None = None
+    callbacks: Sequence[Callback] | None = None
     stop: Mapping[str, Any] | Callable[..., bool] | Any | None = None
     verbose: int | None = None
     sync_config: Any = None  # accepted for compatibility; storage is written directly
@@ -146,6 +149,7 @@ class RunConfig:
                 f"RunConfig(name={self.name!r}) is invalid: use a non-empty folder name "
                 f"without '/'."
             )
+        check_callbacks(self.callbacks, "RunConfig")
         if self.failure_config is not None and not isinstance(self.failure_config, FailureConfig):
             raise ConfigError(
                 f"RunConfig(failure_config=...) must be a FailureConfig, got "

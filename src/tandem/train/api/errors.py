@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tandem._core.errors import TandemError
 
 
@@ -36,7 +38,7 @@ class TrainingFailedError(TandemError, RuntimeError):
         self.cause = cause
         self.num_failures = num_failures
 
-    def __reduce__(self):  # keep the fields across pickling (train server, nested jobs)
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:  # fields survive pickling (server, nested)
         return (
             _rebuild,
             (str(self), self.rank, self.exc_type, self.exc_message, self.worker_traceback,
@@ -44,7 +46,8 @@ class TrainingFailedError(TandemError, RuntimeError):
         )
 
 
-def _rebuild(msg, rank, exc_type, exc_message, tb, cause, n):  # type: ignore[no-untyped-def]
+def _rebuild(msg: str, rank: int | None, exc_type: str | None, exc_message: str | None,
+             tb: str | None, cause: BaseException | None, n: int) -> TrainingFailedError:
     return TrainingFailedError(
         msg, rank=rank, exc_type=exc_type, exc_message=exc_message, worker_traceback=tb,
         cause=cause, num_failures=n,

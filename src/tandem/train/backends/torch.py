@@ -52,7 +52,7 @@ class TorchBackend(Backend):
         port = "0"  # rank 0 binds the store on a free port; see _rendezvous_store
         world = str(len(node_ips))
         local_counts: dict[str, int] = {}
-        envs = []
+        envs: list[dict[str, str]] = []
         for rank, ip in enumerate(node_ips):
             local = local_counts.get(ip, 0)
             local_counts[ip] = local + 1
@@ -62,7 +62,8 @@ class TorchBackend(Backend):
             })
         for env, ip in zip(envs, node_ips):
             env["LOCAL_WORLD_SIZE"] = str(local_counts[ip])
-        return envs
+        out: list[Mapping[str, str]] = [*envs]
+        return out
 
     def on_worker_start(self, context: TrainContext) -> None:
         import torch

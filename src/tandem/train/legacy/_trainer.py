@@ -52,6 +52,7 @@ from tandem.train.legacy._worker_group import (
     WorkerGroupRunner,
     start_worker_group,
 )
+from tandem.train.legacy.callbacks import TrainingCallback
 
 logger = logging.getLogger(__name__)
 
@@ -437,12 +438,12 @@ class Trainer:
             TrainingFailedError: a worker failed ``max_retries + 1`` times.
         """
         self._check_active("run")
-        callbacks = list(callbacks or [])
-        started: list[Any] = []
+        callbacks = _training_callbacks(callbacks)
+        started: list[TrainingCallback] = []
 
         def start_callbacks(run_dir: str) -> None:
             for cb in callbacks:
-                _hook(cb, "start_training")(logdir=run_dir, config=dict(config or {}))
+                cb.start_training(logdir=run_dir, config=dict(config or {}))
                 started.append(cb)
 
         iterator: TrainingIterator | None = None
@@ -452,7 +453,7 @@ class Trainer:
                                    before_submit=start_callbacks)
             for results in iterator:
                 for cb in callbacks:
-                    (getattr(cb, "process_results", None) or cb.handle_result)(results)
+                    cb.process_results(results)
             return iterator.get_final_results() or []
         except BaseException:
             failed = True
@@ -461,7 +462,7 @@ class Trainer:
             raise
         finally:
             for cb in started:
-                _hook(cb, "finish_training")(error=failed)
+                cb.finish_training(error=failed)
 
     def run_iterator(
         self,
@@ -683,9 +684,16 @@ class Trainer:
                 f"logdir={self._logdir!r})")
 
 
-def _hook(cb: Any, name: str) -> Callable[..., Any]:
-    fn = getattr(cb, name, None)
-    return fn if fn is not None else (lambda **_: None)
+def _training_callbacks(callbacks: Sequence[Any] | None) -> list[TrainingCallback]:
+    out = list(callbacks or [])
+    for cb in out:
+        if not isinstance(cb, TrainingCallback):
+            raise ConfigError(
+                f"Trainer.run(callbacks=[...]) got {type(cb).__name__} {cb!r:.60}, which is not "
+                f"a TrainingCallback: subclass tandem.train.legacy.callbacks.TrainingCallback "
+                f"and override start_training / handle_result / finish_training."
+            )
+    return out
 
 
 def _resolve_logdir(logdir: str | os.PathLike | None) -> str:

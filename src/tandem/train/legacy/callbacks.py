@@ -15,6 +15,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from tandem.train.api.callback import Callback
+
 __all__ = [
     "JsonLoggerCallback",
     "PrintCallback",
@@ -23,8 +25,10 @@ __all__ = [
 ]
 
 
-class TrainingCallback:
-    """Base class: every hook is a no-op. Override the ones you need."""
+class TrainingCallback(Callback):
+    """Base class of the 1.x ``Trainer.run(callbacks=[...])`` callbacks: every hook is a
+    no-op; override the ones you need. (A ``tandem.train.Callback``: in
+    ``RunConfig(callbacks=...)`` its run hooks are called too.)"""
 
     def start_training(self, logdir: str, config: dict, **info: Any) -> None:
         """Called before the run starts; ``logdir`` is the run folder (``run_NNN``)."""

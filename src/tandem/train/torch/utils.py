@@ -82,7 +82,7 @@ def prepare_data_loader(data_loader: Any, add_dist_sampler: bool = True,
         data_loader.sampler, DistributedSampler
     ):
         shuffle = isinstance(data_loader.sampler, RandomSampler)
-        sampler = DistributedSampler(
+        sampler: DistributedSampler = DistributedSampler(
             data_loader.dataset, num_replicas=ctx.get_world_size(), rank=ctx.get_world_rank(),
             shuffle=shuffle,
         )

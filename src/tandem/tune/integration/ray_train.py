@@ -20,11 +20,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tandem.train.api.checkpoint import Checkpoint
+from tandem.train.api.result import Result
+from tandem.train.legacy.callbacks import TrainingCallback
 from tandem.tune import session as tune_session
 
 
-class TuneReportCallback:
-    """Args:
+class TuneReportCallback(TrainingCallback):
+    """Forwards a run's reports to the trial (a ``tandem.train.Callback`` for
+    ``RunConfig(callbacks=...)``, and a 1.x ``TrainingCallback`` for ``Trainer.run``).
+
+    Args:
         metrics: which metrics to forward: None (all), a list of names, or a dict mapping
             the trial's metric name to the train run's (``{"acc": "val_accuracy"}``).
     """
@@ -47,7 +52,7 @@ class TuneReportCallback:
     # A checkpoint is committed once every rank reported its iteration, which may be after
     # rank 0's row went by; so each row is held until the next one (or the end) arrives and
     # then forwarded with the latest checkpoint committed for it.
-    def on_checkpoint(self, entry: tuple) -> None:
+    def on_checkpoint(self, entry: tuple[int, Any, dict]) -> None:
         self._pending = (entry[0], entry[1])
 
     def on_report(self, rows: list[dict]) -> None:
@@ -58,7 +63,7 @@ class TuneReportCallback:
                 self._forward(self._held)
             self._held = row
 
-    def on_end(self, result: Any) -> None:
+    def on_end(self, result: Result) -> None:
         if self._held is not None and tune_session.is_session_enabled():
             self._forward(self._held)
         self._held = None
@@ -71,12 +76,7 @@ class TuneReportCallback:
         tune_session.report(self._select(row), checkpoint=checkpoint)
 
     # the older Trainer API: handle_result(list of each worker's report)
-    def start_training(self, logdir: str | None = None, **info: Any) -> None:
-        pass
-
     def handle_result(self, results: list[dict], **info: Any) -> None:
         if results and tune_session.is_session_enabled():
             tune_session.report(self._select(results[0]))
 
-    def finish_training(self, error: bool = False, **info: Any) -> None:
-        pass

@@ -58,7 +58,8 @@ class _Bracket:
     @property
     def milestones(self) -> list[float]:
         """Every milestone this bracket will use, computed the way halving will."""
-        out, n, r, cumul = [self.r0], self.n0, self.r0, self.r0
+        out: list[float] = [self.r0]
+        n, r, cumul = self.n0, self.r0, self.r0
         for _ in range(self.s):
             n = math.ceil(n / self.eta)
             r = int(min(r * self.eta, self.max_t_attr - cumul))

@@ -104,13 +104,15 @@ class Domain(ABC):
         """Draws one value using ``rng`` (a fresh unseeded generator when None)."""
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self._key() == other._key()  # type: ignore[attr-defined]
+        return isinstance(other, Domain) and type(self) is type(other) and \
+            self._key() == other._key()
 
     def __hash__(self) -> int:
         return hash((type(self), self._key()))
 
     def _key(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, s) for s in self.__slots__)
+        slots: tuple[str, ...] = self.__slots__
+        return tuple(getattr(self, s) for s in slots)
 
 
 class Float(Domain):
