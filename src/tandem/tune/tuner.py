@@ -20,7 +20,7 @@ from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, RunConfig, ScalingConfig
 from tandem.train.api.files import join_path, make_dirs, read_file, remove_dir, write_file
 from tandem.train.api.result import Result
-from tandem.train.api.run import RunDescription, job_spec
+from tandem.train.api.run import RunDescription, job_spec, pickle_train_fn
 from tandem.train.api.trainer import DataParallelTrainer
 from tandem.train.context import StorageContext
 from tandem.tune.callback import Callback
@@ -276,42 +276,44 @@ class Tuner:
                                      checkpoint_config=rc.checkpoint_config, verbose=verbose),
             )
 
+        fn_bytes = pickle_train_fn(base.train_fn)  # once for every trial
+
         def launch(trial: TuneTrial, checkpoint: Checkpoint | None,
                    listener: Callable[[str, Any], None]) -> JobView:
             if kind == "trainer":
-                run = self._trial_run(base, trial.config)
+                fields = self._trial_fields(base, trial.config)
             else:
                 res = normalize_resources(resources, trial.config)
                 scaling = res if isinstance(res, ScalingConfig) else ScalingConfig(
                     num_workers=1, resources_per_worker=res)
-                run = replace(base, config=trial.config, scaling_config=scaling)
+                fields = {"config": trial.config, "scaling_config": scaling}
             run = replace(
-                run, storage=StorageContext(exp_path, trial.name, exp_name),
+                base, **fields, storage=StorageContext(exp_path, trial.name, exp_name),
                 trial_id=trial.trial_id, trial_name=trial.name,
-                resume_from_checkpoint=checkpoint or run.resume_from_checkpoint,
+                resume_from_checkpoint=checkpoint or base.resume_from_checkpoint,
                 echo_prefix=f"{trial.name}, " if verbose >= 2 else None,
                 start_iteration=trial.iteration, time_offset_s=trial.time_total_s,
                 preload=("tandem.tune",),
             )
-            return service.submit(job_spec(run, listener=listener))
+            return service.submit(job_spec(run, listener=listener, fn_bytes=fn_bytes))
 
         return launch
 
     @staticmethod
-    def _trial_run(base: RunDescription, config: Mapping[str, Any]) -> RunDescription:
-        """A trial of a Trainer: its description with the trial's loop config, scaling and
-        datasets from ``param_space``."""
+    def _trial_fields(base: RunDescription, config: Mapping[str, Any]) -> dict[str, Any]:
+        """A trial of a Trainer: the fields of its description that the trial's
+        ``param_space`` sets (loop config, scaling, datasets)."""
         loop = dict(base.config or {})
         loop.update(config.get("train_loop_config") or {})
-        run = replace(base, config=loop)
+        fields: dict[str, Any] = {"config": loop}
         sc = config.get("scaling_config")
         if isinstance(sc, ScalingConfig):
-            run = replace(run, scaling_config=sc)
+            fields["scaling_config"] = sc
         elif isinstance(sc, Mapping):
-            run = replace(run, scaling_config=replace(base.scaling_config, **sc))
+            fields["scaling_config"] = replace(base.scaling_config, **sc)
         if "datasets" in config:
-            run = replace(run, datasets=dict(config["datasets"]))
-        return run
+            fields["datasets"] = dict(config["datasets"])
+        return fields
 
     # -- restore ---------------------------------------------------------------------------
     def _save_tuner(self, exp_path: str) -> None:

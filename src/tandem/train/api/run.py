@@ -102,9 +102,11 @@ class RunDescription:
     preload: tuple[str, ...] = ()
     report_all_ranks: bool = False
     failure_setting: str = "FailureConfig(max_failures={})"
+    _takes_config: bool = field(default=True, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        check_train_fn(self.train_fn, "RunDescription(train_fn=...)")
+        takes_config = check_train_fn(self.train_fn, "RunDescription(train_fn=...)")
+        object.__setattr__(self, "_takes_config", takes_config)
         checks: tuple[tuple[Any, type, str], ...] = (
             (self.scaling_config, ScalingConfig, "scaling_config"),
             (self.run_config, RunConfig, "run_config"),
@@ -152,6 +154,12 @@ class RunDescription:
         return StorageContext(rc.resolved_storage_path(), name)
 
 
+def pickle_train_fn(fn: Callable[..., Any]) -> bytes:
+    """``fn`` as the workers receive it (cloudpickle, by value where it must be)."""
+    data: bytes = cloudpickle.dumps(fn)
+    return data
+
+
 def submit(
     run: RunDescription, *, listener: Callable[[str, Any], None] | None = None
 ) -> JobHandle:
@@ -183,12 +191,19 @@ def submit(
 
 
 def job_spec(
-    run: RunDescription, *, listener: Callable[[str, Any], None] | None = None
+    run: RunDescription,
+    *,
+    listener: Callable[[str, Any], None] | None = None,
+    fn_bytes: bytes | None = None,
 ) -> JobSpec:
-    """The job that carries out ``run`` (its gang and its ``TrainController``)."""
+    """The job that carries out ``run`` (its gang and its ``TrainController``).
+
+    ``fn_bytes``: ``run.train_fn`` already pickled with cloudpickle (a tuner pickles its
+    trainable once for every trial of an experiment)."""
     storage = run.run_storage()
     try:
-        fn_bytes = cloudpickle.dumps(run.train_fn)
+        if fn_bytes is None:
+            fn_bytes = pickle_train_fn(run.train_fn)
     except Exception as e:
         raise ConfigError(
             f"The train function {getattr(run.train_fn, '__name__', '?')!r} cannot be sent "
@@ -200,7 +215,7 @@ def job_spec(
     backend_config = run.backend_config if run.backend_config is not None else BackendConfig()
     spec = RunSpec(
         fn_bytes=fn_bytes,
-        pass_config=check_train_fn(run.train_fn),
+        pass_config=run._takes_config,
         config=dict(run.config) if run.config is not None else {},
         num_workers=run.scaling_config.num_workers,
         storage=storage,
