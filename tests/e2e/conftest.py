@@ -43,11 +43,15 @@ class UserEnv:
         return env
 
     def python(self, script: str, *args: str, env: Mapping[str, str] | None = None,
-               timeout_s: float = SCRIPT_TIMEOUT_S, check: bool = True) -> str:
-        """Runs ``scripts/<script>`` as ``python script.py ARGS``; returns its stdout and
-        fails the test (with the output) on a non-zero exit."""
-        proc = subprocess.run([sys.executable, os.path.join(SCRIPTS, script), *args],
-                              cwd=self.home, env=dict(env or self.env()), capture_output=True,
+               timeout_s: float = SCRIPT_TIMEOUT_S, check: bool = True,
+               cwd: str | None = None) -> str:
+        """Runs ``scripts/<script>`` (or a script path) as ``python script.py ARGS`` in
+        ``cwd`` (default: the home folder); returns its stdout and fails the test (with
+        the output) on a non-zero exit."""
+        path = script if os.path.isabs(script) else os.path.join(SCRIPTS, script)
+        proc = subprocess.run([sys.executable, path, *args],
+                              cwd=cwd or self.home, env=dict(env or self.env()),
+                              capture_output=True,
                               text=True, timeout=timeout_s, check=False)
         if check:
             assert proc.returncode == 0, _failure(script, proc)

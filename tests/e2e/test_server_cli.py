@@ -5,11 +5,12 @@ another process (``tandem.jobs.get(job_id).results()``)."""
 from __future__ import annotations
 
 import os
+import shutil
 import time
 
 import pytest
 
-from tests.e2e.conftest import line, start_server, stop_server
+from tests.e2e.conftest import SCRIPTS, line, start_server, stop_server
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
@@ -77,3 +78,17 @@ def test_job_results_followed_from_another_process(server, tmp_path):
     assert line(out, "STEPS") == "[0, 1, 2, 3, 4]"
     assert line(out, "FINAL") == "FINISHED 4 0.25"
     assert "FINISHED" in _job_line(server, job_id).split()
+
+
+def test_working_dir_upload_and_tuner_on_the_server(server, tmp_path):
+    """docs/server.md: code importing the user's own module runs on the server once the
+    folder is sent with runtime_env={"working_dir": "."}; a Tuner submits there too."""
+    project = tmp_path / "project"
+    shutil.copytree(os.path.join(SCRIPTS, "project"), project)
+    out = server.user.python(str(project / "train_with_helpers.py"), env=server.env(),
+                             cwd=str(project))
+    assert line(out, "LRS") == "[0.5, 0.25, 0.167] True"  # ran in the uploaded folder
+    assert line(out, "TUNE") == "0 4"
+    assert "FINISHED" in _job_line(server, line(out, "JOB_ID")).split()
+    listed = server.user.cli("jobs", "list", env=server.env()).stdout
+    assert listed.count("tune_on_server") >= 3  # every trial is a job on the server

@@ -54,3 +54,12 @@ def test_tune_run(user):
     assert line(out, "ROWS") == "3" and line(out, "TRIALS") == "3"
     assert line(out, "CLASS_BEST") == "{'k': 2} 6"
     assert os.path.isdir(os.path.join(user.storage, "tune_run_cls"))
+
+
+def test_tuner_restore_in_a_new_process(user, tmp_path):
+    marker = str(tmp_path / "second_run")
+    first = user.python("tuner_restore.py", "first", marker)
+    assert line(first, "FIRST") == "1 2"  # one trial failed, two finished
+    again = user.python("tuner_restore.py", "restore", marker)
+    assert line(again, "CAN_RESTORE") == "True"
+    assert line(again, "RESTORED") == "0 3 [0, 1, 2]"
