@@ -90,5 +90,6 @@ def test_working_dir_upload_and_tuner_on_the_server(server, tmp_path):
     assert line(out, "LRS") == "[0.5, 0.25, 0.167] True"  # ran in the uploaded folder
     assert line(out, "TUNE") == "0 4"
     assert "FINISHED" in _job_line(server, line(out, "JOB_ID")).split()
-    listed = server.user.cli("jobs", "list", env=server.env()).stdout
-    assert listed.count("tune_on_server") >= 3  # every trial is a job on the server
+    listed = server.user.cli("jobs", "list", env=server.env()).stdout.splitlines()
+    trials = [r for r in listed if "objective_" in r]  # every trial is a job on the server
+    assert len(trials) == 3 and all("FINISHED" in r.split() for r in trials), listed
