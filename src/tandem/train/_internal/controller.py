@@ -3,7 +3,10 @@
 It starts the worker gang on the job's placement, relays reports into the run folder and
 to listeners, commits checkpoints, and on a worker failure kills the whole gang and starts
 it again from the latest committed checkpoint, within ``FailureConfig.max_failures``.
-The loop is ``step()`` (handle a batch of worker events) plus a thin ``run()``.
+The loop is ``step()`` (handle a batch of worker events) plus a thin ``run()``; its states
+are ``TrainControllerState`` (state.py). After a failure the ``FailurePolicy`` (failure.py)
+decides RETRY, RESCHEDULE (a node was lost) or RAISE, and the controller acts on it. Which
+rank runs where is planned by ``plan_gang`` (gang.py).
 """
 
 from __future__ import annotations
