@@ -199,7 +199,7 @@ class LocalCluster(Cluster):
 
     def worker_env(self, placement: Placement, index: int) -> dict[str, str]:
         bundle = placement.bundles[index]
-        threads = max(1, int(math.floor(bundle.get("CPU", 1.0) + 1e-9)))
+        threads = max(1, math.floor(bundle.get("CPU", 1.0) + 1e-9))
         gpus = placement.gpu_ids[index]
         names = [self._gpu_names[i] if i < len(self._gpu_names) else str(i) for i in gpus]
         return {

@@ -10,7 +10,7 @@ import pytest
 
 import tandem
 from tandem import train
-from tandem._core.errors import ConfigError, ResourcesUnavailableError
+from tandem._core.errors import ResourcesUnavailableError
 from tandem.train import (
     Checkpoint,
     DataParallelTrainer,

@@ -252,7 +252,7 @@ class RayCluster(Cluster):
 
     def worker_env(self, placement: Placement, index: int) -> dict[str, str]:
         bundle = placement.bundles[index]
-        threads = max(1, int(math.floor(bundle.get("CPU", 1.0) + 1e-9)))
+        threads = max(1, math.floor(bundle.get("CPU", 1.0) + 1e-9))
         handle: PGHandle | None = placement.handle
         devices = handle.devices if handle is not None and handle.devices else None
         return {
