@@ -4,9 +4,11 @@ another process (``tandem.jobs.get(job_id).results()``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +23,10 @@ def test_server_start_status_stop(user):
         status = user.cli("server", "status").stdout
         assert f"at http://{srv.address} (pid {srv.pid})" in status
         assert "resources: CPU=2" in status
+        link = user.cli("dashboard").stdout.strip()  # docs/server.md: prints the URL
+        token = json.loads((Path(user.home) / ".tandem" / "server.json").read_text())["token"]
+        assert link == f"http://{srv.address}/?token={token}"
+        assert user.cli("version").stdout.strip()
     finally:
         stop_server(srv)
     after = user.cli("server", "status", ok=False)
