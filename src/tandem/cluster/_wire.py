@@ -145,3 +145,83 @@ class SocketWorker:
             self._sink(self, frame)
         except Exception:  # a sink must never kill the I/O thread
             logging.getLogger("tandem.cluster").exception("worker frame handler failed")
+
+
+class IOThread(threading.Thread):
+    """The driver's I/O thread, shared by ``LocalCluster`` and ``RayCluster``: one selector
+    over a listening socket the workers connect to, their connections, and a wake-up socket
+    other threads poke after queueing work for it.
+
+    Subclasses read worker connections (``_read_conn``) and may add their own readable
+    sources (``_on_readable``), a select timeout (``_select_timeout``), work after each
+    round (``_after_select``) and clean-up once the loop ends (``_on_stop``). Setting
+    ``_stopping`` and calling ``wake()`` ends the loop.
+    """
+
+    tcp_nodelay = False
+
+    def __init__(self, name: str, listener: socket.socket) -> None:
+        super().__init__(name=name, daemon=True)
+        listener.setblocking(False)
+        self._listener = listener
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(listener, selectors.EVENT_READ, ("listen", None))
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._sel.register(self._wake_r, selectors.EVENT_READ, ("wake", None))
+        self._stopping = False
+        self.alive = True
+
+    def wake(self) -> None:
+        """Makes the loop look at its queued work now (callable from any thread)."""
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+
+    def run(self) -> None:
+        try:
+            while not self._stopping:
+                for key, _ in self._sel.select(timeout=self._select_timeout()):
+                    kind, data = key.data
+                    if kind == "listen":
+                        accept_all(self._listener, self._sel, tcp_nodelay=self.tcp_nodelay)
+                    elif kind == "conn":
+                        self._read_conn(key.fileobj, data)  # type: ignore[arg-type]
+                    elif kind == "wake":
+                        try:
+                            self._wake_r.recv(4096)
+                        except OSError:
+                            pass
+                    else:
+                        self._on_readable(kind, key.fileobj, data)
+                self._after_select()
+        except Exception:
+            logging.getLogger(type(self).__module__).exception("tandem %s thread failed",
+                                                                self.name)
+        finally:
+            self.alive = False
+            self._on_stop()
+            for key in list(self._sel.get_map().values()):
+                try:
+                    key.fileobj.close()  # type: ignore[union-attr]
+                except OSError:
+                    pass
+            self._sel.close()
+
+    # -- hooks -------------------------------------------------------------------------
+    def _read_conn(self, conn: socket.socket, state: list) -> None:
+        """A worker connection is readable; ``state`` is ``[FrameReader, worker | None]``."""
+        raise NotImplementedError
+
+    def _on_readable(self, kind: str, fileobj: Any, data: Any) -> None:
+        """Another source the subclass registered with ``(kind, data)`` is readable."""
+
+    def _select_timeout(self) -> float:
+        return 1.0
+
+    def _after_select(self) -> None:
+        """Runs after each round of the loop (queued commands, timers)."""
+
+    def _on_stop(self) -> None:
+        """Runs once when the loop ends, before every registered file is closed."""

@@ -199,7 +199,7 @@ class LocalCluster(Cluster):
 
     def worker_env(self, placement: Placement, index: int) -> dict[str, str]:
         bundle = placement.bundles[index]
-        threads = max(1, int(math.floor(bundle.get("CPU", 1.0) + 1e-9)))
+        threads = max(1, math.floor(bundle.get("CPU", 1.0) + 1e-9))
         gpus = placement.gpu_ids[index]
         names = [self._gpu_names[i] if i < len(self._gpu_names) else str(i) for i in gpus]
         return {
@@ -253,23 +253,17 @@ def _assign_gpus(free: list[float], amount: float) -> list[tuple[int, float]] | 
     return [(i, 1.0) for i in whole]
 
 
-class _IOThread(threading.Thread):
+class _IOThread(_wire.IOThread):
     """Owns the zygote, the workers' listening socket, and every worker connection."""
 
     def __init__(self) -> None:
-        super().__init__(name="tandem-cluster-io", daemon=True)
         self._dir = tempfile.mkdtemp(prefix="tandem-")
         os.chmod(self._dir, 0o700)
         self.address = os.path.join(self._dir, "workers.sock")
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(self.address)
-        self._listener.listen(256)
-        self._listener.setblocking(False)
-        self._sel = selectors.DefaultSelector()
-        self._sel.register(self._listener, selectors.EVENT_READ, ("listen", None))
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._sel.register(self._wake_r, selectors.EVENT_READ, ("wake", None))
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(self.address)
+        listener.listen(256)
+        super().__init__("tandem-cluster-io", listener)
         self._zygote = subprocess.Popen(
             [sys.executable, "-m", "tandem.cluster._zygote"],
             stdin=subprocess.PIPE,
@@ -287,8 +281,6 @@ class _IOThread(threading.Thread):
         self._by_id: dict[str, LocalWorker] = {}
         self._preloaded: set[str] = set()
         self._preload_done: dict[tuple[str, ...], threading.Event] = {}
-        self._stopping = False
-        self.alive = True
 
     # -- called from other threads ------------------------------------------------------
     def _to_zygote(self, msg: Any) -> None:
@@ -362,43 +354,14 @@ class _IOThread(threading.Thread):
         except subprocess.TimeoutExpired:
             self._zygote.kill()
             self._zygote.wait()
-        try:
-            self._wake_w.send(b"x")
-        except OSError:
-            pass
+        self.wake()
         self.join(timeout=5)
         shutil.rmtree(self._dir, ignore_errors=True)
 
     # -- the I/O loop ------------------------------------------------------------------
-    def run(self) -> None:
-        try:
-            while not self._stopping:
-                for key, _ in self._sel.select(timeout=1.0):
-                    kind, data = key.data
-                    if kind == "listen":
-                        self._accept()
-                    elif kind == "conn":
-                        self._read_conn(key.fileobj, data)  # type: ignore[arg-type]
-                    elif kind == "zygote":
-                        self._read_zygote(key.fileobj, data)
-                    elif kind == "wake":
-                        try:
-                            self._wake_r.recv(4096)
-                        except OSError:
-                            pass
-        except Exception:
-            logger.exception("tandem cluster I/O thread failed")
-        finally:
-            self.alive = False
-            for key in list(self._sel.get_map().values()):
-                try:
-                    key.fileobj.close()  # type: ignore[union-attr]
-                except OSError:
-                    pass
-            self._sel.close()
-
-    def _accept(self) -> None:
-        _wire.accept_all(self._listener, self._sel, tcp_nodelay=False)
+    def _on_readable(self, kind: str, fileobj: Any, data: Any) -> None:
+        if kind == "zygote":
+            self._read_zygote(fileobj, data)
 
     def _read_conn(self, conn: socket.socket, state: list) -> None:
         reader, worker = state

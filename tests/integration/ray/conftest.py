@@ -72,7 +72,8 @@ def ray_cluster():
 @pytest.fixture(autouse=True)
 def _no_leftover_processes(ray_cluster, monkeypatch):
     """Overrides the root conftest's check (Ray's own daemons outlive a test by design)."""
-    monkeypatch.setenv("TANDEM_STORAGE_IS_SHARED", "1")  # one machine: every path is shared
+    # Every node runs on this host: a local storage path is shared without saying so.
+    monkeypatch.delenv("TANDEM_STORAGE_IS_SHARED", raising=False)
     yield
     tandem.shutdown()
     groups = _wait_gone(_live_groups, 10)

@@ -10,7 +10,7 @@ import pytest
 
 import tandem
 from tandem import train
-from tandem._core.errors import ConfigError, ResourcesUnavailableError
+from tandem._core.errors import ResourcesUnavailableError
 from tandem.train import (
     Checkpoint,
     DataParallelTrainer,
@@ -127,19 +127,37 @@ def test_spread_strategy_uses_both_nodes(storage, tmp_path):
     assert [r["local_rank"] for r in ranks] == [0, 0]
 
 
-def test_multi_node_gang_with_local_storage_is_refused(storage, tmp_path, monkeypatch):
+def checkpoint_every_rank(config):
+    rank = train.get_context().get_world_rank()
+    with open(os.path.join(config["out"], f"rank_{rank}.json"), "w") as f:
+        json.dump(_where(), f)
+    for step in range(2):
+        d = os.path.join(config["out"], f"ckpt_{rank}_{step}")
+        os.makedirs(d)
+        with open(os.path.join(d, f"rank_{rank}.txt"), "w") as f:
+            f.write(str(step))
+        train.report({"step": step}, checkpoint=Checkpoint.from_directory(d))
+
+
+def test_gang_over_two_nodes_of_one_host_uses_local_storage(storage, tmp_path):
+    """Both nodes run on this host, so they share its filesystem: a local storage_path
+    is fine although the gang spans two nodes (it was refused when nodes were compared
+    by id). Refusing a gang over several hosts is unit-tested (tests/unit/train)."""
     wait_until_idle()
-    monkeypatch.delenv("TANDEM_STORAGE_IS_SHARED")
     tandem.init(cluster="ray")
-    trainer = DataParallelTrainer(
-        where_am_i, train_loop_config={"out": str(tmp_path)},
-        scaling_config=ScalingConfig(num_workers=2, placement_strategy="SPREAD"),
-        run_config=RunConfig(storage_path=storage, name="refused"),
-    )
-    with pytest.raises(ConfigError, match="shared storage") as info:
-        trainer.fit()
-    assert storage in str(info.value) and "TANDEM_STORAGE_IS_SHARED" in str(info.value)
-    assert not list(tmp_path.glob("rank_*.json"))  # no worker ever started
+    result = DataParallelTrainer(
+        checkpoint_every_rank, train_loop_config={"out": str(tmp_path)},
+        scaling_config=ScalingConfig(num_workers=4),
+        run_config=RunConfig(storage_path=storage, name="same_host"),
+    ).fit()
+    assert result.error is None, result.error
+    ranks = [json.loads((tmp_path / f"rank_{r}.json").read_text()) for r in range(4)]
+    assert len({r["node_id"] for r in ranks}) == 2  # the gang really spans both nodes
+    assert result.metrics["step"] == 1
+    assert result.checkpoint.path.startswith(storage)
+    # every rank, on either node, wrote its files into the one checkpoint folder
+    written = sorted(os.listdir(result.checkpoint.path))
+    assert written == [f"rank_{r}.txt" for r in range(4)]
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from tandem.cluster import LocalCluster, make_cluster
 
 
 def test_ranks_are_grouped_by_node():
-    from tandem.cluster.ray import _group_by_node
+    from tandem.cluster.ray._placement import group_by_node as _group_by_node
 
     bundles = [{"CPU": 1.0}] * 5
     assert _group_by_node(["a", "b", "a", "b", "a"], bundles) == (0, 2, 4, 1, 3)
@@ -18,13 +18,13 @@ def test_ranks_are_grouped_by_node():
 
 
 def test_different_bundles_keep_their_ranks():
-    from tandem.cluster.ray import _group_by_node
+    from tandem.cluster.ray._placement import group_by_node as _group_by_node
 
     assert _group_by_node(["a", "b", "a"], [{"CPU": 2.0}, {"CPU": 1.0}, {"CPU": 1.0}]) == (0, 1, 2)
 
 
 def test_ray_bundles_are_never_empty():
-    from tandem.cluster.ray import _ray_bundle
+    from tandem.cluster.ray._placement import ray_bundle as _ray_bundle
 
     assert _ray_bundle({"CPU": 0.0}) == {"CPU": 0.01}
     assert _ray_bundle({"CPU": 2.0, "GPU": 0.5}) == {"CPU": 2.0, "GPU": 0.5}

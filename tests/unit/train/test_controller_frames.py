@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tandem.train._internal.controller import LoopState, RunSpec, TrainController
+from tandem.train._internal.controller import RunSpec, TrainController
+from tandem.train._internal.state import TrainControllerState
 from tandem.train.backends.base import Backend
 from tandem.train.context import StorageContext
 
@@ -18,17 +19,17 @@ def test_exit_notice_overtaking_the_done_frame_is_not_a_failure(tmp_path):
     c = controller(tmp_path)
     # the zygote's exit notice can arrive before the worker's last frames are read
     state = c._handle([(0, 0, ("__exit__", 0)), (0, 0, ("done", 0, None)), (0, 0, ("__eof__",))])
-    assert state is LoopState.SUCCEEDED
+    assert state is TrainControllerState.FINISHED
     assert c._failures == []
 
 
 def test_stream_end_without_done_is_a_death_named_by_its_exit_code(tmp_path):
     c = controller(tmp_path, n=2)
     state = c._handle([(0, 1, ("__eof__",)), (0, 1, ("__exit__", -9))])
-    assert state is LoopState.FAILED
+    assert state is TrainControllerState.WORKER_FAILED
     assert [f.message for f in c._failures][-1] == "the worker process was killed by SIGKILL"
 
 
 def test_an_exit_notice_alone_waits_for_the_stream_to_end(tmp_path):
     c = controller(tmp_path)
-    assert c._handle([(0, 0, ("__exit__", 0))]) is LoopState.RUNNING
+    assert c._handle([(0, 0, ("__exit__", 0))]) is TrainControllerState.RUNNING

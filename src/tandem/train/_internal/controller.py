@@ -3,14 +3,15 @@
 It starts the worker gang on the job's placement, relays reports into the run folder and
 to listeners, commits checkpoints, and on a worker failure kills the whole gang and starts
 it again from the latest committed checkpoint, within ``FailureConfig.max_failures``.
-The loop is ``step()`` (handle a batch of worker events) plus a thin ``run()``.
+The loop is ``step()`` (handle a batch of worker events) plus a thin ``run()``; its states
+are ``TrainControllerState`` (state.py). After a failure the ``FailurePolicy`` (failure.py)
+decides RETRY, RESCHEDULE (a node was lost) or RAISE, and the controller acts on it. Which
+rank runs where is planned by ``plan_gang`` (gang.py).
 """
 
 from __future__ import annotations
 
-import enum
 import logging
-import os
 import queue
 import signal
 import time
@@ -30,14 +31,21 @@ from tandem.train._internal.checkpoints import (
     existing_checkpoints,
 )
 from tandem.train._internal.failure import FailureDecision, FailurePolicy, FailureStatus
+from tandem.train._internal.gang import (
+    plan_gang,
+    storage_is_shared_by_env,
+    storage_refusal,
+    with_local_ranks,
+)
 from tandem.train._internal.logs import ECHO
 from tandem.train._internal.nested import DRIVER_CALLS
 from tandem.train._internal.rendezvous import METHODS as RENDEZVOUS_METHODS
 from tandem.train._internal.rendezvous import GangRendezvous
+from tandem.train._internal.state import TrainControllerState
 from tandem.train._internal.storage import RunStorage
 from tandem.train._internal.worker import CHECKPOINT_ONLY, ErrorInfo, WorkerTask
 from tandem.train.api.callback import Callback, CallbackDispatcher, CallbackSite
-from tandem.train.api.checkpoint import Checkpoint, _is_url
+from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, FailureConfig
 from tandem.train.api.errors import TrainingFailedError
 from tandem.train.api.files import remove_dir
@@ -89,17 +97,6 @@ class RunSpec:
     resume_latest_in_run_path: bool = False  # seed from the newest checkpoint_* in the run folder
 
 
-class LoopState(enum.Enum):
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    STOPPED = "STOPPED"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self is not LoopState.RUNNING
-
-
 @dataclass
 class _Failure:
     rank: int | None
@@ -131,6 +128,7 @@ class TrainController(JobRunner):
         self._ends: dict[int, set] = {}  # rank -> {"__eof__", "__exit__"} of the current gang
         self._nested_jobs: list[str] = []
         self._lent_resources = False
+        self.state = TrainControllerState.INITIALIZING
         self.callbacks = CallbackDispatcher(spec.callbacks, CallbackSite.DRIVER)
 
     def without_callbacks(self) -> tuple[TrainController, tuple[Callback, ...]]:
@@ -199,6 +197,7 @@ class TrainController(JobRunner):
     def run(self, ctx: JobContext) -> JobOutcome:
         self.ctx = ctx
         spec = self.spec
+        self.state = TrainControllerState.INITIALIZING
         self.storage = RunStorage(spec.storage.run_path)
         self.storage.write_params(spec.config)
         self._seed_checkpoints()
@@ -206,33 +205,34 @@ class TrainController(JobRunner):
         self.callbacks.run_start(spec.storage.run_name, spec.storage.run_path, spec.trial_id,
                                  spec.trial_name)
         error: TrainingFailedError | None = None
-        state = LoopState.RUNNING
-        refused = self._check_storage_reachable(ctx.placement)
+        refused = self._storage_refusal(ctx.placement)
         if refused is not None:
-            return self._finish(LoopState.FAILED, refused)  # type: ignore[arg-type]
+            return self._finish(TrainControllerState.ERRORED, refused)  # type: ignore[arg-type]
         try:
             self._start_gang()
-            while not state.is_terminal:
-                state = self.step()
-                if state is LoopState.FAILED:
-                    error, state = self._on_failure()
+            self.state = TrainControllerState.RUNNING
+            while not self.state.is_terminal:
+                self.state = self.step()
+                if self.state is TrainControllerState.WORKER_FAILED:
+                    error, self.state = self._on_failure()
         except BaseException as e:  # our own bug: never leave workers behind
             self._kill_gang()
             error = TrainingFailedError(f"tandem's controller failed: {type(e).__name__}: {e}",
                                         exc_type=type(e).__name__, exc_message=str(e), cause=e)
-            state = LoopState.FAILED
+            self.state = TrainControllerState.ERRORED
             logger.exception("controller failure")
         finally:
             self._stop_echo()
-        return self._finish(state, error)
+        return self._finish(self.state, error)
 
     # -- the loop ------------------------------------------------------------------------
-    def step(self, timeout_s: float | None = None) -> LoopState:
-        """Handles the next batch of worker events; returns the loop state afterwards."""
+    def step(self, timeout_s: float | None = None) -> TrainControllerState:
+        """Handles the next batch of worker events; returns the state afterwards:
+        ``RUNNING``, ``FINISHED`` (every worker returned), ``WORKER_FAILED`` or ``STOPPED``."""
         try:
             first = self._q.get(timeout=timeout_s) if timeout_s is not None else self._q.get()
         except queue.Empty:
-            return LoopState.RUNNING
+            return TrainControllerState.RUNNING
         items = [first]
         for _ in range(4096):
             try:
@@ -241,17 +241,17 @@ class TrainController(JobRunner):
                 break
         return self._handle(items)
 
-    def _handle(self, items: list, seen: dict[int, set] | None = None) -> LoopState:
+    def _handle(self, items: list, seen: dict[int, set] | None = None) -> TrainControllerState:
         """Applies worker frames; ``seen`` collects each rank's ``__eof__``/``__exit__``."""
         if seen is None:
             seen = self._ends  # ends seen by the main loop count for _kill_gang too
         rows: list[dict] = []
-        state = LoopState.RUNNING
+        state = TrainControllerState.RUNNING
         for attempt, rank, frame in items:
             kind = frame[0]
             if kind == "__stop__":
                 self._stop_requested = True
-                state = LoopState.STOPPED
+                state = TrainControllerState.STOPPED
                 continue
             if attempt != self._attempt:
                 continue  # a late frame from a gang we already replaced
@@ -259,8 +259,9 @@ class TrainController(JobRunner):
                 self._on_reports(rank, frame[2], rows)
             elif kind == "done":
                 self._done[rank] = frame[2]
-                if len(self._done) == self.spec.num_workers and state is LoopState.RUNNING:
-                    state = LoopState.SUCCEEDED
+                if (len(self._done) == self.spec.num_workers
+                        and state is TrainControllerState.RUNNING):
+                    state = TrainControllerState.FINISHED
             elif kind == "error":
                 info: ErrorInfo = frame[2]
                 cause = None
@@ -272,8 +273,8 @@ class TrainController(JobRunner):
                 self._failures.append(
                     _Failure(rank, "error", info.exc_type, info.message, info.traceback, cause)
                 )
-                if state is not LoopState.STOPPED:
-                    state = LoopState.FAILED
+                if state is not TrainControllerState.STOPPED:
+                    state = TrainControllerState.WORKER_FAILED
             elif kind in ("__eof__", "__exit__"):
                 if seen is not None:
                     seen.setdefault(rank, set()).add(kind)
@@ -284,8 +285,8 @@ class TrainController(JobRunner):
                 if kind == "__eof__":
                     if not any(f.rank == rank for f in self._failures):
                         self._failures.append(_Failure(rank, "died", *_death(None)))
-                    if state is not LoopState.STOPPED:
-                        state = LoopState.FAILED
+                    if state is not TrainControllerState.STOPPED:
+                        state = TrainControllerState.WORKER_FAILED
                 elif any(f.rank == rank for f in self._failures):
                     # the exit code names how a worker that already failed died
                     self._failures.append(_Failure(rank, "died", *_death(frame[1])))
@@ -393,21 +394,8 @@ class TrainController(JobRunner):
         self._rank_iter = [start_it] * n
         self._committed_upto = start_it
         self._failures = []
-        node_ips = list(placement.node_ips)
-        envs = spec.backend.worker_env(node_ips)
-        node_order: dict[str, int] = {}
-        local_seen: dict[str, int] = {}
-        contexts = []
-        for rank in range(n):
-            node = placement.node_ids[rank]  # not the IP: several nodes may share one host
-            node_rank = node_order.setdefault(node, len(node_order))
-            local = local_seen.get(node, 0)
-            local_seen[node] = local + 1
-            contexts.append((node_rank, local))
-        for rank, env in enumerate(envs):
-            if "LOCAL_RANK" in env:
-                envs[rank] = {**env, "LOCAL_RANK": str(contexts[rank][1]),
-                              "LOCAL_WORLD_SIZE": str(local_seen[placement.node_ids[rank]])}
+        plan = plan_gang(placement.node_ids[:n], placement.node_ips[:n])
+        envs = with_local_ranks(spec.backend.worker_env([p.node_ip for p in plan]), plan)
         ray_split = ctx.cluster.supports_ray_objects
         shards = {name: data_mod.split(name, d, n, ray_split=ray_split)
                   for name, d in spec.datasets.items()}
@@ -415,11 +403,11 @@ class TrainController(JobRunner):
                   if ray_split and data_mod.is_ray_dataset(d)}
         attempt = self._attempt
         tasks, specs = [], []
-        for rank in range(n):
-            node_rank, local = contexts[rank]
+        for p in plan:
+            rank = p.world_rank
             tctx = TrainContext(
-                world_size=n, world_rank=rank, local_rank=local,
-                local_world_size=local_seen[placement.node_ids[rank]], node_rank=node_rank,
+                world_size=n, world_rank=rank, local_rank=p.local_rank,
+                local_world_size=p.local_world_size, node_rank=p.node_rank,
                 storage=spec.storage, trial_id=spec.trial_id, trial_name=spec.trial_name,
                 trial_dir=spec.storage.run_path if spec.trial_id else None,
                 metadata=spec.metadata,
@@ -432,7 +420,7 @@ class TrainController(JobRunner):
             )
             tasks.append(cloudpickle.dumps(task))
             specs.append(WorkerSpec(
-                worker_id=f"{ctx.job_id}-a{attempt}-r{rank}", bundle_index=rank,
+                worker_id=f"{ctx.job_id}-a{attempt}-r{rank}", bundle_index=p.bundle_index,
                 log_path=self.storage.log_path(rank),
                 preload=self._preload(),
                 **self._runtime_env(),
@@ -457,23 +445,14 @@ class TrainController(JobRunner):
             env["TANDEM_WORKING_DIR"] = spec.working_dir
         return {"env": env, "cwd": spec.working_dir}
 
-    def _check_storage_reachable(self, placement: Placement) -> ConfigError | None:
-        """A gang on several nodes writes checkpoints from each of them: the run's storage
-        must be shared (an fsspec URL, or a shared filesystem declared as such)."""
-        if len(set(placement.node_ids)) <= 1:
-            return None
-        path = self.spec.storage.storage_path
-        if (_is_url(path) and not path.startswith(("file://", "local://"))) or \
-                os.environ.get("TANDEM_STORAGE_IS_SHARED", "") not in ("", "0"):
-            return None
-        return ConfigError(
-            f"Run {self.spec.storage.run_name}: its {self.spec.num_workers} workers were placed "
-            f"on {len(set(placement.node_ids))} nodes, but RunConfig(storage_path="
-            f"{path!r}) is a path on this machine, which the other nodes cannot write "
-            f"checkpoints to. Use shared storage: an fsspec URL such as 's3://bucket/runs' or "
-            f"'gs://bucket/runs', or a shared filesystem (NFS) mounted at the same path on "
-            f"every node - then set TANDEM_STORAGE_IS_SHARED=1 to say so. Or keep the gang "
-            f"on one node with ScalingConfig(placement_strategy='STRICT_PACK')."
+    def _storage_refusal(self, placement: Placement) -> ConfigError | None:
+        """A gang on several machines writes checkpoints from each of them: the run's
+        storage must be shared (an fsspec URL, or a shared filesystem declared as such)."""
+        spec = self.spec
+        return storage_refusal(
+            storage_path=spec.storage.storage_path, node_ips=placement.node_ips,
+            run_name=spec.storage.run_name, num_workers=spec.num_workers,
+            declared_shared=storage_is_shared_by_env(),
         )
 
     def _kill_gang(self, wait_s: float = 5.0, graceful: bool = False) -> None:
@@ -507,8 +486,31 @@ class TrainController(JobRunner):
         self._attempt += 1  # frames from the old gang are ignored from now on
         self._ends = {}
 
-    def _on_failure(self) -> tuple[TrainingFailedError | None, LoopState]:
-        """Picks the root cause, then restarts the gang or gives up."""
+    def _on_failure(self) -> tuple[TrainingFailedError | None, TrainControllerState]:
+        """Settles the root cause, kills the gang, then acts on the failure policy's
+        decision; returns the error (if the run ends with one) and the next state."""
+        failure = self._settle_failure()
+        self.num_failures += 1
+        self._kill_gang()
+        for path in self.checkpoints.drop_pending():
+            if self.checkpoints.latest is None or path != self.checkpoints.latest[1].path:
+                remove_dir(path)
+        if self._stop_requested:
+            return None, TrainControllerState.STOPPED
+        ctx = self.ctx
+        assert ctx is not None
+        status = FailureStatus(
+            self.num_failures, failure.rank, failure.message,
+            placement_alive=ctx.cluster.placement_alive(ctx.placement),
+        )
+        decision = self.policy.make_decision(status)
+        if decision is FailureDecision.RAISE:
+            return self._raise(failure), TrainControllerState.ERRORED
+        return self._restart(decision, failure)
+
+    def _settle_failure(self) -> _Failure:
+        """Reads worker events a little longer (a peer's death may explain the first
+        error seen), then picks the root cause."""
         deadline = time.monotonic() + _DEATH_GRACE_S
         while time.monotonic() < deadline and not any(
             f.kind == "died" and "killed by" in f.message for f in self._failures
@@ -518,46 +520,48 @@ class TrainController(JobRunner):
             except queue.Empty:
                 break
             self._handle([item])
-        failure = _root_cause(self._failures)
-        self.num_failures += 1
-        self._kill_gang()
-        for path in self.checkpoints.drop_pending():
-            if self.checkpoints.latest is None or path != self.checkpoints.latest[1].path:
-                remove_dir(path)
-        if self._stop_requested:
-            return None, LoopState.STOPPED
-        status = FailureStatus(self.num_failures, failure.rank, failure.message)
-        decision = self.policy.make_decision(status)
-        where = f"rank {failure.rank}" if failure.rank is not None else "a worker"
-        if decision is FailureDecision.RETRY:
-            latest = self.checkpoints.latest
-            resume = (f"its latest checkpoint ({latest[1].path})" if latest else "the beginning")
-            logger.warning(
-                "Run %s: %s failed (%s: %s); decision RETRY (failure %d, %s); "
-                "restarting all %d workers from %s.",
-                self.spec.storage.run_name, where, failure.exc_type, failure.message,
-                self.num_failures, self.spec.failure_setting.format(self.policy.config.max_failures),
-                self.spec.num_workers, resume,
-            )
-            assert self.ctx is not None
-            self.ctx.set_status(JobStatus.RESTARTING)
-            # The failed gang's nested jobs have no one waiting on them; the new gang lends
-            # its resources again when it starts one (a lent Ray placement is gone: the
-            # check below finds it dead and the job is placed anew).
-            self._stop_nested_jobs()
-            self._lent_resources = False
-            if not self.ctx.cluster.placement_alive(self.ctx.placement):
-                logger.warning("Run %s: a node of its placement is gone; waiting for the "
-                               "cluster to place all %d workers again.",
-                               self.spec.storage.run_name, self.spec.num_workers)
-                if not self.ctx.replace_placement():
-                    return None, LoopState.STOPPED
-                refused = self._check_storage_reachable(self.ctx.placement)
-                if refused is not None:
-                    return refused, LoopState.FAILED  # type: ignore[return-value]
-            self._start_gang()
-            self.ctx.set_status(JobStatus.RUNNING)
-            return None, LoopState.RUNNING
+        return _root_cause(self._failures)
+
+    def _restart(self, decision: FailureDecision,
+                 failure: _Failure) -> tuple[TrainingFailedError | None, TrainControllerState]:
+        """Carries out RETRY (same placement) or RESCHEDULE (a new placement after node
+        loss): a new gang from the latest committed checkpoint."""
+        ctx = self.ctx
+        assert ctx is not None
+        latest = self.checkpoints.latest
+        resume = (f"its latest checkpoint ({latest[1].path})" if latest else "the beginning")
+        logger.warning(
+            "Run %s: %s failed (%s: %s); decision %s (failure %d, %s); "
+            "restarting all %d workers from %s.",
+            self.spec.storage.run_name, _where(failure), failure.exc_type, failure.message,
+            decision.value, self.num_failures,
+            self.spec.failure_setting.format(self.policy.config.max_failures),
+            self.spec.num_workers, resume,
+        )
+        self.state = TrainControllerState.RESTARTING
+        ctx.set_status(JobStatus.RESTARTING)
+        # The failed gang's nested jobs have no one waiting on them; the new gang lends
+        # its resources again when it starts one (a lent Ray placement is gone: the
+        # policy sees it dead and the job is placed anew).
+        self._stop_nested_jobs()
+        self._lent_resources = False
+        if decision is FailureDecision.RESCHEDULE:
+            self.state = TrainControllerState.RESCHEDULING
+            logger.warning("Run %s: a node of its placement is gone; waiting for the "
+                           "cluster to place all %d workers again.",
+                           self.spec.storage.run_name, self.spec.num_workers)
+            if not ctx.replace_placement():
+                return None, TrainControllerState.STOPPED
+            refused = self._storage_refusal(ctx.placement)
+            if refused is not None:
+                return refused, TrainControllerState.ERRORED  # type: ignore[return-value]
+        self._start_gang()
+        ctx.set_status(JobStatus.RUNNING)
+        return None, TrainControllerState.RUNNING
+
+    def _raise(self, failure: _Failure) -> TrainingFailedError:
+        """The error a run that the policy gave up on ends with."""
+        where = _where(failure)
         m = self.policy.config.max_failures
         setting = self.spec.failure_setting.format(m)
         budget = (f"{setting}: no restarts allowed" if m == 0 else f"{setting} restarts spent")
@@ -573,8 +577,9 @@ class TrainController(JobRunner):
         )
         if failure.cause is not None:
             error.__cause__ = failure.cause
-        logger.error("Run %s: %s failed; decision RAISE (%s).", self.spec.storage.run_name, where, budget)
-        return error, LoopState.FAILED
+        logger.error("Run %s: %s failed; decision %s (%s).", self.spec.storage.run_name, where,
+                     FailureDecision.RAISE.value, budget)
+        return error
 
     def _stop_nested_jobs(self) -> None:
         if self.ctx is not None:
@@ -585,11 +590,13 @@ class TrainController(JobRunner):
                     pass
         self._nested_jobs = []
 
-    def _finish(self, state: LoopState, error: TrainingFailedError | None) -> JobOutcome:
+    def _finish(self, state: TrainControllerState,
+                error: TrainingFailedError | None) -> JobOutcome:
         self._stop_nested_jobs()  # nothing a job started outlives it
-        if state is LoopState.SUCCEEDED:
+        self.state = state
+        if state is TrainControllerState.FINISHED:
             self.checkpoints.commit_upto(10**12)  # ranks that reported unevenly: keep what's there
-        if state is LoopState.SUCCEEDED:
+        if state is TrainControllerState.FINISHED:
             self._kill_gang(wait_s=5.0, graceful=True)
         else:
             self._kill_gang(wait_s=2.0)
@@ -609,11 +616,9 @@ class TrainController(JobRunner):
         )
         result._return_values = [  # type: ignore[attr-defined]
             _load_return(self._done.get(r)) for r in range(self.spec.num_workers)
-        ] if state is LoopState.SUCCEEDED else None
+        ] if state is TrainControllerState.FINISHED else None
         self.callbacks.end(result)
-        status = {LoopState.SUCCEEDED: JobStatus.FINISHED, LoopState.STOPPED: JobStatus.STOPPED}.get(
-            state, JobStatus.FAILED)
-        return JobOutcome(status, value=result, error=error)
+        return JobOutcome(state.job_status, value=result, error=error)
 
     # -- echo ----------------------------------------------------------------------------
     def _start_echo(self) -> None:
@@ -642,6 +647,10 @@ def _death(code: int | None) -> tuple[str, str]:
             name = f"signal {-code}"
         return ("WorkerDiedError", f"the worker process was killed by {name}")
     return ("WorkerDiedError", f"the worker process exited with code {code} before finishing")
+
+
+def _where(failure: _Failure) -> str:
+    return f"rank {failure.rank}" if failure.rank is not None else "a worker"
 
 
 def _root_cause(failures: list[_Failure]) -> _Failure:

@@ -1,4 +1,8 @@
-"""``FailurePolicy``: after a worker failure, retry the gang or give up."""
+"""``FailurePolicy``: after a worker failure, decide what the controller does next.
+
+The policy decides; the controller acts (STYLE.md section 2): it returns a
+``FailureDecision`` and never touches the gang.
+"""
 
 from __future__ import annotations
 
@@ -9,25 +13,49 @@ from tandem.train.api.config import FailureConfig
 
 
 class FailureDecision(enum.Enum):
+    """What the controller does after a failed gang has been killed."""
+
     RETRY = "RETRY"
+    """Start a new gang on the same placement, from the latest committed checkpoint."""
+    RESCHEDULE = "RESCHEDULE"
+    """A node of the placement is gone: give the placement back, wait until the cluster
+    places the whole gang again, then start it from the latest committed checkpoint."""
     RAISE = "RAISE"
+    """Give up: the run fails with the root cause."""
 
 
 @dataclass(frozen=True)
 class FailureStatus:
+    """What the policy is told about a failure.
+
+    Attributes:
+        num_failures: failures of this run so far, this one included.
+        rank: the rank whose failure is the root cause (None: unknown).
+        reason: the root cause, in words.
+        placement_alive: False when a node of the gang's placement was lost.
+    """
+
     num_failures: int
     rank: int | None
     reason: str
+    placement_alive: bool = True
 
 
 class FailurePolicy:
-    """Retries while ``num_failures <= max_failures`` (always with -1)."""
+    """Restarts while ``num_failures <= FailureConfig.max_failures`` (always with -1):
+    on the same placement while it is alive, on a new one after node loss. A failure past
+    the budget raises, whatever its cause."""
 
     def __init__(self, config: FailureConfig | None) -> None:
         self.config = config or FailureConfig()
 
-    def make_decision(self, status: FailureStatus) -> FailureDecision:
+    def within_budget(self, num_failures: int) -> bool:
         m = self.config.max_failures
-        if m == -1 or status.num_failures <= m:
-            return FailureDecision.RETRY
-        return FailureDecision.RAISE
+        return m == -1 or num_failures <= m
+
+    def make_decision(self, status: FailureStatus) -> FailureDecision:
+        if not self.within_budget(status.num_failures):
+            return FailureDecision.RAISE
+        if not status.placement_alive:
+            return FailureDecision.RESCHEDULE
+        return FailureDecision.RETRY

@@ -35,6 +35,7 @@ from tandem._core.errors import ConfigError, TandemError
 from tandem.cluster.base import WorkerProcess, WorkerSpec
 from tandem.jobs.spec import JobContext, JobOutcome, JobRunner, JobStatus
 from tandem.train import session as session_mod
+from tandem.train._internal.gang import plan_gang, with_local_ranks
 from tandem.train._internal.logs import ECHO
 from tandem.train._internal.rendezvous import METHODS as RENDEZVOUS_METHODS
 from tandem.train._internal.rendezvous import GangRendezvous
@@ -180,24 +181,18 @@ class WorkerGroupRunner(JobRunner):
         os.makedirs(self._log_dir, exist_ok=True)
         logs = {r: os.path.join(self._log_dir, f"rank_{r}.log") for r in range(n)}
         ctx.set_log_paths(logs)
-        node_ips = list(placement.node_ips)
-        envs = self._backend.worker_env(node_ips)
-        local_counts: dict[str, int] = {}
-        locals_ = []
-        for ip in node_ips:
-            locals_.append(local_counts.get(ip, 0))
-            local_counts[ip] = locals_[-1] + 1
-        node_order: dict[str, int] = {}
+        plan = plan_gang(placement.node_ids, placement.node_ips)
+        envs = with_local_ranks(self._backend.worker_env(list(placement.node_ips)), plan)
         tasks, specs = [], []
-        for rank, ip in enumerate(node_ips):
+        for p in plan:
+            rank = p.world_rank
             tctx = TrainContext(
-                world_size=n, world_rank=rank, local_rank=locals_[rank],
-                local_world_size=local_counts[ip],
-                node_rank=node_order.setdefault(placement.node_ids[rank], len(node_order)),
+                world_size=n, world_rank=rank, local_rank=p.local_rank,
+                local_world_size=p.local_world_size, node_rank=p.node_rank,
             )
             tasks.append(cloudpickle.dumps(GroupWorkerTask(
                 self._cls_bytes, tctx, self._backend, envs[rank])))
-            specs.append(WorkerSpec(worker_id=f"{ctx.job_id}-r{rank}", bundle_index=rank,
+            specs.append(WorkerSpec(worker_id=f"{ctx.job_id}-r{rank}", bundle_index=p.bundle_index,
                                     log_path=logs[rank], preload=self._backend.preload))
         ranks = {s.worker_id: i for i, s in enumerate(specs)}
         q = self._q
