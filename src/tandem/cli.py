@@ -98,11 +98,12 @@ def cmd_server_start(a: argparse.Namespace) -> int:
 def cmd_server_stop(a: argparse.Namespace) -> int:
     from tandem.server import daemon
 
-    info = daemon.stop_daemon()
+    info = daemon.stop_daemon(storage=a.storage)
     if info is None:
-        print("no tandem server is running (nothing in ~/.tandem/server.json)")
+        print(f"no tandem server is running (none named in ~/.tandem/server.json, none in "
+              f"{daemon.pid_file_path(a.storage)})")
         return 1
-    print(f"stopped the tandem server at {info['address']} (pid {info['pid']}); jobs that were "
+    print(f"stopped the tandem server at {info.get('address', '?')} (pid {info['pid']}); jobs that were "
           f"running are re-queued when it starts again")
     return 0
 
@@ -303,8 +304,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_server_args(start)
     start.add_argument("--foreground", action="store_true", help="stay attached (no daemon)")
     start.set_defaults(fn=cmd_server_start)
-    server.add_parser("stop", parents=[common], help="stop the local train server").set_defaults(
-        fn=cmd_server_stop)
+    stop = server.add_parser("stop", parents=[common], help="stop the local train server")
+    stop.add_argument("--storage", default=os.path.join("~", ".tandem", "server"),
+                      help="the server's folder, where it keeps its pid file (used when "
+                           "~/.tandem/server.json is missing or damaged)")
+    stop.set_defaults(fn=cmd_server_stop)
     server.add_parser("status", parents=[client], help="is a server running?").set_defaults(
         fn=cmd_server_status)
 
