@@ -185,9 +185,17 @@ def remove_server_file(pid: int | None = None) -> None:
 
 def ping(url: str, token: str, timeout_s: float = 2.0,
          verify: str | bool = True) -> dict[str, Any] | None:
-    """The server's health answer (a store outage included), or None if it does not answer."""
+    """The server's health answer (a store outage included), or None if it does not answer.
+    ``verify``: True, or the certificate file of a server with a self-signed one."""
+    import ssl
+
     import httpx
 
+    if isinstance(verify, str):
+        try:
+            verify = ssl.create_default_context(cafile=verify)  # type: ignore[assignment]
+        except (OSError, ssl.SSLError):
+            verify = True
     try:
         r = httpx.get(f"{url}/api/health", headers={"Authorization": f"Bearer {token}"},
                       timeout=timeout_s, verify=verify)

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import textwrap
@@ -75,7 +76,8 @@ def start_server(home: str, storage: str, port: int | None = None, *extra: str,
             env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
     info_path = os.path.join(home, ".tandem", "server.json")
-    verify: str | bool = extra[extra.index("--tls-cert") + 1] if "--tls-cert" in extra else True
+    verify: ssl.SSLContext | bool = (ssl.create_default_context(
+        cafile=extra[extra.index("--tls-cert") + 1]) if "--tls-cert" in extra else True)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -39,6 +39,11 @@ print(h.job_id)
 """
 
 
+def _read(path: str, mode: str = "r"):  # type: ignore[no-untyped-def]
+    with open(path, mode) as f:
+        return f.read()
+
+
 def _second_server(home: str, storage: str, *extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HOME": home}
     env.pop("TANDEM_ADDRESS", None)
@@ -55,14 +60,14 @@ def test_a_second_server_on_the_same_store_refuses_and_touches_nothing(home, tmp
         assert out.returncode == 0, out.stderr
         job_id = out.stdout.split()[-1]
         wait_state(srv, job_id, ("RUNNING",), 30)
-        info_before = open(os.path.join(home, ".tandem", "server.json")).read()
+        info_before = _read(os.path.join(home, ".tandem", "server.json"))
 
         second = _second_server(home, storage)
         assert second.returncode == 2, second.stderr
         assert f"pid {srv.proc.pid}" in second.stderr and srv.url in second.stderr
         assert "tandem server stop" in second.stderr
         # the first server's file and job are untouched: not re-queued, not run twice
-        assert open(os.path.join(home, ".tandem", "server.json")).read() == info_before
+        assert _read(os.path.join(home, ".tandem", "server.json")) == info_before
         job = wait_state(srv, job_id, ("FINISHED", "FAILED"), 60)
         assert job["state"] == "FINISHED"
         assert [t["to_state"] for t in job["transitions"]] == ["PENDING", "RUNNING", "FINISHED"]
@@ -95,7 +100,7 @@ def test_server_only_removes_its_own_server_json(home, tmp_path):
     with open(path, "w") as f:
         json.dump(other, f)
     srv.stop()
-    assert json.load(open(path)) == other
+    assert json.loads(_read(path)) == other
 
 
 def test_server_stop_works_with_a_damaged_server_json(home, tmp_path):
@@ -137,7 +142,7 @@ def test_a_damaged_or_lost_store_is_refused_at_start(home, tmp_path, damage):
             size = f.seek(0, 2)
             f.seek(0 if damage == "header" else 4096)
             f.write(os.urandom(min(4096, size - (0 if damage == "header" else 4096))))
-    before = open(db, "rb").read() if os.path.exists(db) else None
+    before = _read(db, "rb") if os.path.exists(db) else None
     out = _second_server(home, storage)
     assert out.returncode == 2, out.stdout + out.stderr
     assert db in out.stderr, out.stderr
@@ -145,7 +150,7 @@ def test_a_damaged_or_lost_store_is_refused_at_start(home, tmp_path, damage):
             "page": "damaged"}[damage]
     assert what in out.stderr
     assert ("backup" in out.stderr) and "Traceback" not in out.stderr
-    assert (open(db, "rb").read() if os.path.exists(db) else None) == before  # untouched
+    assert (_read(db, "rb") if os.path.exists(db) else None) == before  # untouched
 
 
 def test_two_live_jobs_never_share_a_run_folder(home, tmp_path):
