@@ -417,7 +417,7 @@ def create_app(server: TrainServer, token: str) -> Any:
             text, nxt = await run_in_threadpool(_read_from, paths[rank], offset, limit)
             return {"job_id": job_id, "rank": rank, "offset": offset, "next_offset": nxt,
                     "text": text}
-        parts = []
+        parts: list[str] = []
         for r, p in sorted(paths.items()):
             text, _ = await run_in_threadpool(_read_from, p, 0, limit)
             parts.extend(f"(rank={r}) {line}" for line in text.splitlines())

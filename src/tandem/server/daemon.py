@@ -191,14 +191,15 @@ def ping(url: str, token: str, timeout_s: float = 2.0,
 
     import httpx
 
+    check: ssl.SSLContext | bool = True
     if isinstance(verify, str):
         try:
-            verify = ssl.create_default_context(cafile=verify)  # type: ignore[assignment]
+            check = ssl.create_default_context(cafile=verify)
         except (OSError, ssl.SSLError):
-            verify = True
+            check = True
     try:
         r = httpx.get(f"{url}/api/health", headers={"Authorization": f"Bearer {token}"},
-                      timeout=timeout_s, verify=verify)
+                      timeout=timeout_s, verify=check)
         return r.json() if r.status_code in (200, 503) else None
     except (httpx.HTTPError, ValueError):
         return None

@@ -407,9 +407,9 @@ class StoreWriter:
                 break
             if item is None:
                 return False
-            batch = [item, *self._drain_until_stop()]
-            stopping = batch[-1] is None
-            batch = [b for b in batch if b is not None]
+            drained = [item, *self._drain_until_stop()]
+            stopping = drained[-1] is None
+            batch: list[Op] = [b for b in drained if b is not None]
             self._pending.extend(batch)
             self._journal_append(batch)
             if stopping:

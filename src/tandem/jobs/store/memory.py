@@ -207,7 +207,7 @@ class InMemoryJobStore(JobStore):
             start = bisect.bisect_right(box.seqs, after_seq)
             if not with_checkpoint:
                 return box.records[start : start + limit]
-            out = []
+            out: list[ReportRecord] = []
             for r in box.records[start:]:
                 if len(out) >= limit:
                     break

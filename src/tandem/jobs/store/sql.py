@@ -735,7 +735,7 @@ class SQLJobStore(JobStore):
         ]
 
         def fn(conn: Connection) -> None:
-            self._require_jobs(conn, {r["job_id"] for r in rows})
+            self._require_jobs(conn, {s.job_id for s in samples})
             conn.execute(usage_table.insert(), rows)
 
         self._run(fn, write=True)
