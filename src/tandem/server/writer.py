@@ -260,6 +260,10 @@ class _Applier:
 # --------------------------------------------------------------------------- the writer
 
 
+def _count(ops: list[Op]) -> int:
+    return sum(len(op[2]) if op[0] == "reports" else 1 for op in ops if op[0] != "call")
+
+
 class StoreWriter:
     """Applies job events to the store on one thread, surviving store outages.
 
@@ -283,6 +287,8 @@ class StoreWriter:
         self._applier = _Applier(store)
         self._journal = _Journal(journal_path) if journal_path else None
         self._pending: list[Op] = []  # during an outage: not yet stored, in order
+        self._pending_events = 0  # reports count one each
+        self._draining = False  # the store answers again; the backlog is being written
         self._down: str | None = None
         self._down_since: float | None = None
         self._closed = False
@@ -296,16 +302,17 @@ class StoreWriter:
     def down_reason(self) -> str | None:
         """Why the store cannot be written now (None when it can)."""
         reason = self._down
-        if reason is None:
+        if reason is None or self._draining:
             return None
         where = (f"; they are journaled in {self._journal.path}" if self._journal else "")
         return (f"{reason} (since {time.strftime('%H:%M:%S', time.localtime(self._down_since))};"
-                f" {len(self._pending)} job event(s) wait to be written{where} and are written "
+                f" {self._pending_events} job event(s) wait to be written{where} and are written "
                 f"in order once it answers)")
 
     @property
     def backlog(self) -> int:
-        return len(self._pending)
+        """Job events (each report counts one) kept during an outage, not yet stored."""
+        return self._pending_events
 
     # ----------------------------------------------------------------- API
 
@@ -383,6 +390,7 @@ class StoreWriter:
 
     def _enter_outage(self, rest: list[Op], error: BaseException) -> None:
         self._pending = list(rest)
+        self._pending_events = _count(self._pending)
         self._down_since = time.time()
         self._down = f"the job store is unreachable: {error}"
         logger.error("%s; job events are kept and written once it answers", self._down)
@@ -411,6 +419,7 @@ class StoreWriter:
             stopping = drained[-1] is None
             batch: list[Op] = [b for b in drained if b is not None]
             self._pending.extend(batch)
+            self._pending_events += _count(batch)
             self._journal_append(batch)
             if stopping:
                 return False
@@ -420,14 +429,19 @@ class StoreWriter:
             except Exception as e:  # noqa: BLE001
                 self._down = f"the job store cannot be written: {e}"
                 return True
+        self._draining = True
         try:
             self._applier.apply(self._pending, replaying=True)
         except _Outage as o:
             self._pending = self._pending[o.index:]
+            self._pending_events = _count(self._pending)
             self._down = f"the job store is unreachable: {o.error}"
             return True
-        n = len(self._pending)
+        finally:
+            self._draining = False
+        n = self._pending_events
         self._pending = []
+        self._pending_events = 0
         if self._journal is not None:
             self._journal.clear()
         logger.warning("the job store answers again: wrote %d job event(s) kept during the "
