@@ -86,6 +86,12 @@ def cmd_server_start(a: argparse.Namespace) -> int:
         _print_json({k: v for k, v in info.items() if k != "token"})
     else:
         print(f"tandem server running at {info['address']} (pid {info['pid']})")
+        print(f"  listening: {info.get('bound', info['address'])}"
+              + (" over HTTPS" if info.get("tls_cert") else ""))
+        if a.expose:
+            print("  warning:   reachable beyond this machine: anyone with the token runs code "
+                  "here" + ("" if info.get("tls_cert") else "; traffic is NOT encrypted "
+                            "(give --tls-cert and --tls-key)"))
         print(f"  jobs run:  on {info.get('cluster', 'this machine')}")
         print(f"  job store: {info['db']}")
         print(f"  log:       {info['log']}")
@@ -120,7 +126,9 @@ def cmd_server_status(a: argparse.Namespace) -> int:
         if a.json:
             _print_json({"running": False, "error": str(e)})
         else:
-            where = "" if info else f" ({server_file_path()} not found)"
+            where = "" if info else (
+                f" ({server_file_path()} is damaged)" if os.path.exists(server_file_path())
+                else f" ({server_file_path()} not found)")
             print(f"no tandem server is running{where}: {e}")
         return 1
     if a.json:

@@ -406,7 +406,11 @@ def _is_server_process(pid: int) -> bool:
     try:
         import psutil
 
-        return "tandem.server" in " ".join(psutil.Process(pid).cmdline())
+        cmd = psutil.Process(pid).cmdline()
+        text = " ".join(cmd)
+        # `python -m tandem.server ...`, or `tandem server start --foreground`
+        return "tandem.server" in text or ("server" in cmd and "start" in cmd
+                                           and any("tandem" in c for c in cmd))
     except Exception:  # noqa: BLE001
         return False
 

@@ -60,7 +60,7 @@ def _server(home: str, storage: str, *extra: str, timeout: float = 30) -> subpro
     env.pop("TANDEM_ADDRESS", None)
     return subprocess.run([sys.executable, "-m", "tandem.server", "--port", str(free_port()),
                            "--storage", storage, *extra], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, check=False)
 
 
 def test_binding_beyond_loopback_needs_expose(home, tmp_path):
@@ -150,7 +150,7 @@ def test_no_server_secret_reaches_a_worker(home, tmp_path):
     daemon = _Daemon(home, str(free_port()))
     started = subprocess.run([sys.executable, "-m", "tandem.cli", "server", "start", "--port",
                               daemon.port, "--storage", storage, "--num-cpus", "2"],
-                             env=daemon.base, capture_output=True, text=True, timeout=90)
+                             env=daemon.base, capture_output=True, text=True, check=False, timeout=90)
     assert started.returncode == 0, started.stderr
     try:
         info = _read_json(os.path.join(home, ".tandem", "server.json"))
@@ -166,4 +166,4 @@ def test_no_server_secret_reaches_a_worker(home, tmp_path):
         assert [k for k, v in worker_env.items() if info["token"] in v] == []
     finally:
         subprocess.run([sys.executable, "-m", "tandem.cli", "server", "stop", "--storage",
-                        storage], env=daemon.base, capture_output=True, text=True, timeout=60)
+                        storage], env=daemon.base, capture_output=True, text=True, check=False, timeout=60)

@@ -49,14 +49,14 @@ def test_impossible_job_specs_are_refused_naming_the_field(server):
         before = _count(c)
         free = c.get("/api/cluster").json()["available"]
         cases = [
-            (dict(bundles=({"CPU": -2.0},)), ["body", "payload", "bundles", 0, "CPU"]),
-            (dict(bundles=({"CPU": float("nan")},)), ["body", "payload", "bundles", 0, "CPU"]),
-            (dict(bundles=({"CPU": float("inf")},)), ["body", "payload", "bundles", 0, "CPU"]),
-            (dict(bundles=({"CPU": "2"},)), ["body", "payload", "bundles", 0, "CPU"]),
-            (dict(bundles=()), ["body", "payload", "bundles"]),
-            (dict(bundles=({"CPU": 1}, {"": 1})), ["body", "payload", "bundles", 1]),
-            (dict(strategy="ANYWHERE"), ["body", "payload", "strategy"]),
-            (dict(name="x" * 10_000), ["body", "payload", "name"]),
+            ({"bundles": ({"CPU": -2.0},)}, ["body", "payload", "bundles", 0, "CPU"]),
+            ({"bundles": ({"CPU": float("nan")},)}, ["body", "payload", "bundles", 0, "CPU"]),
+            ({"bundles": ({"CPU": float("inf")},)}, ["body", "payload", "bundles", 0, "CPU"]),
+            ({"bundles": ({"CPU": "2"},)}, ["body", "payload", "bundles", 0, "CPU"]),
+            ({"bundles": ()}, ["body", "payload", "bundles"]),
+            ({"bundles": ({"CPU": 1}, {"": 1})}, ["body", "payload", "bundles", 1]),
+            ({"strategy": "ANYWHERE"}, ["body", "payload", "strategy"]),
+            ({"name": "x" * 10_000}, ["body", "payload", "name"]),
         ]
         for kw, loc in cases:
             r = c.post("/api/jobs", json={"payload": _spec(**kw)})
@@ -203,7 +203,7 @@ def test_authentication_comes_before_size_checks(server):
     assert declared("").startswith(b"HTTP/1.1 401")
     assert declared("Authorization: Bearer nope\r\n").startswith(b"HTTP/1.1 401")
     assert declared(f"Authorization: Bearer {server.token}\r\n").startswith(b"HTTP/1.1 413")
-    head = ("POST /api/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            "Transfer-Encoding: chunked\r\n\r\n").encode()
+    head = (b"POST /api/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n")
     answer = _raw_request(server, head, 3, b"a" * (1 << 20))
     assert answer.startswith(b"HTTP/1.1 401"), answer[:200]

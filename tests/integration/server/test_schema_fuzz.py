@@ -24,7 +24,6 @@ def test_no_input_makes_the_server_fail(server):
     n = 0
     for result in schema.get_all_operations():
         operation = result.ok()
-        documented = set(operation.definition.raw.get("responses", {}))
 
         @settings(max_examples=25, deadline=None, database=None,
                   suppress_health_check=list(HealthCheck))
@@ -38,8 +37,8 @@ def test_no_input_makes_the_server_fail(server):
             if response.status_code >= 500:
                 failures.append(f"{case.method} {case.formatted_path} {case.query} {case.body!r:.200}"
                                 f" -> {response.status_code} {response.text[:300]}")
-            if str(response.status_code) not in documented:
-                undocumented.add(f"{case.method} {operation.path} -> {response.status_code}")
+            if str(response.status_code) not in case.operation.definition.raw["responses"]:
+                undocumented.add(f"{case.method} {case.operation.path} -> {response.status_code}")
 
         check()
     assert n > 100
