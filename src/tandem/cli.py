@@ -126,9 +126,15 @@ def cmd_server_status(a: argparse.Namespace) -> int:
         if a.json:
             _print_json({"running": False, "error": str(e)})
         else:
-            where = "" if info else (
-                f" ({server_file_path()} is damaged)" if os.path.exists(server_file_path())
-                else f" ({server_file_path()} not found)")
+            from tandem.server import daemon
+
+            found = daemon.read_pid_file(os.path.join("~", ".tandem", "server"))
+            if info is None and found and daemon._is_server_process(found["pid"]):
+                print(f"a tandem server runs at {found.get('address')} (pid {found['pid']}), but "
+                      f"{server_file_path()} is damaged, so clients cannot find it; restart it "
+                      f"(`tandem server stop`, then `tandem server start`) to write it again")
+                return 1
+            where = "" if info else f" ({server_file_path()} not found)"
             print(f"no tandem server is running{where}: {e}")
         return 1
     if a.json:

@@ -370,6 +370,7 @@ def start_daemon(a: argparse.Namespace, wait_s: float = 60.0) -> dict[str, Any]:
     token = load_or_make_token(storage)
     log_path = os.path.join(storage, "server.log")
     log = open(log_path, "ab")
+    log_start = log.seek(0, os.SEEK_END)  # what this start writes comes after
     env = {**os.environ, TOKEN_ENV: token}  # the server drops it from its environment at once
     env.pop("TANDEM_ADDRESS", None)
     proc = subprocess.Popen(
@@ -383,7 +384,8 @@ def start_daemon(a: argparse.Namespace, wait_s: float = 60.0) -> dict[str, Any]:
         code = proc.poll()
         if code is not None:
             raise TandemError(
-                f"the tandem server exited at start (code {code}):\n{_tail(log_path)}"
+                f"the tandem server exited at start (code {code}):\n"
+                f"{_tail(log_path, start=log_start)}"
             )
         info = read_server_file()
         if info and info.get("pid") == proc.pid and ping(
@@ -394,9 +396,10 @@ def start_daemon(a: argparse.Namespace, wait_s: float = 60.0) -> dict[str, Any]:
     raise TandemError(f"the tandem server did not answer within {wait_s:.0f} s; see {log_path}")
 
 
-def _tail(path: str, n: int = 20) -> str:
+def _tail(path: str, n: int = 20, start: int = 0) -> str:
     try:
         with open(path, errors="replace") as f:
+            f.seek(start)
             return "".join(f.readlines()[-n:])
     except OSError:
         return ""
