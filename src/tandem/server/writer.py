@@ -436,18 +436,19 @@ class StoreWriter:
             self._pending = self._pending[o.index:]
             self._pending_events = _count(self._pending)
             self._down = f"the job store is unreachable: {o.error}"
-            return True
-        finally:
             self._draining = False
+            return True
         n = self._pending_events
+        since = self._down_since or time.time()
         self._pending = []
         self._pending_events = 0
         if self._journal is not None:
             self._journal.clear()
-        logger.warning("the job store answers again: wrote %d job event(s) kept during the "
-                       "outage of %.1f s", n, time.time() - (self._down_since or time.time()))
         self._down = None
         self._down_since = None
+        self._draining = False
+        logger.warning("the job store answers again: wrote %d job event(s) kept during the "
+                       "outage of %.1f s", n, time.time() - since)
         return True
 
     def _drain_until_stop(self) -> list[Op | None]:

@@ -78,8 +78,8 @@ def test_an_outage_keeps_everything_in_order_and_writes_it_once(tmp_path):
     assert not w.flush(0.2)  # answers at once while down
     assert os.path.getsize(journal) > 0 and not ended
     store.down = False
-    _until(lambda: ended == [True])
-    assert w.down_reason is None and not os.path.exists(journal)
+    _until(lambda: ended == [True] and w.down_reason is None and w.backlog == 0)
+    assert not os.path.exists(journal)
     assert [r.seq for r in store.get_reports("j", limit=100)] == list(range(50))
     assert [t.to_state for t in store.transitions("j")] == ["PENDING", "RUNNING", "FINISHED"]
     assert store.get_job("j").result == {"done": True}
