@@ -97,8 +97,9 @@ class TrainServer:
         self.lock = StoreLock(self.store, self.store_url, owner or {})
         try:
             self.lock.acquire()
-            if store is None:
-                self.marker.check_after_open(self.store_url, self.store)
+            # (a store handed in by a caller is not this folder's: never marked)
+            self._history_marked = (store is not None
+                                    or self.marker.check_after_open(self.store_url, self.store))
             self.journal_path = os.path.join(config.storage_path, "journal.jsonl")
             replay_journal(self.store, self.journal_path)
         except BaseException:
@@ -106,7 +107,6 @@ class TrainServer:
             if store is None:
                 self.store.close()
             raise
-        self._history_marked = False
         if cluster is None and config.ray_address is not None:
             cluster = make_cluster("ray", config.ray_address,
                                    autoscaling=config.ray_autoscaling)
@@ -234,7 +234,7 @@ class TrainServer:
                 self._release_run_folder(job_id)
                 raise
         if not self._history_marked:
-            self.marker.mark(self.store_url)
+            self.marker.mark(self.store_url)  # from now on, a lost store is noticed
             self._history_marked = True
         self.queue(job_id, spec, working_dir, env_vars, next_seq=0, summary={})
         return record

@@ -257,16 +257,29 @@ class HistoryMarker:
     def check_before_open(self, url: str) -> None:
         """Refuses a SQLite store file that is missing or empty but held jobs before."""
         path = sqlite_path(url)
-        if path is None or not self.recorded(url):
+        if path is None:
+            return
+        if os.path.exists(path) and os.path.getsize(path) == 0 and not self.recorded(url):
+            # A store is never 0 bytes once opened (its tables are made at once): truncated.
+            raise ConfigError(
+                f"the job store {path} is empty (0 bytes): it was truncated, or is not a job "
+                f"store. Restore it from a backup; to start with an empty history on purpose, "
+                f"delete it and start the server again.")
+        if not self.recorded(url):
             return
         if not os.path.exists(path) or os.path.getsize(path) == 0:
             state = "missing" if not os.path.exists(path) else "empty (0 bytes)"
             raise ConfigError(self._lost_message(url, f"the file {path} is {state}"))
 
-    def check_after_open(self, url: str, store: JobStore) -> None:
-        """Refuses a store that holds no job although jobs were recorded in it before."""
-        if self.recorded(url) and not store.list_jobs(limit=1):
+    def check_after_open(self, url: str, store: JobStore) -> bool:
+        """Refuses a store that holds no job although jobs were recorded in it before;
+        returns whether it holds jobs (a store that does is marked, if it was not yet)."""
+        has_jobs = bool(store.list_jobs(limit=1))
+        if self.recorded(url) and not has_jobs:
             raise ConfigError(self._lost_message(url, "it holds no jobs"))
+        if has_jobs:
+            self.mark(url)
+        return has_jobs
 
     def _lost_message(self, url: str, what: str) -> str:
         return (

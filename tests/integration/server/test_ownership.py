@@ -128,12 +128,15 @@ def _history(home: str, storage: str, tmp_path) -> None:
         srv.stop()
 
 
-@pytest.mark.parametrize("damage", ["truncated", "deleted", "header", "page"])
+@pytest.mark.parametrize("damage", ["truncated", "truncated-unmarked", "deleted", "header",
+                                    "page"])
 def test_a_damaged_or_lost_store_is_refused_at_start(home, tmp_path, damage):
     storage = str(tmp_path / "server")
     _history(home, storage, tmp_path)
     db = os.path.join(storage, "jobs.db")
-    if damage == "truncated":
+    if damage.startswith("truncated"):
+        if damage == "truncated-unmarked":  # a folder from before the history marker
+            os.unlink(os.path.join(storage, "history.json"))
         open(db, "w").close()
     elif damage == "deleted":
         os.unlink(db)
@@ -146,8 +149,8 @@ def test_a_damaged_or_lost_store_is_refused_at_start(home, tmp_path, damage):
     out = _second_server(home, storage)
     assert out.returncode == 2, out.stdout + out.stderr
     assert db in out.stderr, out.stderr
-    what = {"truncated": "empty (0 bytes)", "deleted": "missing", "header": "damaged",
-            "page": "damaged"}[damage]
+    what = {"truncated": "empty (0 bytes)", "truncated-unmarked": "empty (0 bytes)",
+            "deleted": "missing", "header": "damaged", "page": "damaged"}[damage]
     assert what in out.stderr
     assert ("backup" in out.stderr) and "Traceback" not in out.stderr
     assert (_read(db, "rb") if os.path.exists(db) else None) == before  # untouched
