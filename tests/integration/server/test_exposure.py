@@ -165,5 +165,7 @@ def test_no_server_secret_reaches_a_worker(home, tmp_path):
         assert "TANDEM_SERVER_TOKEN" not in worker_env and "TANDEM_TOKEN" not in worker_env
         assert [k for k, v in worker_env.items() if info["token"] in v] == []
     finally:
-        subprocess.run([sys.executable, "-m", "tandem.cli", "server", "stop", "--storage",
-                        storage], env=daemon.base, capture_output=True, text=True, check=False, timeout=60)
+        stopped = subprocess.run([sys.executable, "-m", "tandem.cli", "server", "stop"],
+                                 env=daemon.base, capture_output=True, text=True, timeout=60,
+                                 check=False)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
