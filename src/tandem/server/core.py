@@ -411,6 +411,10 @@ class TrainServer:
         }
 
 
+# Kept importable from here (they lived in this module before the split).
+_outcome_from_record = outcome_from_record
+
+
 def _open_checked(url: str, marker: HistoryMarker) -> JobStore:
     """Opens the server's store after checking it: a damaged SQLite file, or a store that
     lost the history recorded in it, is refused (``ConfigError``) and left untouched."""
