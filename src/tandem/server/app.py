@@ -355,7 +355,12 @@ def create_app(server: TrainServer, token: str) -> Any:
               responses=_answers(404, 422, 503))
     def stop_job(job_id: str = JobIdPath) -> Any:
         server.stop(job_id)
-        rec = server.get(job_id)
+        try:
+            rec = server.get(job_id)
+        except JobStoreError as e:
+            return err(503, f"job {job_id} was told to stop (a live job stops now), but its "
+                            f"record cannot be read: {e} Its end is stored once the store "
+                            f"answers.")
         return _job_out(rec, server.live_state(job_id))
 
     @app.get("/api/jobs/{job_id}/results", response_model=ResultsOut,
