@@ -101,7 +101,13 @@ class TrainServer:
             self._history_marked = (store is not None
                                     or self.marker.check_after_open(self.store_url, self.store))
             self.journal_path = os.path.join(config.storage_path, "journal.jsonl")
-            replay_journal(self.store, self.journal_path)
+            try:
+                replay_journal(self.store, self.journal_path)
+            except ValueError as e:
+                raise ConfigError(
+                    f"{e}. It holds job events an earlier server could not store; nothing was "
+                    f"changed. Move it aside (mv {self.journal_path} {self.journal_path}.bad) "
+                    f"to start without them.") from None
         except BaseException:
             self.lock.release()
             if store is None:
