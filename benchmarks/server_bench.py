@@ -10,7 +10,12 @@ prints a table:
 * ``GET /api/jobs`` and ``GET /api/jobs/{id}`` with 1,000 finished jobs in the history and
   100 queued (p50, p95); target <= 50 ms p95;
 * reports ingested into the job store per second by one job reporting in a tight loop,
-  with its event stream attached; target >= 10,000 reports/s.
+  with its event stream attached; target >= 10,000 reports/s;
+* with ``--outage-s 10`` (default; 0 skips it): the same job on a server whose job store is
+  a real PostgreSQL (``tests/conftest_postgres.py`` starts one) that is crashed
+  (``pg_ctl -m immediate``) for 10 s mid-job: reports/s the server takes in during the
+  outage (kept in memory and journaled), the rate at which the backlog drains once the
+  database is back, and a check that every report is stored once.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -101,12 +107,115 @@ def reporter(config):
         train.report({"i": i, "loss": 1.0 / (i + 1)})
 
 
+def timed_reporter(config):
+    """Reports as fast as it can for ``seconds``; the last report says how many."""
+    import time as _t
+
+    from tandem import train
+
+    end = _t.monotonic() + config["seconds"]
+    i = 0
+    while _t.monotonic() < end:
+        train.report({"i": i})
+        i += 1
+    train.report({"i": i, "last": True})
+
+
+def outage(root: str, outage_s: float) -> list[tuple[str, str, str, str]]:
+    """Reports/s during and after a store outage of ``outage_s`` (a real PostgreSQL)."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from tests.conftest_postgres import start_postgres
+
+    from tandem.jobs.client import RemoteJobService, parse_sse
+    from tandem.jobs import runtime
+    from tandem.train import DataParallelTrainer, RunConfig
+
+    pg = start_postgres(durable_commits=True)
+    home, storage = os.path.join(root, "home2"), os.path.join(root, "server2")
+    os.makedirs(home)
+    os.makedirs(storage)
+    os.environ["HOME"] = home
+    proc, url, token = start_server(home, storage, "--num-cpus", "1", "--usage-interval-s", "0",
+                                    "--db", pg.url("postgres"))
+    os.environ["TANDEM_ADDRESS"] = url
+    service = RemoteJobService(url)
+    runtime.set_service(service)
+    http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    try:
+        job_s = outage_s + 6
+        h = DataParallelTrainer(timed_reporter, train_loop_config={"seconds": job_s},
+                                run_config=RunConfig(storage_path=os.path.join(root, "r2"),
+                                                     name="outage")).fit(block=False)
+        seen = [0]
+        marks: dict[str, tuple[float, int]] = {}
+
+        def follow() -> None:
+            with http.stream("GET", f"/api/jobs/{h.job_id}/events", timeout=None) as r:
+                for event, data in parse_sse(r.iter_lines()):
+                    if event == "reports":
+                        seen[0] += len(json.loads(data)["rows"])
+                    if event == "end":
+                        return
+
+        th = threading.Thread(target=follow, daemon=True)
+        th.start()
+        while seen[0] == 0:
+            time.sleep(0.01)
+        time.sleep(2)
+        pg.crash()
+        marks["down"] = (time.perf_counter(), seen[0])
+        time.sleep(outage_s)
+        marks["up"] = (time.perf_counter(), seen[0])
+        backlog = http.get("/api/health").json().get("store_backlog", 0)
+        pg.start_again()
+        t_up = time.perf_counter()
+        while True:  # answering again, then drained
+            r = http.get("/api/health")
+            if r.status_code == 200 and r.json().get("store_backlog") == 0:
+                break
+            time.sleep(0.02)
+        drained = time.perf_counter() - t_up
+        th.join(120)
+        result = h.wait(120)
+        total = result.metrics["i"] + 1
+        while True:
+            r = http.get(f"/api/jobs/{h.job_id}/results", params={"after_seq": total - 2}).json()
+            if r["results"]:
+                break
+            time.sleep(0.05)
+        seqs, after = 0, -1
+        while True:
+            page = http.get(f"/api/jobs/{h.job_id}/results",
+                            params={"after_seq": after, "limit": 100_000}).json()["results"]
+            if not page:
+                break
+            seqs += len(page)
+            after = page[-1]["seq"]
+        during = (marks["up"][1] - marks["down"][1]) / (marks["up"][0] - marks["down"][0])
+        ok = "all stored once" if seqs == total == after + 1 else f"LOST: {seqs} of {total}"
+        return [
+            (f"reports/s while the store is down ({outage_s:.0f} s, PostgreSQL)",
+             f"{during:,.0f} /s", f"{backlog:,} reports journaled", "no loss"),
+            ("backlog drain once the store is back", f"{backlog / drained:,.0f} /s",
+             f"{drained:.2f} s", ok),
+        ]
+    finally:
+        runtime.set_service(None)
+        service.shutdown()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        pg.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--history", type=int, default=1000)
     ap.add_argument("--queued", type=int, default=100)
     ap.add_argument("--reports", type=int, default=100_000)
+    ap.add_argument("--outage-s", type=float, default=10.0,
+                    help="length of the store outage in the last measure (0: skip it)")
     args = ap.parse_args()
 
     root = tempfile.mkdtemp(prefix="tandem-server-bench-")
@@ -206,6 +315,9 @@ def main() -> None:
         service.shutdown()
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
+
+    if args.outage_s > 0:
+        rows.extend(outage(root, args.outage_s))
 
     from rich.console import Console
     from rich.table import Table

@@ -94,6 +94,21 @@ class PostgresServer:
     port: int
     run_as: str | None  # OS user the server runs as when we are root
     stopped: bool = field(default=False)
+    options: str = ""  # the postgres options it was started with
+
+    def crash(self) -> None:
+        """Stops the server at once, as a crash or a lost database host would
+        (``pg_ctl -m immediate``); ``start_again`` brings it back on the same port."""
+        res = self.run("pg_ctl", "-D", self.data_dir, "-m", "immediate", "-w", "-t", "20", "stop")
+        if res.returncode != 0:
+            raise RuntimeError(f"pg_ctl stop failed:\n{res.stdout}\n{res.stderr}")
+
+    def start_again(self) -> None:
+        res = self.run("pg_ctl", "-D", self.data_dir, "-l", self.log_path, "-w", "-t", "60",
+                       "-o", self.options, "start", timeout=90)
+        if res.returncode != 0:
+            raise RuntimeError(f"pg_ctl start failed:\n{res.stdout}\n{res.stderr}\n"
+                               f"{self.log_tail()}")
 
     @property
     def data_dir(self) -> str:
@@ -169,8 +184,13 @@ class PostgresServer:
             pass
 
 
-def start_postgres() -> PostgresServer:
-    """Starts a throwaway server. Skips/fails (see module docstring) when impossible."""
+def start_postgres(durable_commits: bool = False) -> PostgresServer:
+    """Starts a throwaway server. Skips/fails (see module docstring) when impossible.
+
+    ``durable_commits``: a commit is acknowledged only once it is in the WAL
+    (``synchronous_commit=on``), as on a production database; by default commits are
+    asynchronous (fast), so a crash (``crash()``) may lose the last acknowledged ones.
+    """
     bin_dir = find_pg_bin()
     if bin_dir is None:
         _unavailable(
@@ -222,11 +242,12 @@ def start_postgres() -> PostgresServer:
                     f"-c port={server.port}",
                     f"-c unix_socket_directories={base_dir}",
                     "-c fsync=off",
-                    "-c synchronous_commit=off",
+                    f"-c synchronous_commit={'on' if durable_commits else 'off'}",
                     "-c full_page_writes=off",
                     "-c max_connections=200",
                 ]
             )
+            server.options = options
             res = server.run(
                 "pg_ctl",
                 "-D",

@@ -86,6 +86,12 @@ def cmd_server_start(a: argparse.Namespace) -> int:
         _print_json({k: v for k, v in info.items() if k != "token"})
     else:
         print(f"tandem server running at {info['address']} (pid {info['pid']})")
+        print(f"  listening: {info.get('bound', info['address'])}"
+              + (" over HTTPS" if info.get("tls_cert") else ""))
+        if a.expose:
+            print("  warning:   reachable beyond this machine: anyone with the token runs code "
+                  "here" + ("" if info.get("tls_cert") else "; traffic is NOT encrypted "
+                            "(give --tls-cert and --tls-key)"))
         print(f"  jobs run:  on {info.get('cluster', 'this machine')}")
         print(f"  job store: {info['db']}")
         print(f"  log:       {info['log']}")
@@ -98,11 +104,12 @@ def cmd_server_start(a: argparse.Namespace) -> int:
 def cmd_server_stop(a: argparse.Namespace) -> int:
     from tandem.server import daemon
 
-    info = daemon.stop_daemon()
+    info = daemon.stop_daemon(storage=a.storage)
     if info is None:
-        print("no tandem server is running (nothing in ~/.tandem/server.json)")
+        print(f"no tandem server is running (none named in ~/.tandem/server.json, none in "
+              f"{daemon.pid_file_path(a.storage)})")
         return 1
-    print(f"stopped the tandem server at {info['address']} (pid {info['pid']}); jobs that were "
+    print(f"stopped the tandem server at {info.get('address', '?')} (pid {info['pid']}); jobs that were "
           f"running are re-queued when it starts again")
     return 0
 
@@ -119,6 +126,14 @@ def cmd_server_status(a: argparse.Namespace) -> int:
         if a.json:
             _print_json({"running": False, "error": str(e)})
         else:
+            from tandem.server import daemon
+
+            found = daemon.read_pid_file(os.path.join("~", ".tandem", "server"))
+            if info is None and found and daemon._is_server_process(found["pid"]):
+                print(f"a tandem server runs at {found.get('address')} (pid {found['pid']}), but "
+                      f"{server_file_path()} is damaged, so clients cannot find it; restart it "
+                      f"(`tandem server stop`, then `tandem server start`) to write it again")
+                return 1
             where = "" if info else f" ({server_file_path()} not found)"
             print(f"no tandem server is running{where}: {e}")
         return 1
@@ -303,8 +318,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_server_args(start)
     start.add_argument("--foreground", action="store_true", help="stay attached (no daemon)")
     start.set_defaults(fn=cmd_server_start)
-    server.add_parser("stop", parents=[common], help="stop the local train server").set_defaults(
-        fn=cmd_server_stop)
+    stop = server.add_parser("stop", parents=[common], help="stop the local train server")
+    stop.add_argument("--storage", default=os.path.join("~", ".tandem", "server"),
+                      help="the server's folder, where it keeps its pid file (used when "
+                           "~/.tandem/server.json is missing or damaged)")
+    stop.set_defaults(fn=cmd_server_stop)
     server.add_parser("status", parents=[client], help="is a server running?").set_defaults(
         fn=cmd_server_status)
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import html
+import math
 import os
 import time
 from collections.abc import AsyncIterator
@@ -34,16 +35,24 @@ from typing import Any
 import cloudpickle
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tandem._core.errors import ConfigError, JobNotFoundError, ResourcesUnavailableError
 from tandem.jobs.spec import JobStatus
-from tandem.jobs.store import JobRecord
+from tandem.jobs.store import JobRecord, JobStoreError
 from tandem.jobs.store.base import encode_json
 from tandem.server.auth import COOKIE, TokenAuth
-from tandem.server.core import PayloadError, TrainServer, UploadTooLargeError
+from tandem.server.core import (
+    PayloadError,
+    RunFolderBusyError,
+    SpecError,
+    TrainServer,
+    UploadTooLargeError,
+)
 from tandem.server.events import StreamItem
+from tandem.server.loader import check_env_vars
 from tandem.server.usage import usage_dict
 
 JobIdPath = Path(..., min_length=1, max_length=128, description="a job id, e.g. job_1a2b3c4d5e6f_0001")
@@ -65,7 +74,19 @@ class RuntimeEnvIn(BaseModel):
     working_dir: str | None = Field(
         None, pattern=r"^[0-9a-f]{16,64}$",
         description="id of a package uploaded with PUT /api/packages/{id}")
-    env_vars: dict[str, str] = Field(default_factory=dict, description="set in every worker")
+    env_vars: dict[str, str] = Field(
+        default_factory=dict,
+        description="set in every worker: names of letters, digits and '_' (not starting "
+                    "with a digit), values without NUL bytes")
+
+    @field_validator("env_vars")
+    @classmethod
+    def _valid_env(cls, v: dict[str, str]) -> dict[str, str]:
+        try:
+            check_env_vars(v, ("env_vars",))
+        except SpecError as e:
+            raise ValueError(str(e)) from None
+        return v
 
 
 class SubmitIn(BaseModel):
@@ -75,6 +96,15 @@ class SubmitIn(BaseModel):
     priority: int | None = Field(None, ge=-(2**31), le=2**31 - 1,
                                  description="higher runs first (default: the spec's)")
     tags: list[str] = Field(default_factory=list, max_length=64)
+
+    @field_validator("tags")
+    @classmethod
+    def _valid_tags(cls, v: list[str]) -> list[str]:
+        for t in v:
+            if not t or len(t) > 256 or "\x00" in t:
+                raise ValueError(f"tag {t!r:.80} is not a non-empty string of at most 256 "
+                                 f"characters without NUL bytes")
+        return v
     name: str | None = Field(None, min_length=1, max_length=256)
     runtime_env: RuntimeEnvIn | None = None
 
@@ -150,6 +180,37 @@ def _job_out(rec: JobRecord, live: str | None = None) -> dict[str, Any]:
     }
 
 
+class ErrorOut(BaseModel):
+    detail: Any
+
+
+def _answers(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The error answers a route really gives, for the OpenAPI document."""
+    what = {
+        400: "the request body could not be read",
+        401: "missing or wrong token",
+        404: "no such job (or rank)",
+        409: "conflict: the job has not ended yet, or a live job holds the run folder",
+        413: "the body is over the server's limit (--max-upload-mb)",
+        422: "invalid input: the field and the reason are named",
+        503: "the job store is unreachable; the reason is given, retry later",
+    }
+    return {c: {"model": ErrorOut, "description": what[c]} for c in (401, *codes)}
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with non-finite floats spelled as strings (JSON has no NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, (str, int, bool)) or value is None:
+        return value
+    return repr(value)
+
+
 def _sse(kind: str, data: dict[str, Any]) -> str:
     return f"event: {kind}\ndata: {encode_json(data)}\n\n"
 
@@ -185,6 +246,28 @@ def create_app(server: TrainServer, token: str) -> Any:
     async def _payload(_: Request, e: PayloadError) -> Response:
         return err(422, [{"loc": ["body", "payload"], "msg": str(e), "type": "payload_error"}])
 
+    @app.exception_handler(SpecError)
+    async def _spec(_: Request, e: SpecError) -> Response:
+        loc = list(e.loc) if e.loc and e.loc[0] == "body" else ["body", *e.loc]
+        return err(422, [{"loc": loc, "msg": str(e), "type": "value_error"}])
+
+    @app.exception_handler(RunFolderBusyError)
+    async def _busy(_: Request, e: RunFolderBusyError) -> Response:
+        return err(409, str(e))
+
+    @app.exception_handler(JobStoreError)
+    async def _store(_: Request, e: JobStoreError) -> Response:
+        return err(503, f"{e} The request was not carried out; try again once the store "
+                        f"answers (GET /api/health says when).")
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, e: RequestValidationError) -> Response:
+        errors = []
+        for d in e.errors():
+            d = {k: v for k, v in d.items() if k in ("loc", "msg", "type", "input")}
+            errors.append(_finite(d))
+        return err(422, errors)
+
     @app.exception_handler(ConfigError)
     async def _config(_: Request, e: ConfigError) -> Response:
         return err(422, str(e))
@@ -195,17 +278,27 @@ def create_app(server: TrainServer, token: str) -> Any:
 
     # ----------------------------------------------------------------- service
 
-    @app.get("/api/health")
-    def health() -> dict[str, Any]:
-        return {"status": "ok", "version": __version__, "pid": os.getpid(),
-                "started_at": server.started_at, "max_upload_bytes": limit_bytes,
-                "store": getattr(server.store, "url", type(server.store).__name__)}
+    @app.get("/api/health", responses={
+        503: {"model": ErrorOut, "description": "the job store is unreachable (reason given)"},
+        401: {"model": ErrorOut, "description": "missing or wrong token"}})
+    def health() -> Any:
+        problem = server.store_problem()
+        out = {"status": "ok" if problem is None else "store_unavailable",
+               "version": __version__, "pid": os.getpid(),
+               "started_at": server.started_at, "max_upload_bytes": limit_bytes,
+               "store": getattr(server.store, "url", type(server.store).__name__),
+               "store_backlog": server.writer.backlog}
+        if problem is not None:
+            out["reason"] = problem
+            return TandemJSONResponse(out, status_code=503)
+        return out
 
-    @app.get("/api/cluster")
+    @app.get("/api/cluster", responses=_answers())
     def cluster() -> dict[str, Any]:
         return server.cluster_info()
 
-    @app.put("/api/packages/{package_id}", response_model=PackageOut)
+    @app.put("/api/packages/{package_id}", response_model=PackageOut,
+             responses=_answers(413, 422))
     async def put_package(
         request: Request,
         package_id: str = Path(..., pattern=r"^[0-9a-f]{16,64}$"),
@@ -224,7 +317,8 @@ def create_app(server: TrainServer, token: str) -> Any:
 
     # ----------------------------------------------------------------- jobs
 
-    @app.post("/api/jobs", status_code=201, response_model=JobOut)
+    @app.post("/api/jobs", status_code=201, response_model=JobOut,
+              responses=_answers(400, 409, 413, 422, 503))
     def submit(body: SubmitIn) -> Any:
         rec = server.submit(
             body.payload, priority=body.priority, tags=body.tags, name=body.name,
@@ -232,7 +326,7 @@ def create_app(server: TrainServer, token: str) -> Any:
         )
         return _job_out(rec, server.live_state(rec.job_id))
 
-    @app.get("/api/jobs", response_model=JobList)
+    @app.get("/api/jobs", response_model=JobList, responses=_answers(422, 503))
     def list_jobs(
         state: list[JobStatus] | None = Query(None, description="keep jobs in these states"),
         name: str | None = Query(None, max_length=512),
@@ -246,7 +340,7 @@ def create_app(server: TrainServer, token: str) -> Any:
         return {"jobs": [_job_out(r, server.live_state(r.job_id)) for r in recs],
                 "limit": limit, "offset": offset}
 
-    @app.get("/api/jobs/{job_id}", response_model=JobDetail)
+    @app.get("/api/jobs/{job_id}", response_model=JobDetail, responses=_answers(404, 422, 503))
     def get_job(job_id: str = JobIdPath) -> Any:
         rec, live = server.get_settled(job_id)
         out = _job_out(rec, live)
@@ -257,13 +351,20 @@ def create_app(server: TrainServer, token: str) -> Any:
         )
         return out
 
-    @app.post("/api/jobs/{job_id}/stop", response_model=JobOut)
+    @app.post("/api/jobs/{job_id}/stop", response_model=JobOut,
+              responses=_answers(404, 422, 503))
     def stop_job(job_id: str = JobIdPath) -> Any:
         server.stop(job_id)
-        rec = server.get(job_id)
+        try:
+            rec = server.get(job_id)
+        except JobStoreError as e:
+            return err(503, f"job {job_id} was told to stop (a live job stops now), but its "
+                            f"record cannot be read: {e} Its end is stored once the store "
+                            f"answers.")
         return _job_out(rec, server.live_state(job_id))
 
-    @app.get("/api/jobs/{job_id}/results", response_model=ResultsOut)
+    @app.get("/api/jobs/{job_id}/results", response_model=ResultsOut,
+             responses=_answers(404, 422, 503))
     def results(
         job_id: str = JobIdPath,
         after_seq: int = Query(-1, ge=-1, le=BIG),
@@ -279,16 +380,17 @@ def create_app(server: TrainServer, token: str) -> Any:
         })
 
     @app.get("/api/jobs/{job_id}/outcome", responses={
+        **_answers(404, 409, 422, 503),
         200: {"content": {"application/octet-stream": {}},
-              "description": "cloudpickle.dumps(JobOutcome)"},
-        409: {"description": "the job has not ended yet"}})
+              "description": "cloudpickle.dumps(JobOutcome)"}})
     def outcome(job_id: str = JobIdPath) -> Response:
         data = server.outcome_bytes(job_id)
         if data is None:
             return err(409, f"job {job_id} has not ended yet; follow /api/jobs/{job_id}/events")
         return Response(data, media_type="application/octet-stream")
 
-    @app.get("/api/jobs/{job_id}/usage", response_model=UsageOut)
+    @app.get("/api/jobs/{job_id}/usage", response_model=UsageOut,
+             responses=_answers(404, 422, 503))
     def usage(
         job_id: str = JobIdPath,
         rank: int | None = Query(None, ge=0, le=1_000_000),
@@ -300,6 +402,7 @@ def create_app(server: TrainServer, token: str) -> Any:
         return {"job_id": job_id, "samples": [usage_dict(s) for s in samples]}
 
     @app.get("/api/jobs/{job_id}/logs", response_model=LogsOut, responses={
+        **_answers(404, 422, 503),
         200: {"content": {"text/plain": {}}, "description": "with follow=true: a text stream"}})
     async def logs(
         job_id: str = JobIdPath,
@@ -327,6 +430,7 @@ def create_app(server: TrainServer, token: str) -> Any:
         return {"job_id": job_id, "rank": None, "offset": 0, "next_offset": 0, "text": text}
 
     @app.get("/api/jobs/{job_id}/events", responses={
+        **_answers(404, 409, 422, 503),
         200: {"content": {"text/event-stream": {}},
               "description": "events: status, reports, event, end"}})
     async def events(
@@ -377,29 +481,72 @@ running {info['num_running']} &middot; pending {info['num_pending']}</p>
                             samesite="strict")
         return resp
 
-    return _BodyLimit(TokenAuth(app, token), int(limit_bytes * 4 / 3) + 65536)
+    # The token is checked first (a stranger learns nothing, not even the size limit),
+    # then the body size: declared, and counted while it streams in.
+    return TokenAuth(_BodyLimit(app, int(limit_bytes * 4 / 3) + 65536), token)
 
 
 class _BodyLimit:
-    """Refuses (413) a request whose declared body is over the limit, before reading it."""
+    """Refuses (413) a request whose body is over the limit: at once when its declared
+    Content-Length is, else as soon as the bytes streamed in (chunked) pass it — the rest
+    is never read and the app's answer is replaced by the 413."""
 
     def __init__(self, app: Any, limit: int) -> None:
         self.app = app
         self.limit = limit
 
+    async def _refuse(self, send: Any, size: int | None) -> None:
+        said = (f"{size / 2**20:.1f} MiB" if size is not None
+                else f"over {self.limit / 2**20:.1f} MiB")
+        body = encode_json({"detail": (
+            f"the request body is {said}, over this server's limit; leave data out of "
+            f"runtime_env['working_dir'] (.gitignore) or start the server with a larger "
+            f"--max-upload-mb")}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            for k, v in scope.get("headers") or []:
-                if k == b"content-length" and v.isdigit() and int(v) > self.limit:
-                    body = encode_json({"detail": (
-                        f"the request body is {int(v) / 2**20:.1f} MiB, over this server's "
-                        f"limit; leave data out of runtime_env['working_dir'] (.gitignore) or "
-                        f"start the server with a larger --max-upload-mb")}).encode()
-                    await send({"type": "http.response.start", "status": 413,
-                                "headers": [(b"content-type", b"application/json")]})
-                    await send({"type": "http.response.body", "body": body})
-                    return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for k, v in scope.get("headers") or []:
+            if k == b"content-length" and v.isdigit() and int(v) > self.limit:
+                await self._refuse(send, int(v))
+                return
+        seen = 0
+        over = False
+        started = False
+
+        async def counted_receive() -> Any:
+            nonlocal seen, over
+            if over:
+                return {"type": "http.disconnect"}
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body") or b"")
+                if seen > self.limit:
+                    over = True
+                    return {"type": "http.disconnect"}
+            return msg
+
+        async def guarded_send(msg: Any) -> None:
+            nonlocal started
+            if over:
+                return  # the app's answer to a cut-off body is replaced by the 413
+            if msg["type"] == "http.response.start":
+                started = True
+            await send(msg)
+
+        try:
+            await self.app(scope, counted_receive, guarded_send)
+        except Exception:
+            if not over:
+                raise
+        if over and not started:
+            await self._refuse(send, None)
 
 
 # --------------------------------------------------------------------------- streams

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -11,6 +12,15 @@ from tandem._core.errors import ConfigError
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8267
 DEFAULT_STORAGE = os.path.join("~", ".tandem", "server")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
 
 
 @dataclass(frozen=True)
@@ -29,6 +39,8 @@ class ServerConfig:
         max_upload_bytes: the largest request body (a job payload or a working_dir upload).
         reserve_after_s: how long a blocked job lets smaller ones backfill ahead of it.
         usage_interval_s: how often worker CPU/memory/GPU use is sampled (0: never).
+        expose: allow ``host`` to be an address other machines reach (``--expose``).
+        tls_cert, tls_key: serve HTTPS with this certificate and key (PEM files).
     """
 
     host: str = DEFAULT_HOST
@@ -44,8 +56,28 @@ class ServerConfig:
     max_upload_bytes: int = 100 * 2**20
     reserve_after_s: float = 30.0
     usage_interval_s: float = 5.0
+    expose: bool = False
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+    @property
+    def exposed(self) -> bool:
+        """True when ``host`` is not a loopback address."""
+        return not _is_loopback(self.host)
 
     def __post_init__(self) -> None:
+        if self.exposed and not self.expose:
+            raise ConfigError(
+                f"--host {self.host} would let other machines reach this server (anyone with "
+                f"the token runs code here). If that is what you want, say so with --expose, "
+                f"and give --tls-cert/--tls-key so the token travels encrypted; to stay on this "
+                f"machine, leave --host at 127.0.0.1.")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("--tls-cert and --tls-key go together: give the certificate and "
+                              "its private key (PEM files).")
+        for flag, path in (("--tls-cert", self.tls_cert), ("--tls-key", self.tls_key)):
+            if path is not None and not os.path.isfile(path):
+                raise ConfigError(f"{flag} {path}: no such file; give a PEM file.")
         if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 <= self.port < 65536:
             raise ConfigError(f"--port {self.port!r}: give a TCP port between 0 and 65535.")
         if self.ray_address is None and self.ray_autoscaling:

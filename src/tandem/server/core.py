@@ -1,35 +1,30 @@
 """``TrainServer``: the job service, the job store and the event hub of one server process.
 
-What it adds to ``LocalJobService``:
+What it adds to ``LocalJobService``, each in its own module:
 
-* every job is recorded in the store (SQLite or PostgreSQL) with its pickled spec, so a
-  restarted server re-queues what was queued or running (running jobs resume from their
-  latest committed checkpoint) and keeps finished ones as history;
-* job events (state changes, reports, checkpoints) go to the store through the batching
-  ``StoreWriter`` and to event streams through the ``EventHub``;
-* uploaded ``working_dir`` packages, so a job's own modules import here;
-* resource-use samples of every worker.
+* ``ownership.py``: the server takes its store exclusively (a second server on the same
+  store refuses to start) and checks it for damage before trusting it;
+* ``loader.py``: submitted payloads are unpickled and every field checked before anything
+  is recorded;
+* ``packages.py``: uploaded ``working_dir`` packages, so a job's own modules import here;
+* ``recovery.py``: a restarted server re-queues what was queued or running (running jobs
+  resume from their latest committed checkpoint) and keeps finished ones as history;
+* ``projection.py`` + ``writer.py``: job events (state changes, reports, checkpoints) go to
+  the store through the batching, outage-proof ``StoreWriter`` and to event streams
+  through the ``EventHub``;
+* ``usage.py``: resource-use samples of every worker.
 
 The HTTP layer (``app.py``) calls it; it knows nothing of HTTP.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import contextlib
 import dataclasses
-import io
 import logging
 import os
-import shutil
-import sys
 import threading
 import time
 import traceback
-import zipfile
-from collections import OrderedDict
-from collections.abc import Iterator
 from typing import Any
 
 import cloudpickle
@@ -39,66 +34,33 @@ from tandem._core.ids import new_id
 from tandem.cluster import make_cluster
 from tandem.cluster.local import LocalCluster
 from tandem.jobs.scheduler import GangScheduler
-from tandem.jobs.service import Job, LocalJobService
-from tandem.jobs.spec import JobOutcome, JobSpec, JobStatus
-from tandem.jobs.store import JobRecord, JobStore, ReportRecord, UsageSample, open_store
+from tandem.jobs.service import LocalJobService
+from tandem.jobs.spec import JobSpec, JobStatus
+from tandem.jobs.store import JobRecord, JobStore, JobStoreError, open_store
 from tandem.server.config import ServerConfig
-from tandem.server.events import EventHub, StoreWriter
+from tandem.server.events import EventHub
+from tandem.server.loader import (
+    PayloadError,
+    SpecError,
+    check_env_vars,
+    decode_payload,
+    load_spec,
+)
+from tandem.server.ownership import HistoryMarker, StoreLock, StoreOwnedError, check_sqlite_file
+from tandem.server.packages import PackageStore, UploadTooLargeError
+from tandem.server.projection import EventProjection, outcome_from_record
+from tandem.server.recovery import ACTIVE_STATES, recover
 from tandem.server.usage import UsageSampler
+from tandem.server.writer import StoreWriter, replay_journal
+
+__all__ = ["ACTIVE_STATES", "PayloadError", "RunFolderBusyError", "SpecError",
+           "StoreOwnedError", "TrainServer", "UploadTooLargeError"]
 
 logger = logging.getLogger(__name__)
 
-ACTIVE_STATES = ("PENDING", "RUNNING", "RESTARTING")
-_OUTCOMES_KEPT = 2000
-_load_lock = threading.Lock()
 
-
-class PayloadError(TandemError, ValueError):
-    """A submitted job cannot be loaded on the server (HTTP 422)."""
-
-
-class UploadTooLargeError(TandemError, ValueError):
-    """A request body over the server's limit (HTTP 413)."""
-
-
-@contextlib.contextmanager
-def _import_path(folder: str | None) -> Iterator[None]:
-    """Puts ``folder`` first on ``sys.path`` while loading a job; afterwards forgets the
-    modules imported from it, so jobs with same-named modules never see each other's."""
-    if folder is None:
-        yield
-        return
-    with _load_lock:
-        sys.path.insert(0, folder)
-        try:
-            yield
-        finally:
-            try:
-                sys.path.remove(folder)
-            except ValueError:
-                pass
-            prefix = os.path.join(folder, "")
-            for name, mod in list(sys.modules.items()):
-                f = getattr(mod, "__file__", None) or ""
-                if f.startswith(prefix):
-                    sys.modules.pop(name, None)
-
-
-def _describe_load_error(e: BaseException, working_dir: str | None) -> str:
-    if isinstance(e, ModuleNotFoundError) and e.name:
-        where = ("the uploaded working_dir does not have it either" if working_dir else
-                 "no working_dir was uploaded with the job")
-        return (
-            f"The job needs the module {e.name!r}, which the train server cannot import "
-            f"({where}). Send your code along with tandem.init(address=..., "
-            f"runtime_env={{'working_dir': '.'}}) from the folder that holds {e.name!r}, or "
-            f"install the module where the server runs."
-        )
-    return (
-        f"The job payload could not be loaded on the train server: {type(e).__name__}: {e}. "
-        f"Submit jobs with tandem (trainer.fit() with TANDEM_ADDRESS set); if the payload "
-        f"refers to your own modules, send them with runtime_env={{'working_dir': '.'}}."
-    )
+class RunFolderBusyError(TandemError, ValueError):
+    """A job would write into the run folder of a job that is still live (HTTP 409)."""
 
 
 class TrainServer:
@@ -108,6 +70,12 @@ class TrainServer:
         config: the server's settings.
         store: a job store to use instead of opening ``config.db_url`` (tests).
         cluster: a cluster to use instead of a ``LocalCluster`` from the config (tests).
+        owner: what the store lock records about this server (its address); a second
+            server on the same store names it when it refuses to start.
+
+    Raises:
+        StoreOwnedError: another server holds the store.
+        ConfigError: the store is damaged, lost its history, or cannot be opened.
     """
 
     def __init__(
@@ -115,13 +83,36 @@ class TrainServer:
         config: ServerConfig,
         store: JobStore | None = None,
         cluster: Any = None,
+        owner: dict[str, Any] | None = None,
     ) -> None:
         self.config = config
         self.started_at = time.time()
         os.makedirs(config.storage_path, mode=0o700, exist_ok=True)
-        self.packages_dir = os.path.join(config.storage_path, "packages")
-        os.makedirs(self.packages_dir, exist_ok=True)
-        self.store = store if store is not None else open_store(config.db_url)
+        self.packages = PackageStore(os.path.join(config.storage_path, "packages"),
+                                     config.max_upload_bytes)
+        self.packages_dir = self.packages.root
+        self.store_url = _hide_password(config.db_url)
+        self.marker = HistoryMarker(config.storage_path)
+        self.store = store if store is not None else _open_checked(config.db_url, self.marker)
+        self.lock = StoreLock(self.store, self.store_url, owner or {})
+        try:
+            self.lock.acquire()
+            # (a store handed in by a caller is not this folder's: never marked)
+            self._history_marked = (store is not None
+                                    or self.marker.check_after_open(self.store_url, self.store))
+            self.journal_path = os.path.join(config.storage_path, "journal.jsonl")
+            try:
+                replay_journal(self.store, self.journal_path)
+            except ValueError as e:
+                raise ConfigError(
+                    f"{e}. It holds job events an earlier server could not store; nothing was "
+                    f"changed. Move it aside (mv {self.journal_path} {self.journal_path}.bad) "
+                    f"to start without them.") from None
+        except BaseException:
+            self.lock.release()
+            if store is None:
+                self.store.close()
+            raise
         if cluster is None and config.ray_address is not None:
             cluster = make_cluster("ray", config.ray_address,
                                    autoscaling=config.ray_autoscaling)
@@ -133,32 +124,34 @@ class TrainServer:
             self.cluster, scheduler=GangScheduler(reserve_after_s=config.reserve_after_s)
         )
         self.hub = EventHub()
-        self.writer = StoreWriter(self.store)
+        self.writer = StoreWriter(self.store, journal_path=self.journal_path,
+                                  on_reconnect=self.lock.ensure)
+        self.projection = EventProjection(self.writer, self.hub, self._forget)
         self._lock = threading.Lock()
-        self._summaries: dict[str, dict[str, Any]] = {}
-        self._outcomes: OrderedDict[str, bytes | None] = OrderedDict()
-        self._detached = False
-        self.service.subscribe(self._on_job_event)
+        self._run_folders: dict[str, str] = {}  # run path -> live job writing into it
+        self.service.subscribe(self.projection.on_job_event)
         # Code running in this process (a trial that fits a Trainer, through its driver
         # calls) submits to this service, not to a new embedded one.
         from tandem.jobs import runtime
 
         if runtime.current_service() is None:
             runtime.set_service(self.service)
-        self.recovered = self._recover()
+        self.recovered = recover(self)
         prewarm = getattr(self.cluster, "prewarm", None)
         if prewarm is not None:
             prewarm(())  # start the worker launcher now: the first job starts fast
-        self.sampler = UsageSampler(self._running_pids, self._on_usage, config.usage_interval_s)
+        self.sampler = UsageSampler(self._running_pids, self.projection.on_usage,
+                                    config.usage_interval_s)
 
     # ------------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
         """Stores what is queued and stops; jobs still PENDING/RUNNING stay so in the store
-        and are re-queued by the next server on the same store."""
+        and are re-queued by the next server on the same store. Events the store could not
+        take (an outage) stay in the journal for the next server."""
         self.sampler.stop()
         self.writer.close()
-        self._detached = True
+        self.projection.detached = True
         self.service.shutdown(timeout_s=5.0)
         from tandem.jobs import runtime
 
@@ -167,76 +160,36 @@ class TrainServer:
         shut = getattr(self.cluster, "shutdown", None)
         if shut is not None:
             shut()
+        self.lock.release()
         self.store.close()
+
+    def store_problem(self) -> str | None:
+        """Why the store cannot be used now (None when it can): for ``/api/health``."""
+        reason = self.writer.down_reason
+        if reason is not None:
+            return reason
+        try:
+            self.store.list_jobs(limit=1)
+        except JobStoreError as e:
+            return str(e)
+        return None
 
     # ------------------------------------------------------------------ packages
 
     def package_dir(self, package_id: str) -> str:
-        return os.path.join(self.packages_dir, package_id)
+        return self.packages.path(package_id)
 
     def has_package(self, package_id: str) -> bool:
-        return os.path.isdir(self.package_dir(package_id))
+        return self.packages.has(package_id)
 
     def add_package(self, package_id: str, data: bytes) -> bool:
         """Unpacks an uploaded working_dir zip; returns False if it was already here."""
-        if len(data) > self.config.max_upload_bytes:
-            raise UploadTooLargeError(self._too_large(len(data)))
-        target = self.package_dir(package_id)
-        if os.path.isdir(target):
-            return False
-        tmp = f"{target}.tmp-{new_id()}"
-        try:
-            with zipfile.ZipFile(io.BytesIO(data)) as zf:
-                total = 0
-                for info in zf.infolist():
-                    name = info.filename
-                    if name.startswith("/") or ".." in name.split("/"):
-                        raise PayloadError(f"the package has an unsafe path {name!r}")
-                    total += info.file_size
-                    if total > 4 * self.config.max_upload_bytes:
-                        raise UploadTooLargeError(self._too_large(total))
-                zf.extractall(tmp)
-        except zipfile.BadZipFile as e:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise PayloadError(
-                f"the uploaded working_dir package is not a zip file ({e}); upload what "
-                f"tandem.jobs.client.package_working_dir() makes"
-            ) from e
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        try:
-            os.rename(tmp, target)
-        except OSError:  # uploaded twice at once
-            shutil.rmtree(tmp, ignore_errors=True)
-        return True
+        return self.packages.add(package_id, data)
 
     def _too_large(self, size: int) -> str:
-        return (
-            f"the upload is {size / 2**20:.1f} MiB, over this server's limit of "
-            f"{self.config.max_upload_bytes / 2**20:.0f} MiB. Leave data and outputs out of "
-            f"runtime_env['working_dir'] (list them in .gitignore), keep large datasets in "
-            f"storage the workers read, or start the server with a larger --max-upload-mb."
-        )
+        return self.packages.too_large(size)
 
     # ------------------------------------------------------------------ submission
-
-    def _load(self, raw: bytes, working_dir: str | None) -> JobSpec:
-        with _import_path(working_dir):
-            try:
-                spec = cloudpickle.loads(raw)
-            except Exception as e:
-                raise PayloadError(_describe_load_error(e, working_dir)) from e
-            if not isinstance(spec, JobSpec):
-                raise PayloadError(
-                    f"The payload is a {type(spec).__name__}, not a tandem JobSpec; submit "
-                    f"jobs with tandem (trainer.fit() with TANDEM_ADDRESS set)."
-                )
-            try:
-                spec.runner.check_loadable()
-            except Exception as e:
-                raise PayloadError(_describe_load_error(e, working_dir)) from e
-        return spec
 
     def submit(
         self,
@@ -247,23 +200,24 @@ class TrainServer:
         name: str | None = None,
         runtime_env: dict[str, Any] | None = None,
     ) -> JobRecord:
-        """Loads, records and queues a job.
+        """Loads, checks, records and queues a job. Nothing is recorded for a refused one.
 
         Raises:
             UploadTooLargeError: the payload is over the limit.
             PayloadError: it does not load here (a missing module, not a JobSpec, ...).
+            SpecError: a field no job may have (named).
+            RunFolderBusyError: a live job writes into the same run folder.
             ConfigError: an unknown working_dir package, or a job that can never fit.
+            JobStoreError: the store cannot record it (HTTP 503).
         """
         if len(payload_b64) > self.config.max_upload_bytes * 4 // 3 + 4:
             raise UploadTooLargeError(self._too_large(len(payload_b64) * 3 // 4))
-        try:
-            raw = base64.b64decode(payload_b64, validate=True)
-        except (binascii.Error, ValueError) as e:
-            raise PayloadError(f"payload is not base64 text ({e}); send "
-                               f"base64(cloudpickle.dumps(job_spec))") from e
+        raw = decode_payload(payload_b64)
         env = dict(runtime_env or {})
-        working_dir = self._working_dir(env.get("working_dir"))
-        spec = self._load(raw, working_dir)
+        env_vars = dict(env.get("env_vars") or {})
+        check_env_vars(env_vars, ("body", "runtime_env", "env_vars"))
+        working_dir = self.packages.working_dir(env.get("working_dir"))
+        spec = load_spec(raw, working_dir)
         spec = dataclasses.replace(
             spec,
             priority=spec.priority if priority is None else priority,
@@ -277,20 +231,39 @@ class TrainServer:
             priority=spec.priority, tags=spec.tags, spec=raw,
             spec_json=self._spec_json(spec, env),
         )
-        self.store.create_job(record)
-        self._queue(job_id, spec, working_dir, env.get("env_vars") or {}, next_seq=0, summary={})
+        run_path = dict(spec.metadata).get("run_path")
+        with self._lock:  # the check and the claim are one step: two submits cannot race
+            self._claim_run_folder(job_id, run_path)
+            try:
+                self.store.create_job(record)
+            except BaseException:
+                self._release_run_folder(job_id)
+                raise
+        if not self._history_marked:
+            self.marker.mark(self.store_url)  # from now on, a lost store is noticed
+            self._history_marked = True
+        self.queue(job_id, spec, working_dir, env_vars, next_seq=0, summary={})
         return record
 
-    def _working_dir(self, package_id: str | None) -> str | None:
-        if not package_id:
-            return None
-        if not self.has_package(package_id):
-            raise ConfigError(
-                f"runtime_env.working_dir names the package {package_id!r}, which this server "
-                f"does not have; upload it first with PUT /api/packages/{package_id} (the "
-                f"tandem client does this for you)."
-            )
-        return self.package_dir(package_id)
+    def _claim_run_folder(self, job_id: str, run_path: Any) -> None:
+        if not run_path:
+            return
+        key = os.path.normpath(str(run_path)) if "://" not in str(run_path) else str(run_path)
+        holder = self._run_folders.get(key)
+        if holder is not None and holder != job_id:
+            state = self.live_state(holder)
+            if state is not None and not JobStatus(state).is_terminal:
+                raise RunFolderBusyError(
+                    f"job {holder} ({state}) is writing into the run folder {key}; two live "
+                    f"jobs never share one (their logs and checkpoints would mix). Wait for "
+                    f"it (`tandem jobs show {holder}`), stop it (`tandem jobs stop {holder}`), "
+                    f"or give this run another RunConfig(name=...)."
+                )
+        self._run_folders[key] = job_id
+
+    def _release_run_folder(self, job_id: str) -> None:
+        for key in [k for k, v in self._run_folders.items() if v == job_id]:
+            del self._run_folders[key]
 
     @staticmethod
     def _spec_json(spec: JobSpec, env: dict[str, Any]) -> dict[str, Any]:
@@ -307,7 +280,7 @@ class TrainServer:
             "env_vars": env.get("env_vars") or {},
         }
 
-    def _queue(
+    def queue(
         self,
         job_id: str,
         spec: JobSpec,
@@ -316,163 +289,36 @@ class TrainServer:
         next_seq: int,
         summary: dict[str, Any],
     ) -> None:
+        """Hands a recorded job to the job service (at submission and at re-queue)."""
         spec.runner.apply_runtime_env(working_dir, env_vars)
         run_path = dict(spec.metadata).get("run_path")
         summary = dict(summary)
         if run_path:
             summary.setdefault("path", run_path)
-        with self._lock:
-            self._summaries[job_id] = summary
+            with self._lock:
+                key = (os.path.normpath(str(run_path)) if "://" not in str(run_path)
+                       else str(run_path))
+                self._run_folders.setdefault(key, job_id)
+        self.projection.track(job_id, summary)
         self.hub.open(job_id, "PENDING", next_seq)
         try:
             self.service.submit(spec, job_id=job_id)
         except BaseException as e:
             self.hub.drop(job_id)
+            self.projection.untrack(job_id)
+            with self._lock:
+                self._release_run_folder(job_id)
             self.store.set_state(job_id, "FAILED", time.time(), f"{type(e).__name__}: {e}",
                                  traceback=traceback.format_exc())
             raise
 
-    # ------------------------------------------------------------------ restart safety
-
-    def _recover(self) -> list[str]:
-        """Re-queues the jobs a previous server left PENDING, RUNNING or RESTARTING."""
-        requeued = []
-        offset = 0
-        records: list[JobRecord] = []
-        while True:
-            page = self.store.list_jobs(states=ACTIVE_STATES, limit=1000, offset=offset, order="asc")
-            records.extend(page)
-            if len(page) < 1000:
-                break
-            offset += 1000
-        for rec in records:
-            full = self.store.get_job(rec.job_id)
-            if full is None or full.spec is None:
-                continue
-            now = time.time()
-            env = dict((full.spec_json or {}).get("runtime_env") or {})
-            env_vars = dict((full.spec_json or {}).get("env_vars") or {})
-            try:
-                working_dir = self._working_dir(env.get("working_dir"))
-                spec = self._load(full.spec, working_dir)
-                spec = dataclasses.replace(spec, priority=full.priority, tags=full.tags,
-                                           name=full.name)
-            except Exception as e:  # noqa: BLE001
-                self.store.set_state(rec.job_id, "FAILED", now,
-                                     f"could not re-queue the job after a server restart: {e}",
-                                     traceback=traceback.format_exc())
-                continue
-            summary = dict(full.result or {})
-            if rec.state != "PENDING":
-                spec.runner.on_requeue(summary.get("checkpoint_path"))
-                self.store.set_state(rec.job_id, "PENDING", now,
-                                     reason=f"re-queued after a server restart (was {rec.state})")
-            try:
-                self._queue(rec.job_id, spec, working_dir, env_vars,
-                            next_seq=self._next_seq(rec.job_id), summary=summary)
-            except Exception:
-                logger.exception("could not re-queue job %s", rec.job_id)
-                continue
-            requeued.append(rec.job_id)
-        if requeued:
-            logger.warning("re-queued %d job(s) after a restart: %s", len(requeued), requeued)
-        return requeued
-
-    def _next_seq(self, job_id: str) -> int:
-        after = -1
-        while True:
-            page = self.store.get_reports(job_id, after_seq=after, limit=10_000)
-            if not page:
-                return after + 1
-            after = page[-1].seq
-
-    # ------------------------------------------------------------------ job events
-
-    def _on_job_event(self, job: Job, kind: str, payload: Any) -> None:
-        """The service's subscriber: called on the job's thread, in order."""
-        job_id = job.job_id
-        if self._detached or job_id not in self._summaries:
-            return  # not a server job: a nested job a worker started (untracked)
-        now = time.time()
-        if kind == "status":
-            status: JobStatus = payload
-            if status.is_terminal:
-                self._on_end(job, status, now)
-                return
-            if status is JobStatus.PENDING:
-                return  # recorded at submission (or at re-queue)
-            self.writer.put(("state", job_id, status.value, now, None, None, None))
-            self.hub.status(job_id, status.value, now)
-        elif kind == "reports":
-            first = self.hub.reports(job_id, payload)
-            if first < 0:
-                return
-            self.writer.put(("reports", job_id, [
-                ReportRecord(job_id, first + i, row, now, 0) for i, row in enumerate(payload)
-            ]))
-            summary = self._summaries.get(job_id)
-            if summary is not None and "log_paths" not in summary and job.log_paths:
-                summary["log_paths"] = {str(r): p for r, p in job.log_paths.items()}
-                self.writer.put(("update", job_id, {"result": dict(summary)}))
-        else:
-            if kind == "checkpoint":
-                self._on_checkpoint(job_id, payload)
-            self.hub.event(job_id, kind, payload)
-
-    def _on_checkpoint(self, job_id: str, payload: Any) -> None:
-        try:
-            iteration, ckpt, _metrics = payload
-            path = str(ckpt.path)
-        except Exception:  # noqa: BLE001 - not a train checkpoint event
-            return
-        summary = self._summaries.get(job_id)
-        if summary is None:
-            return
-        summary["checkpoint_path"] = path
-        summary["checkpoint_iteration"] = iteration
-        summary.setdefault("checkpoints", []).append(path)
-        self.writer.put(("update", job_id, {"result": dict(summary)}))
-
-    def _on_end(self, job: Job, status: JobStatus, now: float) -> None:
-        job_id = job.job_id
-        outcome = job.outcome or JobOutcome(status)
-        summary = dict(self._summaries.get(job_id) or {})
-        if job.log_paths:
-            summary["log_paths"] = {str(r): p for r, p in job.log_paths.items()}
-        value = outcome.value
-        metrics = getattr(value, "metrics", None)
-        if isinstance(metrics, dict):
-            summary["metrics"] = _jsonable(metrics)
-        ckpt = getattr(value, "checkpoint", None)
-        if ckpt is not None and getattr(ckpt, "path", None):
-            summary["checkpoint_path"] = str(ckpt.path)
-        if getattr(value, "path", None):
-            summary["path"] = str(value.path)
-        error = tb = None
-        if outcome.error is not None:
-            err = outcome.error
-            error = str(err).split("\n\nWorker traceback", 1)[0]
-            tb = getattr(err, "worker_traceback", None) or "".join(
-                traceback.format_exception(type(err), err, err.__traceback__))
-        try:
-            pickled: bytes | None = cloudpickle.dumps(outcome)
-        except Exception:  # noqa: BLE001 - an unpicklable value: clients get the summary
-            pickled = None
-        with self._lock:
-            self._outcomes[job_id] = pickled
-            while len(self._outcomes) > _OUTCOMES_KEPT:
-                self._outcomes.popitem(last=False)
-        self.writer.put(("update", job_id, {"result": summary}))
-        self.writer.put(("state", job_id, status.value, now, error, tb, None))
-        self.hub.status(job_id, status.value, now)
-        self.hub.end(job_id, status.value, error)
-        self.writer.put(("call", lambda: self._after_stored(job_id)))
-
-    def _after_stored(self, job_id: str) -> None:
-        self.hub.drop(job_id)
+    def _forget(self, job_id: str) -> None:
+        """A job's end is stored: the service and the run-folder table let it go."""
         self.service.forget(job_id)
         with self._lock:
-            self._summaries.pop(job_id, None)
+            self._release_run_folder(job_id)
+
+    # ------------------------------------------------------------------ workers
 
     def _running_pids(self) -> dict[str, dict[int, int]]:
         out = {}
@@ -480,14 +326,12 @@ class TrainServer:
             if job.status in (JobStatus.RUNNING, JobStatus.RESTARTING):
                 try:
                     pids = job.spec.runner.worker_pids()
-                except Exception:  # noqa: BLE001
+                except Exception:
+                    logger.debug("no worker pids for %s", job.job_id, exc_info=True)
                     continue
                 if pids:
                     out[job.job_id] = pids
         return out
-
-    def _on_usage(self, samples: list[UsageSample]) -> None:
-        self.writer.put(("usage", samples))
 
     # ------------------------------------------------------------------ queries
 
@@ -512,27 +356,28 @@ class TrainServer:
         the record (transitions, result, error) agrees with the state shown."""
         rec = self.get(job_id)
         live = self.live_state(job_id)
-        if live is not None and live != rec.state and JobStatus(live).is_terminal:
-            self.writer.flush(10.0)
+        if (live is not None and live != rec.state and JobStatus(live).is_terminal
+                and self.writer.flush(10.0)):
             rec = self.get(job_id)
         return rec, live
 
     def stop(self, job_id: str) -> None:
-        self.get(job_id)
         try:
             self.service.stop(job_id)
+            return
         except JobNotFoundError:
-            pass  # already finished (history): nothing to stop
+            pass
+        self.get(job_id)  # history (nothing to stop) or unknown (404)
 
     def outcome_bytes(self, job_id: str) -> bytes | None:
         """The pickled ``JobOutcome`` of a finished job; None while it runs."""
-        with self._lock:
-            if job_id in self._outcomes and self._outcomes[job_id] is not None:
-                return self._outcomes[job_id]
+        data = self.projection.outcome(job_id)
+        if data is not None:
+            return data
         rec = self.get(job_id)
         if not rec.is_terminal:
             return None
-        return cloudpickle.dumps(_outcome_from_record(rec))
+        return cloudpickle.dumps(outcome_from_record(rec))
 
     def log_paths(self, job_id: str) -> dict[int, str]:
         try:
@@ -544,7 +389,8 @@ class TrainServer:
         rec = self.get(job_id)
         paths = (rec.result or {}).get("log_paths") or {}
         if not paths:
-            run_path = (rec.result or {}).get("path") or rec.spec_json.get("metadata", {}).get("run_path")
+            run_path = ((rec.result or {}).get("path")
+                        or rec.spec_json.get("metadata", {}).get("run_path"))
             n = int(rec.spec_json.get("num_workers") or 0)
             if run_path and "://" not in str(run_path):
                 return {r: os.path.join(run_path, "logs", f"rank_{r}.log") for r in range(n)}
@@ -571,38 +417,35 @@ class TrainServer:
         }
 
 
-def _jsonable(d: dict) -> dict:
-    from tandem.jobs.store.base import normalize_json
+# Kept importable from here (they lived in this module before the split).
+_outcome_from_record = outcome_from_record
 
+
+def _open_checked(url: str, marker: HistoryMarker) -> JobStore:
+    """Opens the server's store after checking it: a damaged SQLite file, or a store that
+    lost the history recorded in it, is refused (``ConfigError``) and left untouched."""
+    from tandem.server.ownership import sqlite_path
+
+    path = sqlite_path(url)
+    marker.check_before_open(_hide_password(url))
+    if path is not None:
+        check_sqlite_file(path)
     try:
-        return normalize_json(d)
-    except TypeError:
-        return {k: (v if isinstance(v, (int, float, str, bool)) or v is None else repr(v))
-                for k, v in d.items()}
+        return open_store(url)
+    except (ConfigError, ImportError):
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise ConfigError(
+            f"cannot open the job store {_hide_password(url)}: {type(e).__name__}: "
+            f"{getattr(e, 'orig', None) or e}. Check that the database runs and the URL "
+            f"(--db) is right."
+        ) from None
 
 
-def _outcome_from_record(rec: JobRecord) -> JobOutcome:
-    """A ``JobOutcome`` rebuilt from the store (jobs that ended under an earlier server)."""
-    status = JobStatus(rec.state)
-    summary = rec.result or {}
-    error: BaseException | None = None
-    if status is JobStatus.FAILED:
-        error = TandemError(rec.error or "the job failed")
-    if rec.spec_json.get("runner") == "TrainController":
-        from tandem.train.api.checkpoint import Checkpoint
-        from tandem.train.api.errors import TrainingFailedError
-        from tandem.train.api.result import Result
+def _hide_password(url: str) -> str:
+    try:
+        import sqlalchemy as sa
 
-        if status is JobStatus.FAILED:
-            error = TrainingFailedError(rec.error or "the job failed",
-                                        worker_traceback=rec.traceback)
-        path = summary.get("checkpoint_path")
-        value: Any = Result(
-            metrics=summary.get("metrics"),
-            checkpoint=Checkpoint(path) if path else None,
-            path=summary.get("path") or "",
-            error=error,
-            best_checkpoints=[(Checkpoint(p), {}) for p in summary.get("checkpoints", [])],
-        )
-        return JobOutcome(status, value=value, error=error)
-    return JobOutcome(status, value=None, error=error)
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001
+        return url

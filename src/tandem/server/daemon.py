@@ -35,7 +35,15 @@ logger = logging.getLogger("tandem.server")
 
 def add_server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default=DEFAULT_HOST,
-                   help="address to listen on (default 127.0.0.1: this machine only)")
+                   help="address to listen on (default 127.0.0.1: this machine only; any "
+                        "other address needs --expose)")
+    p.add_argument("--expose", action="store_true",
+                   help="allow --host to be an address other machines reach (0.0.0.0, a LAN "
+                        "address): anyone who can reach it and has the token runs code here; "
+                        "use --tls-cert/--tls-key")
+    p.add_argument("--tls-cert", default=None,
+                   help="serve HTTPS with this certificate (PEM); needs --tls-key")
+    p.add_argument("--tls-key", default=None, help="the private key (PEM) of --tls-cert")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port (default 8267)")
     p.add_argument("--storage", default=DEFAULT_STORAGE,
                    help="the server's folder: job store, uploads, log (default ~/.tandem/server)")
@@ -72,7 +80,8 @@ def config_from_args(a: argparse.Namespace) -> ServerConfig:
         num_gpus=a.num_gpus, memory=a.memory, resources=resources,
         ray_address=a.ray_address, ray_autoscaling=a.ray_autoscaling,
         max_upload_bytes=int(a.max_upload_mb * 2**20), reserve_after_s=a.reserve_after_s,
-        usage_interval_s=a.usage_interval_s,
+        usage_interval_s=a.usage_interval_s, expose=a.expose,
+        tls_cert=a.tls_cert, tls_key=a.tls_key,
     )
 
 
@@ -83,11 +92,14 @@ def server_argv(a: argparse.Namespace) -> list[str]:
            "--usage-interval-s", str(a.usage_interval_s)]
     for flag, value in (("--db", a.db), ("--num-cpus", a.num_cpus), ("--num-gpus", a.num_gpus),
                         ("--memory", a.memory), ("--resources", a.resources),
-                        ("--ray-address", a.ray_address)):
+                        ("--ray-address", a.ray_address), ("--tls-cert", a.tls_cert),
+                        ("--tls-key", a.tls_key)):
         if value is not None:
             out += [flag, str(value)]
     if a.ray_autoscaling:
         out.append("--ray-autoscaling")
+    if a.expose:
+        out.append("--expose")
     return out
 
 
@@ -95,7 +107,21 @@ def server_argv(a: argparse.Namespace) -> list[str]:
 
 
 def display_host(host: str) -> str:
-    return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+    """The host local clients use: loopback for a wildcard bind."""
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def bound_address(sock: socket.socket) -> str:
+    """What the socket really listens on, e.g. ``0.0.0.0:8267 (every IPv4 interface)``."""
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if host in ("0.0.0.0", "::"):
+        shown += " (every interface)"
+    return shown
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -158,13 +184,24 @@ def remove_server_file(pid: int | None = None) -> None:
         pass
 
 
-def ping(url: str, token: str, timeout_s: float = 2.0) -> dict[str, Any] | None:
+def ping(url: str, token: str, timeout_s: float = 2.0,
+         verify: str | bool = True) -> dict[str, Any] | None:
+    """The server's health answer (a store outage included), or None if it does not answer.
+    ``verify``: True, or the certificate file of a server with a self-signed one."""
+    import ssl
+
     import httpx
 
+    check: ssl.SSLContext | bool = True
+    if isinstance(verify, str):
+        try:
+            check = ssl.create_default_context(cafile=verify)
+        except (OSError, ssl.SSLError):
+            check = True
     try:
         r = httpx.get(f"{url}/api/health", headers={"Authorization": f"Bearer {token}"},
-                      timeout=timeout_s)
-        return r.json() if r.status_code == 200 else None
+                      timeout=timeout_s, verify=check)
+        return r.json() if r.status_code in (200, 503) else None
     except (httpx.HTTPError, ValueError):
         return None
 
@@ -174,7 +211,23 @@ def running_server() -> dict[str, Any] | None:
     info = read_server_file()
     if not info or "address" not in info:
         return None
-    return info if ping(info["address"], info.get("token", "")) else None
+    ok = ping(info["address"], info.get("token", ""), verify=info.get("tls_cert") or True)
+    return info if ok else None
+
+
+def pid_file_path(storage: str) -> str:
+    """``<storage>/server.pid``: the running server's pid and address (JSON), so it can be
+    stopped even when ``~/.tandem/server.json`` is damaged or was overwritten."""
+    return os.path.join(os.path.abspath(os.path.expanduser(storage)), "server.pid")
+
+
+def read_pid_file(storage: str) -> dict[str, Any] | None:
+    try:
+        with open(pid_file_path(storage)) as f:
+            info = json.load(f)
+        return info if isinstance(info, dict) and isinstance(info.get("pid"), int) else None
+    except (OSError, ValueError):
+        return None
 
 
 # --------------------------------------------------------------------------- foreground
@@ -192,28 +245,66 @@ def run_foreground(config: ServerConfig, ready_message: bool = True) -> int:
     port = sock.getsockname()[1]
     os.environ.pop("TANDEM_ADDRESS", None)  # workers here train in the server, never submit to it
     token = load_or_make_token(config.storage_path)
-    server = TrainServer(config)
-    url = f"http://{display_host(config.host)}:{port}"
+    # No secret reaches a job: workers inherit this process's environment.
+    for name in (TOKEN_ENV, "TANDEM_TOKEN"):
+        os.environ.pop(name, None)
+    scheme = "https" if config.tls_cert else "http"
+    url = f"{scheme}://{display_host(config.host)}:{port}"
+    pid = os.getpid()
+    try:
+        server = TrainServer(config, owner={"address": url, "storage": config.storage_path})
+    except BaseException:
+        sock.close()
+        raise
     app = create_app(server, token)
     uv = _Uvicorn(uvicorn.Config(app, log_level="warning", access_log=False,
-                                 timeout_graceful_shutdown=2, lifespan="off"))
-    pid = os.getpid()
-    write_server_file({
+                                 timeout_graceful_shutdown=2, lifespan="off",
+                                 ssl_certfile=config.tls_cert, ssl_keyfile=config.tls_key))
+    info = {
         "address": url, "token": token, "pid": pid, "host": config.host, "port": port,
-        "storage": config.storage_path, "db": getattr(server.store, "url", config.db_url),
+        "bound": bound_address(sock), "storage": config.storage_path,
+        "db": getattr(server.store, "url", config.db_url),
         "log": os.path.join(config.storage_path, "server.log"), "started_at": time.time(),
         "cluster": (f"Ray at {config.ray_address}" if config.ray_address is not None
                     else "this machine"),
-    })
+    }
+    if config.tls_cert:
+        info["tls_cert"] = os.path.abspath(config.tls_cert)
+    write_server_file(info)
+    _write_pid_file(config.storage_path, {"pid": pid, "address": url})
     if ready_message:
-        print(f"tandem server listening at {url} (pid {pid}); token in {server_file_path()}",
-              flush=True)
+        print(f"tandem server listening on {info['bound']} over {scheme.upper()} (pid {pid}); "
+              f"local clients use {url}; token in {server_file_path()}", flush=True)
+        if config.exposed:
+            print(f"warning: listening beyond this machine ({info['bound']}): anyone who reaches "
+                  f"it with the token can run code here"
+                  + ("" if config.tls_cert else "; traffic, token included, is NOT encrypted "
+                     "(give --tls-cert and --tls-key)"), flush=True)
     try:
         uv.run(sockets=[sock])
     finally:
         server.close()
         remove_server_file(pid)
+        _remove_pid_file(config.storage_path, pid)
     return 0
+
+
+def _write_pid_file(storage: str, info: dict[str, Any]) -> None:
+    path = pid_file_path(storage)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(info, f)
+    os.replace(tmp, path)
+
+
+def _remove_pid_file(storage: str, pid: int) -> None:
+    info = read_pid_file(storage)
+    if info is not None and info.get("pid") == pid:
+        try:
+            os.unlink(pid_file_path(storage))
+        except OSError:
+            pass
 
 
 def _uvicorn_server_cls() -> Any:
@@ -280,7 +371,8 @@ def start_daemon(a: argparse.Namespace, wait_s: float = 60.0) -> dict[str, Any]:
     token = load_or_make_token(storage)
     log_path = os.path.join(storage, "server.log")
     log = open(log_path, "ab")
-    env = {**os.environ, TOKEN_ENV: token}
+    log_start = log.seek(0, os.SEEK_END)  # what this start writes comes after
+    env = {**os.environ, TOKEN_ENV: token}  # the server drops it from its environment at once
     env.pop("TANDEM_ADDRESS", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "tandem.server", *server_argv(a)],
@@ -293,19 +385,22 @@ def start_daemon(a: argparse.Namespace, wait_s: float = 60.0) -> dict[str, Any]:
         code = proc.poll()
         if code is not None:
             raise TandemError(
-                f"the tandem server exited at start (code {code}):\n{_tail(log_path)}"
+                f"the tandem server exited at start (code {code}):\n"
+                f"{_tail(log_path, start=log_start)}"
             )
         info = read_server_file()
-        if info and info.get("pid") == proc.pid and ping(info["address"], token, 1.0):
+        if info and info.get("pid") == proc.pid and ping(
+                info["address"], token, 1.0, verify=info.get("tls_cert") or True):
             return info
         time.sleep(0.1)
     proc.terminate()
     raise TandemError(f"the tandem server did not answer within {wait_s:.0f} s; see {log_path}")
 
 
-def _tail(path: str, n: int = 20) -> str:
+def _tail(path: str, n: int = 20, start: int = 0) -> str:
     try:
         with open(path, errors="replace") as f:
+            f.seek(start)
             return "".join(f.readlines()[-n:])
     except OSError:
         return ""
@@ -315,29 +410,48 @@ def _is_server_process(pid: int) -> bool:
     try:
         import psutil
 
-        return "tandem.server" in " ".join(psutil.Process(pid).cmdline())
+        cmd = psutil.Process(pid).cmdline()
+        text = " ".join(cmd)
+        # `python -m tandem.server ...`, or `tandem server start --foreground`
+        return "tandem.server" in text or ("server" in cmd and "start" in cmd
+                                           and any("tandem" in c for c in cmd))
     except Exception:  # noqa: BLE001
         return False
 
 
-def stop_daemon(timeout_s: float = 30.0) -> dict[str, Any] | None:
+def stop_daemon(timeout_s: float = 30.0, storage: str = DEFAULT_STORAGE) -> dict[str, Any] | None:
     """SIGTERMs the local server (running jobs stay recorded and are re-queued at its next
-    start); returns its server.json, or None if none was running."""
+    start); returns what is known of it (server.json, else its pid file), or None if none
+    was running.
+
+    The server is found through ``~/.tandem/server.json``; when that file is missing,
+    damaged or names a process that is not a tandem server, through the pid file in its
+    storage folder (``storage``, default ``~/.tandem/server``).
+    """
     info = read_server_file()
-    if not info:
-        return None
-    pid = int(info.get("pid") or 0)
-    if not pid or not _is_server_process(pid):
-        remove_server_file()
-        return None
+    pid = _pid_of(info)
+    if pid is None or not _is_server_process(pid):
+        info = read_pid_file(os.path.abspath(os.path.expanduser(storage)))
+        pid = _pid_of(info)
+        if pid is None or not _is_server_process(pid):
+            return None
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and _alive(pid):
         time.sleep(0.1)
     if _alive(pid):
         os.kill(pid, signal.SIGKILL)
-    remove_server_file()
+    remove_server_file(pid)
+    assert info is not None
     return info
+
+
+def _pid_of(info: dict[str, Any] | None) -> int | None:
+    try:
+        pid = int((info or {}).get("pid") or 0)
+    except (TypeError, ValueError):
+        return None
+    return pid if pid > 0 else None
 
 
 def _alive(pid: int) -> bool:

@@ -1,23 +1,17 @@
-"""Job events on the server: the hub that fans them out to event streams, and the writer
-that puts them into the job store in batches.
+"""Job events on the server: the hub that fans them out to event streams (the writer that
+puts them into the job store in batches is ``writer.py``).
 
-Both are fed by ``TrainServer`` from the job service's ``subscribe`` callback, which runs
-on each job's thread; neither blocks it for long: the hub appends to a list and wakes the
-stream readers, the writer puts the event on a queue that one thread drains in batches
-(one transaction per batch, so report ingestion runs at tens of thousands per second).
+The hub is fed from the job service's ``subscribe`` callback, which runs on each job's
+thread; it never blocks it for long: it appends to a list and wakes the stream readers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import queue
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-from tandem.jobs.store import JobStore, ReportRecord, UsageSample
 
 logger = logging.getLogger(__name__)
 
@@ -153,98 +147,7 @@ class EventHub:
             return None if live is None else live.first_seq + len(live.reports)
 
 
-# --------------------------------------------------------------------------- the writer
+# The writer lives in writer.py; kept importable from here.
+from tandem.server.writer import StoreWriter
 
-
-class StoreWriter:
-    """One thread that applies job events to the store, in order, in batches.
-
-    Ops: ``state`` (``set_state``), ``reports`` (``append_reports``; consecutive batches
-    are merged into one call per job), ``update`` (``update_job``), ``usage``
-    (``append_usage``) and ``call`` (a callback once everything before it is stored).
-    """
-
-    def __init__(self, store: JobStore, max_batch: int = 50_000) -> None:
-        self.store = store
-        self._q: queue.SimpleQueue = queue.SimpleQueue()
-        self._max_batch = max_batch
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name="tandem-store-writer", daemon=True)
-        self._thread.start()
-
-    def put(self, op: tuple) -> None:
-        if not self._closed:
-            self._q.put(op)
-
-    def flush(self, timeout_s: float = 30.0) -> bool:
-        """Waits until everything put so far is stored."""
-        done = threading.Event()
-        self.put(("call", done.set))
-        return done.wait(timeout_s)
-
-    def close(self, timeout_s: float = 30.0) -> None:
-        """Stores what is queued, then stops; later ops are dropped."""
-        if self._closed:
-            return
-        self.flush(timeout_s)
-        self._closed = True
-        self._q.put(None)
-        self._thread.join(timeout_s)
-
-    def _run(self) -> None:
-        while True:
-            first = self._q.get()
-            if first is None:
-                return
-            items = [first]
-            while len(items) < self._max_batch:
-                try:
-                    item = self._q.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    self._apply(items)
-                    return
-                items.append(item)
-            self._apply(items)
-
-    def _apply(self, items: list[tuple]) -> None:
-        reports: dict[str, list[ReportRecord]] = {}
-        usage: list[UsageSample] = []
-
-        def flush_batched() -> None:
-            for job_id, recs in reports.items():
-                self._safe(self.store.append_reports, job_id, recs)
-            reports.clear()
-            if usage:
-                self._safe(self.store.append_usage, list(usage))
-                usage.clear()
-
-        for op in items:
-            kind = op[0]
-            if kind == "reports":
-                reports.setdefault(op[1], []).extend(op[2])
-                continue
-            if kind == "usage":
-                usage.extend(op[1])
-                continue
-            flush_batched()
-            if kind == "state":
-                _, job_id, state, at, error, tb, reason = op
-                self._safe(self.store.set_state, job_id, state, at, error,
-                           traceback=tb, reason=reason)
-            elif kind == "update":
-                self._safe(self.store.update_job, op[1], **op[2])
-            elif kind == "call":
-                try:
-                    op[1]()
-                except Exception:
-                    logger.exception("store writer callback failed")
-        flush_batched()
-
-    @staticmethod
-    def _safe(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        try:
-            fn(*args, **kwargs)
-        except Exception:
-            logger.exception("job store write failed (%s)", getattr(fn, "__name__", fn))
+__all__ = ["EventHub", "StoreWriter", "StreamItem", "Subscriber"]

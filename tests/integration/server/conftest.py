@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import textwrap
@@ -75,6 +76,8 @@ def start_server(home: str, storage: str, port: int | None = None, *extra: str,
             env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
     info_path = os.path.join(home, ".tandem", "server.json")
+    verify: ssl.SSLContext | bool = (ssl.create_default_context(
+        cafile=extra[extra.index("--tls-cert") + 1]) if "--tls-cert" in extra else True)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -84,7 +87,8 @@ def start_server(home: str, storage: str, port: int | None = None, *extra: str,
                 info = json.load(f)
             if info["pid"] == proc.pid:
                 r = httpx.get(info["address"] + "/api/health",
-                              headers={"Authorization": f"Bearer {info['token']}"}, timeout=2)
+                              headers={"Authorization": f"Bearer {info['token']}"}, timeout=2,
+                              verify=verify)
                 if r.status_code == 200:
                     return ServerProc(proc, home, storage, port, info["address"], info["token"], log)
         except (OSError, ValueError, KeyError, httpx.HTTPError):

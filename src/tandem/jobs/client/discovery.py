@@ -75,9 +75,11 @@ def resolve_connection(address: str | None = None, token: str | None = None) -> 
     info = read_server_file()
     if address is None or address == "auto":
         if info is None or "address" not in info:
+            state = ("is damaged: not the JSON a server writes" if os.path.exists(
+                server_file_path()) else "is missing")
             raise ConfigError(
                 f"No train server address given and no local server found ({server_file_path()} "
-                f"is missing). Start one with `tandem server start`, or set {ADDRESS_ENV}=host:port."
+                f"{state}). Start one with `tandem server start`, or set {ADDRESS_ENV}=host:port."
             )
         address = str(info["address"])
     url = normalize_address(address)

@@ -24,6 +24,7 @@ from tandem.jobs.store.base import (
     DuplicateReportError,
     JobRecord,
     JobStore,
+    JobStoreError,
     JobStoreUnavailableError,
     Order,
     ReportRecord,
@@ -201,6 +202,17 @@ def _is_lock_error(e: BaseException) -> bool:
     )
 
 
+def _is_connection_error(e: exc.DBAPIError) -> bool:
+    """True when the database could not be reached or the connection went away."""
+    if e.connection_invalidated or isinstance(e, exc.InterfaceError):
+        return True
+    if not isinstance(e, exc.OperationalError):
+        return False
+    msg = str(getattr(e, "orig", e)).lower()
+    return not any(w in msg for w in ("no such table", "no such column", "syntax error",
+                                      "malformed", "not a database"))
+
+
 # Stores whose engines must drop inherited connections in a forked child.
 _LIVE_STORES: weakref.WeakSet[SQLJobStore] = weakref.WeakSet()
 
@@ -282,6 +294,8 @@ class SQLJobStore(JobStore):
                     f"(or pip install 'tandem-ml[server]')"
                 ) from e
             kwargs.setdefault("pool_pre_ping", True)
+            # An unreachable host fails in seconds instead of hanging the caller.
+            kwargs.setdefault("connect_args", {}).setdefault("connect_timeout", 5)
         self._engine: Engine = sa.create_engine(self._url, **kwargs)
         if self._dialect == "sqlite":
             self._install_sqlite_hooks(int(busy_timeout_s * 1000))
@@ -354,12 +368,14 @@ class SQLJobStore(JobStore):
             try:
                 with self._transaction(write) as conn:
                     return fn(conn)
+            except exc.IntegrityError:
+                raise
             except exc.DBAPIError as e:
-                # A dropped connection is safe to retry for reads only: a write might
-                # have committed before the connection went away.
-                retry = _is_lock_error(e) or (not write and e.connection_invalidated)
-                if not retry:
-                    raise
+                # A dropped connection is safe to retry for reads only (once: the pool
+                # reconnects): a write might have committed before the connection went away.
+                dropped = e.connection_invalidated and not write and attempts < 2
+                if not (_is_lock_error(e) or dropped):
+                    raise self._store_error(e, write) from e
                 if time.monotonic() >= deadline:
                     raise JobStoreUnavailableError(
                         f"{self!r}: the database stayed locked/unavailable for "
@@ -370,6 +386,20 @@ class SQLJobStore(JobStore):
                     ) from e
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 0.25)
+
+    def _store_error(self, e: exc.DBAPIError, write: bool) -> Exception:
+        """A driver error as a store error that names the store: unreachable (connection
+        refused or lost: ``JobStoreUnavailableError``) or anything else (``JobStoreError``)."""
+        orig = getattr(e, "orig", None) or e
+        text = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+        if _is_connection_error(e):
+            maybe = (" (the write may or may not have been committed)" if write and
+                     e.connection_invalidated else "")
+            return JobStoreUnavailableError(
+                f"{self!r} is unreachable: {text}{maybe}. Check that the database runs and "
+                f"accepts connections."
+            )
+        return JobStoreError(f"{self!r} failed: {type(orig).__name__}: {text}")
 
     def _ensure_schema(self) -> None:
         def current(conn: Connection) -> str | None:

@@ -1,0 +1,195 @@
+"""Event projection: what the server makes of a job's events.
+
+The job service calls ``EventProjection.on_job_event`` on the job's thread, in order. It
+projects each event onto the store (through the ``StoreWriter``: state changes, reports,
+the result summary) and onto event streams (the ``EventHub``), and keeps the pickled
+outcome of recently ended jobs for clients waiting on them. A job's end is written once:
+its summary, then its terminal state; only once both are stored does the server forget
+the live job (until then, reads of it come from memory).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import cloudpickle
+
+from tandem._core.errors import TandemError
+from tandem.jobs.spec import JobOutcome, JobStatus
+from tandem.jobs.store import JobRecord, ReportRecord, UsageSample
+from tandem.server.events import EventHub
+from tandem.server.writer import StoreWriter
+
+__all__ = ["EventProjection", "jsonable", "outcome_from_record"]
+
+_OUTCOMES_KEPT = 2000
+
+
+class EventProjection:
+    """Server jobs' events → store ops and stream items. Thread-safe.
+
+    Args:
+        writer: the store writer.
+        hub: the event hub of live jobs.
+        forget: called with a job id once its end is stored (the service drops the job).
+    """
+
+    def __init__(self, writer: StoreWriter, hub: EventHub,
+                 forget: Callable[[str], None]) -> None:
+        self.writer = writer
+        self.hub = hub
+        self._forget = forget
+        self._lock = threading.Lock()
+        self._summaries: dict[str, dict[str, Any]] = {}
+        self._outcomes: OrderedDict[str, bytes | None] = OrderedDict()
+        self.detached = False
+
+    # ----------------------------------------------------------------- tracking
+
+    def track(self, job_id: str, summary: dict[str, Any]) -> None:
+        with self._lock:
+            self._summaries[job_id] = dict(summary)
+
+    def untrack(self, job_id: str) -> None:
+        with self._lock:
+            self._summaries.pop(job_id, None)
+
+    def tracks(self, job_id: str) -> bool:
+        return job_id in self._summaries
+
+    def outcome(self, job_id: str) -> bytes | None:
+        with self._lock:
+            return self._outcomes.get(job_id)
+
+    # ----------------------------------------------------------------- events
+
+    def on_job_event(self, job: Any, kind: str, payload: Any) -> None:
+        """The service's subscriber: called on the job's thread, in order."""
+        job_id = job.job_id
+        if self.detached or job_id not in self._summaries:
+            return  # not a server job: a nested job a worker started (untracked)
+        now = time.time()
+        if kind == "status":
+            status: JobStatus = payload
+            if status.is_terminal:
+                self._on_end(job, status, now)
+                return
+            if status is JobStatus.PENDING:
+                return  # recorded at submission (or at re-queue)
+            self.writer.put(("state", job_id, status.value, now, None, None, None))
+            self.hub.status(job_id, status.value, now)
+        elif kind == "reports":
+            first = self.hub.reports(job_id, payload)
+            if first < 0:
+                return
+            self.writer.put(("reports", job_id, [
+                ReportRecord(job_id, first + i, row, now, 0) for i, row in enumerate(payload)
+            ]))
+            summary = self._summaries.get(job_id)
+            if summary is not None and "log_paths" not in summary and job.log_paths:
+                summary["log_paths"] = {str(r): p for r, p in job.log_paths.items()}
+                self.writer.put(("update", job_id, {"result": dict(summary)}))
+        else:
+            if kind == "checkpoint":
+                self._on_checkpoint(job_id, payload)
+            self.hub.event(job_id, kind, payload)
+
+    def on_usage(self, samples: list[UsageSample]) -> None:
+        self.writer.put(("usage", samples))
+
+    def _on_checkpoint(self, job_id: str, payload: Any) -> None:
+        try:
+            iteration, ckpt, _metrics = payload
+            path = str(ckpt.path)
+        except Exception:  # noqa: BLE001
+            return
+        summary = self._summaries.get(job_id)
+        if summary is None:
+            return
+        summary["checkpoint_path"] = path
+        summary["checkpoint_iteration"] = iteration
+        summary.setdefault("checkpoints", []).append(path)
+        self.writer.put(("update", job_id, {"result": dict(summary)}))
+
+    def _on_end(self, job: Any, status: JobStatus, now: float) -> None:
+        job_id = job.job_id
+        outcome = job.outcome or JobOutcome(status)
+        summary = dict(self._summaries.get(job_id) or {})
+        if job.log_paths:
+            summary["log_paths"] = {str(r): p for r, p in job.log_paths.items()}
+        value = outcome.value
+        metrics = getattr(value, "metrics", None)
+        if isinstance(metrics, dict):
+            summary["metrics"] = jsonable(metrics)
+        ckpt = getattr(value, "checkpoint", None)
+        if ckpt is not None and getattr(ckpt, "path", None):
+            summary["checkpoint_path"] = str(ckpt.path)
+        if getattr(value, "path", None):
+            summary["path"] = str(value.path)
+        error = tb = None
+        if outcome.error is not None:
+            err = outcome.error
+            error = str(err).split("\n\nWorker traceback", 1)[0]
+            tb = getattr(err, "worker_traceback", None) or "".join(
+                traceback.format_exception(type(err), err, err.__traceback__))
+        try:
+            pickled: bytes | None = cloudpickle.dumps(outcome)
+        except Exception:  # noqa: BLE001
+            pickled = None
+        with self._lock:
+            self._outcomes[job_id] = pickled
+            while len(self._outcomes) > _OUTCOMES_KEPT:
+                self._outcomes.popitem(last=False)
+        self.writer.put(("update", job_id, {"result": summary}))
+        self.writer.put(("state", job_id, status.value, now, error, tb, None))
+        self.hub.status(job_id, status.value, now)
+        self.hub.end(job_id, status.value, error)
+        self.writer.put(("call", lambda: self._after_stored(job_id)))
+
+    def _after_stored(self, job_id: str) -> None:
+        self.hub.drop(job_id)
+        self._forget(job_id)
+        self.untrack(job_id)
+
+
+def jsonable(d: dict[str, Any]) -> dict[str, Any]:
+    from tandem.jobs.store.base import normalize_json
+
+    try:
+        out: dict[str, Any] = normalize_json(d)
+        return out
+    except TypeError:
+        return {k: (v if isinstance(v, (int, float, str, bool)) or v is None else repr(v))
+                for k, v in d.items()}
+
+
+def outcome_from_record(rec: JobRecord) -> JobOutcome:
+    """A ``JobOutcome`` rebuilt from the store (jobs that ended under an earlier server)."""
+    status = JobStatus(rec.state)
+    summary = rec.result or {}
+    error: BaseException | None = None
+    if status is JobStatus.FAILED:
+        error = TandemError(rec.error or "the job failed")
+    if rec.spec_json.get("runner") == "TrainController":
+        from tandem.train.api.checkpoint import Checkpoint
+        from tandem.train.api.errors import TrainingFailedError
+        from tandem.train.api.result import Result
+
+        if status is JobStatus.FAILED:
+            error = TrainingFailedError(rec.error or "the job failed",
+                                        worker_traceback=rec.traceback)
+        path = summary.get("checkpoint_path")
+        value: Any = Result(
+            metrics=summary.get("metrics"),
+            checkpoint=Checkpoint(path) if path else None,
+            path=summary.get("path") or "",
+            error=error,
+            best_checkpoints=[(Checkpoint(p), {}) for p in summary.get("checkpoints", [])],
+        )
+        return JobOutcome(status, value=value, error=error)
+    return JobOutcome(status, value=None, error=error)
