@@ -13,10 +13,22 @@ below imports it. ``import tandem.model`` does not import torch.
 
 from __future__ import annotations
 
+from tandem.model._api import ModelJobHandle, ModelResult, train, tune
+from tandem.model._data import DataError
+from tandem.model._loop import NonFiniteLossError
 from tandem.model._model import Model, ModelDefinitionError, TorchModel
+from tandem.model._settings import TrainSettings, TuneSettings
 
 __all__ = [
+    "DataError",
     "Model",
     "ModelDefinitionError",
+    "ModelJobHandle",
+    "ModelResult",
+    "NonFiniteLossError",
     "TorchModel",
+    "TrainSettings",
+    "TuneSettings",
+    "train",
+    "tune",
 ]

@@ -179,6 +179,32 @@ class Model:
                 f"`def setup(self)` (build the network) and `def forward(self, x)`."
             )
 
+    # -- how model.train runs this class (a framework subclass overrides these) ----------
+
+    @classmethod
+    def check_training_definition(cls) -> None:
+        """Raises ``ModelDefinitionError`` when the class cannot be trained (e.g. it lacks
+        ``training_step``). Called by ``model.train``/``model.tune`` before any worker starts."""
+        cls.check_definition()
+
+    @classmethod
+    def trainer_class(cls) -> type:
+        """The ``DataParallelTrainer`` subclass ``model.train`` builds (its public
+        constructor, with ``worker_loop()`` as the per-worker function)."""
+        raise ModelDefinitionError(
+            f"{cls.__name__} subclasses Model directly, which has no training loop. Subclass "
+            f"TorchModel (or XGBoostModel / LightGBMModel) to train it with model.train."
+        )
+
+    @classmethod
+    def worker_loop(cls) -> Callable[..., Any]:
+        """The per-worker function ``f(payload_bytes, config)``: ``payload_bytes`` is a
+        cloudpickled ``tandem.model._loop.WorkerPayload``, ``config`` the model config."""
+        raise ModelDefinitionError(
+            f"{cls.__name__} subclasses Model directly, which has no training loop. Subclass "
+            f"TorchModel (or XGBoostModel / LightGBMModel) to train it with model.train."
+        )
+
     def ensure_setup(self) -> None:
         """Runs ``setup()`` once (awaiting it if it is ``async def``)."""
         if self.is_setup:
@@ -212,37 +238,12 @@ class Model:
     def save(self, directory: str) -> None:
         """Writes a directory ``Model.load`` reads back in any process: the weights,
         ``model.pkl`` (class + config) and ``tandem_model.json``."""
-        import cloudpickle  # type: ignore[import-untyped]
-
         directory = os.fspath(directory)
         os.makedirs(directory, exist_ok=True)
         self.save_weights(directory)
-        cls = type(self)
-        module = sys.modules.get(cls.__module__)
-        registered = False
-        if module is not None and not _installed(cls.__module__):
-            try:
-                cloudpickle.register_pickle_by_value(module)
-                registered = True
-            except ValueError:  # already registered, or not registrable (__main__)
-                pass
-        try:
-            payload = cloudpickle.dumps({"cls": cls, "config": self.config})
-        finally:
-            if registered and module is not None:
-                cloudpickle.unregister_pickle_by_value(module)
-        with open(os.path.join(directory, PICKLE_FILE), "wb") as f:
-            f.write(payload)
-        meta = {
-            "class": cls.__qualname__,
-            "module": cls.__module__,
-            "config": _jsonable(self.config),
-            "python_version": ".".join(map(str, sys.version_info[:3])),
-            "torch_version": _package_version("torch"),
-            "tandem_version": _tandem_version(),
-        }
-        with open(os.path.join(directory, META_FILE), "w") as f:
-            json.dump(meta, f, indent=2)
+        for name, blob in identity_files(self).items():
+            with open(os.path.join(directory, name), "wb") as f:
+                f.write(blob)
 
     @classmethod
     def load(cls, directory: str) -> Model:
@@ -284,6 +285,36 @@ class Model:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(config={self.config!r})"
+
+
+def identity_files(model: Model) -> dict[str, bytes]:
+    """``model.pkl`` (the class, by value unless it is importable from an installed package,
+    and the config) and ``tandem_model.json``, as file name -> bytes."""
+    import cloudpickle  # type: ignore[import-untyped]
+
+    cls = type(model)
+    module = sys.modules.get(cls.__module__)
+    registered = False
+    if module is not None and not _installed(cls.__module__):
+        try:
+            cloudpickle.register_pickle_by_value(module)
+            registered = True
+        except ValueError:  # already registered, or not registrable (__main__)
+            pass
+    try:
+        payload = cloudpickle.dumps({"cls": cls, "config": model.config})
+    finally:
+        if registered and module is not None:
+            cloudpickle.unregister_pickle_by_value(module)
+    meta = {
+        "class": cls.__qualname__,
+        "module": cls.__module__,
+        "config": _jsonable(model.config),
+        "python_version": ".".join(map(str, sys.version_info[:3])),
+        "torch_version": _package_version("torch"),
+        "tandem_version": _tandem_version(),
+    }
+    return {PICKLE_FILE: payload, META_FILE: json.dumps(meta, indent=2).encode()}
 
 
 def _tandem_version() -> str:
@@ -385,25 +416,37 @@ class TorchModel(Model):
             )
         return torch.optim.Adam(params, lr=float(self.config.get("lr", 1e-3)))
 
-    def on_fit_start(self) -> None:
+    def on_fit_start(self) -> Any:
         """Before the first epoch, on each worker."""
 
-    def on_epoch_start(self, epoch: int) -> None:
+    def on_epoch_start(self, epoch: int) -> Any:
         """Before each epoch's first batch."""
 
-    def on_epoch_end(self, epoch: int, metrics: dict[str, Any]) -> None:
+    def on_epoch_end(self, epoch: int, metrics: dict[str, Any]) -> Any:
         """After validation, with the metrics about to be reported."""
 
-    def on_batch_start(self, batch: Any, batch_idx: int) -> None:
+    def on_batch_start(self, batch: Any, batch_idx: int) -> Any:
         """Before each training batch."""
 
-    def on_batch_end(self, batch: Any, batch_idx: int, output: Any) -> None:
+    def on_batch_end(self, batch: Any, batch_idx: int, output: Any) -> Any:
         """After each optimizer step, with what ``training_step`` returned."""
 
-    def on_fit_end(self) -> None:
+    def on_fit_end(self) -> Any:
         """After the last epoch, on each worker."""
 
     # -- framework calls ----------------------------------------------------------------
+
+    @classmethod
+    def trainer_class(cls) -> type:
+        from tandem.train.torch import TorchTrainer
+
+        return TorchTrainer
+
+    @classmethod
+    def worker_loop(cls) -> Callable[..., Any]:
+        from tandem.model._loop import run_worker
+
+        return run_worker
 
     @classmethod
     def check_training_definition(cls) -> None:
