@@ -25,7 +25,7 @@ from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
 from tandem.model import _data
 from tandem.model._loop import WorkerPayload
-from tandem.model._model import Model, _installed
+from tandem.model._model import Model, pickled_by_value
 from tandem.model._settings import TrainSettings, TuneSettings
 from tandem.train import FailureConfig, Result, RunConfig, ScalingConfig
 
@@ -147,31 +147,6 @@ def _init_weights(instance: Model | None) -> dict[str, bytes] | None:
         return files
 
 
-def _dumps_by_value(obj: Any, *classes: Any) -> bytes:
-    """cloudpickle ``obj``, with the modules of ``classes`` pickled by value when a worker
-    or the train server could not import them (a script, a test file, a notebook)."""
-    registered = []
-    for cls in classes:
-        mod_name = getattr(cls, "__module__", None)
-        if not mod_name or _installed(mod_name):
-            continue
-        import sys
-
-        module = sys.modules.get(mod_name)
-        if module is None or mod_name == "__main__":
-            continue
-        try:
-            cloudpickle.register_pickle_by_value(module)
-            registered.append(module)
-        except ValueError:
-            pass
-    try:
-        return cloudpickle.dumps(obj)
-    finally:
-        for module in registered:
-            cloudpickle.unregister_pickle_by_value(module)
-
-
 @dataclass
 class _Plan:
     cls: type[Model]
@@ -226,7 +201,8 @@ def _build(m: Any, config: Mapping[str, Any] | None, train_settings: Any, datase
                 payload.splits[name] = value
                 data_classes.append(type(value))
         payload.presharded = tuple(presharded)
-    payload_bytes = _dumps_by_value(payload, cls, *data_classes)
+    with pickled_by_value(cls, *data_classes):
+        payload_bytes = cloudpickle.dumps(payload)
 
     rc = run_config or RunConfig()
     if rc.name is None:
