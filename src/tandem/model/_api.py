@@ -28,6 +28,7 @@ from tandem.model._loop import WorkerPayload
 from tandem.model._model import Model, pickled_by_value
 from tandem.model._settings import TrainSettings, TuneSettings
 from tandem.train import FailureConfig, Result, RunConfig, ScalingConfig
+from tandem.train.progress import console_progress, wait_with_progress
 
 if TYPE_CHECKING:
     from tandem.jobs.handle import JobHandle
@@ -77,8 +78,9 @@ class ModelJobHandle:
     ``ModelResult``. Everything else is the job handle's (``job_id``, ``status()``,
     ``results()``, ``stop()``, ``logs()``)."""
 
-    def __init__(self, handle: JobHandle) -> None:
+    def __init__(self, handle: JobHandle, progress: Any = None) -> None:
         self._handle = handle
+        self._progress = progress
 
     @property
     def job_id(self) -> str:
@@ -98,6 +100,11 @@ class ModelJobHandle:
         return self._handle.results()
 
     def wait(self, timeout: float | None = None) -> ModelResult:
+        """Waits for the run (showing each epoch's report as it arrives, unless
+        ``RunConfig(verbose=0)``) and returns its ``ModelResult``."""
+        if timeout is None and self._progress is not None:
+            progress, self._progress = self._progress, None  # shown once
+            return ModelResult.from_result(wait_with_progress(self._handle, progress))
         return ModelResult.from_result(self._handle.wait(timeout=timeout))
 
     def stop(self) -> None:
@@ -258,8 +265,10 @@ def train(
     """
     plan = _build(m, config, train_settings, dataset, run_config)
     if not block:
-        handle = plan.trainer.fit(block=False)
-        return ModelJobHandle(handle)  # type: ignore[arg-type]
+        handle: Any = plan.trainer.fit(block=False)
+        progress = console_progress(handle, plan.trainer.run_config, plan.settings.num_workers,
+                                    total=plan.settings.num_epochs, key="epoch")
+        return ModelJobHandle(handle, progress)
     result = plan.trainer.fit()
     return ModelResult.from_result(result)  # type: ignore[arg-type]
 

@@ -185,7 +185,7 @@ def test_split_output_errors():
 
 
 def test_progress_plain_lines_and_live_line():
-    from tandem.train._internal.progress import RunProgress
+    from tandem.train.progress import RunProgress
 
     out = io.StringIO()
     p = RunProgress("run1", "/tmp/x/run1", num_workers=2, total=3, key="epoch", tty=False, out=out)
