@@ -206,3 +206,28 @@ def test_progress_plain_lines_and_live_line():
     p.end("FAILED")
     text = live.getvalue()
     assert "report 1" in text and "loss=1.25" in text and "run run2 failed" in text
+
+
+@pytest.mark.parametrize("precision, dtype", [("bf16", torch.bfloat16), ("16", torch.float16),
+                                              ("32", torch.float32)])
+def test_precision_autocast_and_scaler_on_cpu(precision, dtype):
+    from tandem.model._loop import _Precision
+
+    p = _Precision(precision, torch.device("cpu"))
+    torch.manual_seed(0)  # small activations: the scaled fp16 gradients stay finite
+    net = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    before = net.weight.detach().clone()
+    with p.autocast():
+        out = net(torch.full((3, 4), 0.01))
+        loss = out.float().pow(2).mean()
+    assert out.dtype == dtype
+    assert (p.scaler is not None) == (precision == "16")
+    if p.scaler is not None:
+        p.scaler.scale(loss).backward()
+        p.scaler.step(opt)
+        p.scaler.update()
+    else:
+        loss.backward()
+        opt.step()
+    assert not torch.equal(before, net.weight)  # it stepped
