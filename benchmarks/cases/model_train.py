@@ -198,7 +198,7 @@ CASE = Case(
                            sample_memory=True, extra_requires=("torch",)),
         Variant("lightning", "lightning", "Lightning Trainer(ddp, 2 CPU)", _run_lightning),
     ],
-    params={"workers": 2, "epochs": 8, "batch_size": 128, "rows": 16384, "valid_rows": 2048,
+    params={"workers": 2, "epochs": 6, "batch_size": 128, "rows": 8192, "valid_rows": 1024,
             "features": 256, "hidden": 512, "classes": 10},
     smoke_params={"workers": 2, "epochs": 3, "batch_size": 64, "rows": 512, "valid_rows": 128,
                   "features": 16, "hidden": 16, "classes": 4},
