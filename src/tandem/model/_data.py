@@ -261,16 +261,14 @@ class WorkerData:
                 return DataLoader(data, batch_size=self.batch_size, sampler=sampler)
             part = Subset(data, range(self.rank, len(data), self.world))
             return DataLoader(part, batch_size=self.batch_size, shuffle=False)
-        if hasattr(data, "iter_torch_batches") and not is_ray_dataset(data):
-            return data  # a DataIterator: this worker's part of Ray Data's streaming split
-        if is_ray_dataset(data):
-            if type(data).__name__ == "DataIterator" or self.world == 1:
-                return data
-            raise DataError(
-                f"dataset[{split!r}] is a ray.data.Dataset, which is split across workers "
-                f"only on the Ray cluster (tandem.init(cluster='ray')). On this cluster give "
-                f"it as a DataFrame (ds.to_pandas()) or arrays."
-            )
+        if is_ray_dataset(data) or hasattr(data, "iter_torch_batches"):
+            if hasattr(data, "streaming_split") and self.world > 1:
+                raise DataError(
+                    f"dataset[{split!r}] is a ray.data.Dataset, which is split across workers "
+                    f"only on the Ray cluster (tandem.init(cluster='ray')). On this cluster "
+                    f"give it as a DataFrame (ds.to_pandas()) or arrays."
+                )
+            return data  # this worker's part of Ray Data's streaming split (or the whole)
         raise DataError(f"dataset[{split!r}] on the worker is a {type(data).__name__}; give {KINDS}.")
 
     def num_train_rows(self) -> int | None:
