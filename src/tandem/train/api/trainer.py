@@ -16,6 +16,7 @@ from tandem.train.api.result import Result
 from tandem.train.api.run import RunDescription, submit
 from tandem.train.api.validation import check_train_fn
 from tandem.train.backends.base import BackendConfig
+from tandem.train.progress import RunProgress, console_progress, wait_with_progress
 
 __all__ = ["DataParallelTrainer", "check_train_fn", "default_storage_path"]
 
@@ -121,13 +122,18 @@ class DataParallelTrainer:
         if not block:
             return handle
         try:
-            result: Result = handle.wait()
-            return result
+            return wait_with_progress(handle, self._progress(handle))
         except KeyboardInterrupt:
             handle.stop()
             with contextlib.suppress(BaseException):  # already interrupted: only wait
                 handle.wait(timeout=30)
             raise
+
+    def _progress(self, handle: JobHandle) -> RunProgress | None:
+        total = self.metadata.get("progress_total")
+        return console_progress(handle, self.run_config, self.scaling_config.num_workers,
+                                total=total if isinstance(total, int) else None,
+                                key=self.metadata.get("progress_key"))
 
     def _submit(self, **overrides: Any) -> JobHandle:
         """``submit`` with fields of the description replaced (e.g. ``priority=9``)."""
