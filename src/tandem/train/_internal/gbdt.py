@@ -307,53 +307,98 @@ def node_ip() -> str:
     return os.environ.get("TANDEM_GBDT_NODE_IP") or "127.0.0.1"
 
 
-# -- a one-shot all-gather across the gang (LightGBM's machine list) -----------------------
-def allgather(value: Any, rank: int, world: int, timeout_s: float = 120.0) -> list[Any]:
-    """Every rank's ``value`` (JSON), in rank order. Rank 0 serves a short-lived socket
-    whose address reaches the other ranks through the driver's rendezvous."""
-    from tandem.train.session import get_session
+# -- a small all-gather link across the gang (LightGBM's machine list and metrics) -------
+class GangLink:
+    """Rank 0 serves a socket whose address reaches the other ranks through the driver's
+    rendezvous; every rank keeps one connection to it for the gang's life. ``allgather``
+    gives every rank's JSON value in rank order."""
 
-    session = get_session()
-    if world == 1:
-        return [value]
-    if session is None:
-        raise RuntimeError("allgather runs inside tandem workers only")
-    if rank == 0:
-        srv = socket.create_server((node_ip(), 0))
-        srv.settimeout(timeout_s)
-        session.call("rendezvous_set", [node_ip(), srv.getsockname()[1]])
-        values: list[Any] = [None] * world
-        values[0] = value
-        conns = []
-        try:
-            for _ in range(world - 1):
-                conn, _ = srv.accept()
-                conn.settimeout(timeout_s)
-                msg = json.loads(_recv_line(conn))
-                values[int(msg["rank"])] = msg["value"]
-                conns.append(conn)
+    def __init__(self, rank: int, world: int, timeout_s: float = 120.0) -> None:
+        from tandem.train.session import get_session
+
+        self.rank, self.world = rank, world
+        self._conns: list[Any] = []
+        if world == 1:
+            return
+        session = get_session()
+        if session is None:
+            raise RuntimeError("GangLink runs inside tandem workers only")
+        if rank == 0:
+            srv = socket.create_server((node_ip(), 0))
+            srv.settimeout(timeout_s)
+            try:
+                session.call("rendezvous_set", [node_ip(), srv.getsockname()[1]])
+                by_rank: dict[int, Any] = {}
+                for _ in range(world - 1):
+                    conn, _ = srv.accept()
+                    conn.settimeout(timeout_s)
+                    f = conn.makefile("rwb")
+                    by_rank[int(json.loads(f.readline()))] = (conn, f)
+            finally:
+                srv.close()
+            self._conns = [by_rank[r] for r in sorted(by_rank)]
+        else:
+            host, port = session.call("rendezvous_get", None, timeout_s=timeout_s)
+            conn = socket.create_connection((host, port), timeout=timeout_s)
+            conn.settimeout(None)
+            f = conn.makefile("rwb")
+            f.write(f"{rank}\n".encode())
+            f.flush()
+            self._conns = [(conn, f)]
+
+    def allgather(self, value: Any) -> list[Any]:
+        if self.world == 1:
+            return [value]
+        if self.rank == 0:
+            values = [value]
+            for _, f in self._conns:
+                line = f.readline()
+                if not line:
+                    raise ConnectionError("a peer left the gang during an all-gather")
+                values.append(json.loads(line))
             out = (json.dumps(values) + "\n").encode()
-            for conn in conns:
-                conn.sendall(out)
-        finally:
-            for conn in conns:
-                conn.close()
-            srv.close()
-        return values
-    host, port = session.call("rendezvous_get", None, timeout_s=timeout_s)
-    with socket.create_connection((host, port), timeout=timeout_s) as conn:
-        conn.sendall((json.dumps({"rank": rank, "value": value}) + "\n").encode())
-        return list(json.loads(_recv_line(conn)))
+            for _, f in self._conns:
+                f.write(out)
+                f.flush()
+            return values
+        (_, f), = self._conns
+        f.write((json.dumps(value) + "\n").encode())
+        f.flush()
+        line = f.readline()
+        if not line:
+            raise ConnectionError("rank 0 left the gang during an all-gather")
+        return list(json.loads(line))
+
+    def close(self) -> None:
+        for conn, f in self._conns:
+            for c in (f, conn):
+                try:
+                    c.close()
+                except OSError:
+                    pass
+        self._conns = []
 
 
-def _recv_line(conn: socket.socket) -> str:
-    buf = b""
-    while not buf.endswith(b"\n"):
-        chunk = conn.recv(65536)
-        if not chunk:
-            raise ConnectionError("a peer closed the connection during the gang's all-gather")
-        buf += chunk
-    return buf.decode()
+def combine_metrics(per_rank: list[tuple[dict[str, float], dict[str, int]]]) -> dict[str, float]:
+    """Workers' metrics (each on its own rows) as one value per key: the row-weighted mean
+    (root-mean-square for rmse). Exact for mean-type metrics (logloss, error, l1, l2)."""
+    import math
+
+    out: dict[str, float] = {}
+    for key in per_rank[0][0]:
+        data, _, metric = key.partition("-")
+        num = den = 0.0
+        root = metric in ("rmse", "l2_root", "root_mean_squared_error")
+        for metrics, rows in per_rank:
+            if key not in metrics:
+                continue
+            w = float(rows.get(data, 1))
+            v = float(metrics[key])
+            num += w * (v * v if root else v)
+            den += w
+        if den:
+            out[key] = math.sqrt(num / den) if root else num / den
+    return out
 
 
 def free_port(host: str) -> int:
