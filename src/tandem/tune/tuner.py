@@ -146,12 +146,15 @@ class Tuner:
     def _classify(self, trainable: Any) -> tuple[str, Any]:
         inner = trainable.trainable if isinstance(trainable, _WithResources) else trainable
         if isinstance(inner, DataParallelTrainer):
+            allowed = ("train_loop_config", "scaling_config", "datasets",
+                       *inner.param_space_keys)
             for key in self.param_space:
-                if key not in ("train_loop_config", "scaling_config", "datasets"):
+                if key not in allowed:
                     raise ConfigError(
-                        f"Tuner(trainer, param_space={{{key!r}: ...}}): with a Trainer, the "
-                        f"param_space keys are 'train_loop_config' and 'scaling_config'. Put "
-                        f"{key!r} inside 'train_loop_config'."
+                        f"Tuner(trainer, param_space={{{key!r}: ...}}): with a "
+                        f"{type(inner).__name__}, the param_space keys are "
+                        f"{', '.join(repr(k) for k in allowed)}. Put {key!r} inside "
+                        f"'train_loop_config'."
                     )
             return "trainer", inner
         if is_trainable_class(inner) or isinstance(inner, _ClassWithParameters):
@@ -312,6 +315,11 @@ class Tuner:
         trainer = copy.copy(base)
         loop = dict(base.train_loop_config or {})
         loop.update(config.get("train_loop_config") or {})
+        for key in base.param_space_keys:  # e.g. boosted trees' params, merged one level deep
+            if key in config:
+                value, old = config[key], loop.get(key)
+                loop[key] = {**old, **value} if isinstance(value, Mapping) and isinstance(
+                    old, Mapping) else value
         trainer.train_loop_config = loop
         sc = config.get("scaling_config")
         if isinstance(sc, ScalingConfig):

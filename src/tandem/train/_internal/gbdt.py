@@ -215,9 +215,22 @@ def _read_file(path: str, src: FileSource, row_groups: Sequence[int] | None = No
     if src.fmt == "parquet":
         pf = _parquet_file(path, src.storage_options)
         table = pf.read_row_groups(list(row_groups)) if row_groups is not None else pf.read()
-        return table.to_pandas()
+        return _arrow_to_pandas(table)
     with fsspec.open(path, "rb", compression="infer", **dict(src.storage_options)) as f:
         return pd.read_csv(f, sep="\t" if path.lower().endswith(".tsv") else ",")
+
+
+def _arrow_to_pandas(table: Any) -> Any:
+    """A DataFrame whose dictionary-encoded (categorical) columns are pandas categories."""
+    import pandas as pd
+    import pyarrow as pa
+
+    frame = table.to_pandas()
+    for f in table.schema:
+        if pa.types.is_dictionary(f.type) and not isinstance(frame[f.name].dtype,
+                                                              pd.CategoricalDtype):
+            frame[f.name] = frame[f.name].astype("category")
+    return frame
 
 
 def _head(src: FileSource, rows: int) -> Any:
@@ -229,7 +242,7 @@ def _head(src: FileSource, rows: int) -> Any:
     if src.fmt == "parquet":
         pf = _parquet_file(path, src.storage_options)
         batch = next(pf.iter_batches(batch_size=max(rows, 1)), None)
-        frame = batch.to_pandas() if batch is not None else pf.schema_arrow.empty_table().to_pandas()
+        frame = _arrow_to_pandas(batch if batch is not None else pf.schema_arrow.empty_table())
         return frame.head(rows) if rows else frame.head(0)
     with fsspec.open(path, "rb", compression="infer", **dict(src.storage_options)) as f:
         # enough rows for pandas to infer column types, then keep the asked-for head
@@ -253,12 +266,12 @@ def load_shard(value: Any, rank: int, world: int) -> Any:
         files = list(value.paths)
         if len(files) >= world:
             mine = files[rank::world]
-            return pd.concat([_read_file(f, value) for f in mine], ignore_index=True)
+            return _concat([_read_file(f, value) for f in mine])
         if value.fmt == "parquet" and len(files) == 1:
             groups = _parquet_file(files[0], value.storage_options).metadata.num_row_groups
             if groups >= world:
                 return _read_file(files[0], value, list(range(rank, groups, world)))
-        whole = pd.concat([_read_file(f, value) for f in files], ignore_index=True)
+        whole = _concat([_read_file(f, value) for f in files])
         n = len(whole)
         return whole.iloc[rank * n // world:(rank + 1) * n // world]
     if data_mod.is_ray_dataset(value):
@@ -270,6 +283,18 @@ def load_shard(value: Any, rank: int, world: int) -> Any:
         n = len(whole)
         return whole.iloc[rank * n // world:(rank + 1) * n // world]
     return value
+
+
+def _concat(frames: list[Any]) -> Any:
+    """``pd.concat`` that keeps category columns categories (their union) when the files
+    hold different values."""
+    import pandas as pd
+
+    if len(frames) > 1:
+        parts = {str(i): f for i, f in enumerate(frames)}
+        unify_categories(parts, lambda cols: [cols])
+        frames = [parts[str(i)] for i in range(len(frames))]
+    return pd.concat(frames, ignore_index=True)
 
 
 def features_and_label(shard: Any, label_column: Any) -> tuple[Any, Any]:
@@ -423,9 +448,7 @@ class BoostedTreeTrainer(DataParallelTrainer):
     """
 
     library = "?"
-    _param_space_keys: tuple[str, ...] = ("params", "num_boost_round")
-    """Top-level ``Tuner(param_space=...)`` keys this trainer takes besides
-    ``train_loop_config``: each is merged into ``train_loop_config[key]``."""
+    param_space_keys = ("params", "num_boost_round")
 
     def __init__(
         self,
@@ -547,13 +570,31 @@ def worker_datasets(config: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def merge_tuned(loop: Mapping[str, Any], tuned: Mapping[str, Any]) -> dict[str, Any]:
-    """``train_loop_config`` with a trial's values for ``_param_space_keys`` merged in (a
-    dict value, such as ``params``, one level deep)."""
-    out = dict(loop)
-    for key, value in tuned.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = {**out[key], **value}
-        else:
-            out[key] = value
-    return out
+def unify_categories(shards: Mapping[str, Any], allgather: Any) -> None:
+    """Gives every category column the same categories, in the same order, on every worker
+    (a worker's file may lack some values; codes must mean the same everywhere). Rank 0's
+    order first, then values only other workers saw, sorted."""
+    import pandas as pd
+
+    cols: dict[str, list[Any]] = {}
+    for shard in shards.values():
+        if isinstance(shard, pd.DataFrame):
+            for c in shard.columns:
+                if isinstance(shard[c].dtype, pd.CategoricalDtype):
+                    seen = cols.setdefault(str(c), [])
+                    seen.extend(v for v in shard[c].cat.categories.tolist() if v not in seen)
+    everyone = allgather(cols)
+    if not any(everyone):
+        return
+    merged: dict[str, list[Any]] = {}
+    for rank_cols in everyone:
+        for c, cats in rank_cols.items():
+            have = merged.setdefault(c, [])
+            extra = [v for v in cats if v not in have]
+            have.extend(extra if not have else sorted(extra, key=str))
+    for shard in shards.values():
+        if isinstance(shard, pd.DataFrame):
+            for c, cats in merged.items():
+                if c in shard.columns and isinstance(shard[c].dtype, pd.CategoricalDtype):
+                    if shard[c].cat.categories.tolist() != cats:
+                        shard[c] = shard[c].cat.set_categories(cats)

@@ -87,10 +87,20 @@ class RayTrainReportCallback:
         due = (bool(self._frequency) and it % self._frequency == 0) or (
             self._checkpoint_at_end and it == env.end_iteration)
         ckpt_dir = None
-        if due and train.get_context().world_rank == 0:
+        rank = train.get_context().world_rank
+        if due and rank == 0:
             ckpt_dir = tempfile.mkdtemp(prefix="tandem-lgbm-")
             env.model.save_model(os.path.join(ckpt_dir, self._filename))
         try:
+            if due and link is not None:
+                # the other ranks report a checkpoint round before rank 0 does, so that the
+                # checkpoint is complete (committable) when rank 0's report arrives, even if
+                # the run is stopped right after it (a tuner's scheduler at max_t)
+                if rank != 0:
+                    train.report(metrics)
+                link.allgather(None)
+                if rank != 0:
+                    return
             train.report(metrics, checkpoint=Checkpoint.from_directory(ckpt_dir)
                          if ckpt_dir else None)
         finally:

@@ -82,10 +82,13 @@ def lightgbm_params_form(config: dict[str, Any]) -> None:
     """The per-worker function of ``LightGBMTrainer(params=...)``."""
     import lightgbm
 
-    from tandem.train import get_checkpoint
+    from tandem.train import get_checkpoint, get_context
     from tandem.train.lightgbm.callback import RayTrainReportCallback
 
     shards = gbdt.worker_datasets(config)
+    link = gang_link()
+    if link is not None:
+        gbdt.unify_categories(shards, link.allgather)
     label = config["label_column"]
     params = dict(config["params"])
     params.setdefault("verbose", -1)
@@ -112,6 +115,8 @@ def lightgbm_params_form(config: dict[str, Any]) -> None:
     if checkpoint is not None:
         start_model = RayTrainReportCallback.get_model(checkpoint)
     done = start_model.current_iteration() if start_model is not None else 0
+    if done and get_context().world_rank == 0:
+        print(f"resuming at round {done + 1} of {total} from {checkpoint.path}", flush=True)
     if done >= total:
         return
     callback = RayTrainReportCallback(frequency=config["checkpoint_frequency"],

@@ -64,7 +64,7 @@ class RayTrainReportCallback(xgboost.callback.TrainingCallback):
         self._frequency = frequency
         self._checkpoint_at_end = checkpoint_at_end
         self._post = results_postprocessing_fn
-        self._pending: tuple[dict[str, float], str | None] | None = None
+        self._pending: tuple[dict[str, float], tuple[str | None] | None] | None = None
 
     @staticmethod
     def get_model(checkpoint: Checkpoint, filename: str = CHECKPOINT_NAME) -> xgboost.Booster:
@@ -86,21 +86,33 @@ class RayTrainReportCallback(xgboost.callback.TrainingCallback):
 
         return get_context().world_rank
 
-    def _save(self, model: xgboost.Booster) -> str | None:
+    def _save(self, model: xgboost.Booster) -> tuple[str | None]:
+        """A checkpoint is due this round: rank 0 saves the booster (the same on every
+        rank); the others hold ``(None,)`` so they know a checkpoint round it is."""
         if self._rank() != 0:
-            return None
+            return (None,)
         d = tempfile.mkdtemp(prefix="tandem-xgb-")
         model.save_model(os.path.join(d, self._filename))
-        return d
+        return (d,)
 
     def _send(self) -> None:
         if self._pending is None:
             return
         from tandem import train
 
-        metrics, ckpt_dir = self._pending
+        metrics, ckpt = self._pending
         self._pending = None
+        ckpt_dir = ckpt[0] if ckpt else None
         try:
+            if ckpt and xgboost.collective.get_world_size() > 1:
+                # the other ranks report a checkpoint round before rank 0 does, so that the
+                # checkpoint is complete (committable) when rank 0's report arrives, even if
+                # the run is stopped right after it (a tuner's scheduler at max_t)
+                if self._rank() != 0:
+                    train.report(metrics)
+                _barrier()
+                if self._rank() != 0:
+                    return
             train.report(metrics, checkpoint=Checkpoint.from_directory(ckpt_dir)
                          if ckpt_dir else None)
         finally:
@@ -118,10 +130,16 @@ class RayTrainReportCallback(xgboost.callback.TrainingCallback):
         return False
 
     def after_training(self, model: xgboost.Booster) -> xgboost.Booster:
-        if self._pending is not None and self._pending[1] is None and self._checkpoint_at_end:
+        if self._pending is not None and not self._pending[1] and self._checkpoint_at_end:
             self._pending = (self._pending[0], self._save(model))
         self._send()
         return model
+
+
+def _barrier() -> None:
+    import numpy as np
+
+    xgboost.collective.allreduce(np.zeros(1), xgboost.collective.Op.SUM)
 
 
 ReportCallback = RayTrainReportCallback

@@ -97,10 +97,12 @@ def xgboost_params_form(config: dict[str, Any]) -> None:
     """The per-worker function of ``XGBoostTrainer(params=...)``."""
     import xgboost
 
-    from tandem.train import get_checkpoint
+    from tandem.train import get_checkpoint, get_context
     from tandem.train.xgboost.callback import RayTrainReportCallback
 
     shards = gbdt.worker_datasets(config)
+    if xgboost.collective.get_world_size() > 1:
+        gbdt.unify_categories(shards, _allgather)
     label = config["label_column"]
     mats = {name: _xgb_dmatrix(*gbdt.features_and_label(s, label)) for name, s in shards.items()}
     params = dict(config["params"])
@@ -114,6 +116,8 @@ def xgboost_params_form(config: dict[str, Any]) -> None:
     if checkpoint is not None:
         start_model = RayTrainReportCallback.get_model(checkpoint)
     done = start_model.num_boosted_rounds() if start_model is not None else 0
+    if done and get_context().world_rank == 0:
+        print(f"resuming at round {done + 1} of {total} from {checkpoint.path}", flush=True)
     if done >= total:
         return
     callback = RayTrainReportCallback(frequency=config["checkpoint_frequency"],
@@ -121,6 +125,12 @@ def xgboost_params_form(config: dict[str, Any]) -> None:
     xgboost.train(params, mats["train"], num_boost_round=total - done,
                   evals=[(m, name) for name, m in mats.items()], xgb_model=start_model,
                   callbacks=[callback], verbose_eval=False)
+
+
+def _allgather(value: Any) -> list[Any]:
+    import xgboost.collective as coll
+
+    return [coll.broadcast(value, r) for r in range(coll.get_world_size())]
 
 
 class XGBoostTrainer(gbdt.BoostedTreeTrainer):
