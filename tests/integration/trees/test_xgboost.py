@@ -135,7 +135,8 @@ def test_sigkill_resumes_from_last_checkpointed_round(storage):
     iterations = [r["training_iteration"] for r in rows(run)]
     assert iterations[-1] == rounds
     assert iterations.count(1) == 1  # never started again from round 0
-    log = open(os.path.join(run, "logs", "rank_0.log")).read()
+    with open(os.path.join(run, "logs", "rank_0.log")) as f:
+        log = f.read()
     resumed = [int(m) for m in re.findall(r"resuming at round (\d+) of 400", log)]
     assert len(resumed) == 1 and resumed[0] >= 21 and resumed[0] % 10 == 1, log[-2000:]
     assert XGBoostTrainer.get_model(result.checkpoint).num_boosted_rounds() == rounds

@@ -595,6 +595,6 @@ def unify_categories(shards: Mapping[str, Any], allgather: Any) -> None:
     for shard in shards.values():
         if isinstance(shard, pd.DataFrame):
             for c, cats in merged.items():
-                if c in shard.columns and isinstance(shard[c].dtype, pd.CategoricalDtype):
-                    if shard[c].cat.categories.tolist() != cats:
-                        shard[c] = shard[c].cat.set_categories(cats)
+                if (c in shard.columns and isinstance(shard[c].dtype, pd.CategoricalDtype)
+                        and shard[c].cat.categories.tolist() != cats):
+                    shard[c] = shard[c].cat.set_categories(cats)

@@ -115,7 +115,7 @@ def lightgbm_params_form(config: dict[str, Any]) -> None:
     if checkpoint is not None:
         start_model = RayTrainReportCallback.get_model(checkpoint)
     done = start_model.current_iteration() if start_model is not None else 0
-    if done and get_context().world_rank == 0:
+    if checkpoint is not None and done and get_context().world_rank == 0:
         print(f"resuming at round {done + 1} of {total} from {checkpoint.path}", flush=True)
     if done >= total:
         return

@@ -4,6 +4,7 @@ collective (a ``RabitTracker`` on rank 0, every worker joined with
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -79,10 +80,8 @@ class XGBoostBackend(Backend):
             coll.finalize()
         if self._tracker is not None:
             tracker, self._tracker = self._tracker, None
-            try:
+            with contextlib.suppress(Exception):  # a failed gang: its tracker goes with it
                 tracker.wait_for(timeout=30)
-            except Exception:  # noqa: BLE001 - a failed gang: its tracker goes with it
-                pass
             tracker.free()
 
 
@@ -116,7 +115,7 @@ def xgboost_params_form(config: dict[str, Any]) -> None:
     if checkpoint is not None:
         start_model = RayTrainReportCallback.get_model(checkpoint)
     done = start_model.num_boosted_rounds() if start_model is not None else 0
-    if done and get_context().world_rank == 0:
+    if checkpoint is not None and done and get_context().world_rank == 0:
         print(f"resuming at round {done + 1} of {total} from {checkpoint.path}", flush=True)
     if done >= total:
         return
