@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 def run(args: list[str], cwd: str) -> str:
     env = {**os.environ, "TANDEM_STORAGE_PATH": os.path.join(cwd, "results")}
     proc = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=280)
+                          text=True, timeout=280, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout
 
@@ -54,3 +54,15 @@ def test_lightgbm_script(tmp_path):
     out = run([str(script)], str(tmp_path))
     assert "trees 10" in out
     assert float(re.search(r"valid-binary_error ([0-9.]+)", out).group(1)) < 0.15
+
+
+def _doc_blocks() -> list[str]:
+    with open(os.path.join(ROOT, "docs", "boosted_trees.md")) as f:
+        return re.findall(r"```python\n(.*?)```", f.read(), re.S)
+
+
+@pytest.mark.parametrize("index", range(len(_doc_blocks())))
+def test_docs_page_blocks_run(index, tmp_path):
+    script = tmp_path / "snippet.py"
+    script.write_text(_doc_blocks()[index])
+    run([str(script)], str(tmp_path))
