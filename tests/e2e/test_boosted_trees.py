@@ -58,7 +58,7 @@ def test_lightgbm_script(tmp_path):
 
 def _doc_blocks() -> list[str]:
     with open(os.path.join(ROOT, "docs", "boosted_trees.md")) as f:
-        return re.findall(r"```python\n(.*?)```", f.read(), re.S)
+        return re.findall(r"```python\n(.*?)```", f.read(), re.DOTALL)
 
 
 @pytest.mark.parametrize("index", range(len(_doc_blocks())))
