@@ -37,6 +37,7 @@ class RayTrainReportCallback:
         frequency: checkpoint every this many rounds (0: only at the end).
         checkpoint_at_end: checkpoint after the last round.
         results_postprocessing_fn: maps the metrics dict before it is reported.
+        extra_files: more files (name -> bytes) written into every checkpoint.
     """
 
     CHECKPOINT_NAME = "model.txt"
@@ -49,6 +50,7 @@ class RayTrainReportCallback:
         frequency: int = 0,
         checkpoint_at_end: bool = True,
         results_postprocessing_fn: Callable[[dict[str, float]], dict[str, float]] | None = None,
+        extra_files: Mapping[str, bytes] | None = None,
     ) -> None:
         if isinstance(frequency, bool) or not isinstance(frequency, int) or frequency < 0:
             raise ValueError(f"frequency={frequency!r}: give a whole number of rounds >= 0.")
@@ -57,6 +59,7 @@ class RayTrainReportCallback:
         self._frequency = frequency
         self._checkpoint_at_end = checkpoint_at_end
         self._post = results_postprocessing_fn
+        self._extra = dict(extra_files or {})
 
     @staticmethod
     def get_model(checkpoint: Checkpoint, filename: str = CHECKPOINT_NAME) -> lightgbm.Booster:
@@ -91,6 +94,7 @@ class RayTrainReportCallback:
         if due and rank == 0:
             ckpt_dir = tempfile.mkdtemp(prefix="tandem-lgbm-")
             env.model.save_model(os.path.join(ckpt_dir, self._filename))
+            _write_files(ckpt_dir, self._extra)
         try:
             if due and link is not None:
                 # the other ranks report a checkpoint round before rank 0 does, so that the
@@ -118,6 +122,12 @@ def _rows(booster: Any) -> dict[str, int]:
                         getattr(booster, "valid_sets", [])):
         rows[name] = int(ds.num_data())
     return rows
+
+
+def _write_files(directory: str, files: Mapping[str, bytes]) -> None:
+    for name, blob in files.items():
+        with open(os.path.join(directory, name), "wb") as f:
+            f.write(blob)
 
 
 ReportCallback = RayTrainReportCallback

@@ -45,6 +45,7 @@ class RayTrainReportCallback(xgboost.callback.TrainingCallback):
         frequency: checkpoint every this many rounds (0: only at the end).
         checkpoint_at_end: checkpoint after the last round.
         results_postprocessing_fn: maps the metrics dict before it is reported.
+        extra_files: more files (name -> bytes) written into every checkpoint.
     """
 
     CHECKPOINT_NAME = "model.ubj"
@@ -56,6 +57,7 @@ class RayTrainReportCallback(xgboost.callback.TrainingCallback):
         frequency: int = 0,
         checkpoint_at_end: bool = True,
         results_postprocessing_fn: Callable[[dict[str, float]], dict[str, float]] | None = None,
+        extra_files: Mapping[str, bytes] | None = None,
     ) -> None:
         if isinstance(frequency, bool) or not isinstance(frequency, int) or frequency < 0:
             raise ValueError(f"frequency={frequency!r}: give a whole number of rounds >= 0.")
@@ -64,6 +66,7 @@ class RayTrainReportCallback(xgboost.callback.TrainingCallback):
         self._frequency = frequency
         self._checkpoint_at_end = checkpoint_at_end
         self._post = results_postprocessing_fn
+        self._extra = dict(extra_files or {})
         self._pending: tuple[dict[str, float], tuple[str | None] | None] | None = None
 
     @staticmethod
@@ -93,6 +96,7 @@ class RayTrainReportCallback(xgboost.callback.TrainingCallback):
             return (None,)
         d = tempfile.mkdtemp(prefix="tandem-xgb-")
         model.save_model(os.path.join(d, self._filename))
+        _write_files(d, self._extra)
         return (d,)
 
     def _send(self) -> None:
@@ -140,6 +144,12 @@ def _barrier() -> None:
     import numpy as np
 
     xgboost.collective.allreduce(np.zeros(1), xgboost.collective.Op.SUM)
+
+
+def _write_files(directory: str, files: Mapping[str, bytes]) -> None:
+    for name, blob in files.items():
+        with open(os.path.join(directory, name), "wb") as f:
+            f.write(blob)
 
 
 ReportCallback = RayTrainReportCallback
