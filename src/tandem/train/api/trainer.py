@@ -21,6 +21,7 @@ from tandem.train.api.config import RunConfig, ScalingConfig
 from tandem.train.api.result import Result
 from tandem.train.backends.base import Backend, BackendConfig
 from tandem.train.context import StorageContext
+from tandem.train.progress import RunProgress, console_progress, wait_with_progress
 
 
 def check_train_fn(fn: Any, what: str = "train_loop_per_worker") -> bool:
@@ -141,7 +142,7 @@ class DataParallelTrainer:
         if not block:
             return handle
         try:
-            return handle.wait()
+            return wait_with_progress(handle, self._progress(handle))
         except KeyboardInterrupt:
             handle.stop()
             try:
@@ -149,6 +150,12 @@ class DataParallelTrainer:
             except BaseException:
                 pass
             raise
+
+    def _progress(self, handle: JobHandle) -> RunProgress | None:
+        total = self.metadata.get("progress_total")
+        return console_progress(handle, self.run_config, self.scaling_config.num_workers,
+                                total=total if isinstance(total, int) else None,
+                                key=self.metadata.get("progress_key"))
 
     def _submit(self, **overrides: Any) -> JobHandle:
         service = get_service()
