@@ -148,15 +148,26 @@ def _worker_state(payload_bytes: bytes, config: Mapping[str, Any]) -> tuple[
             arrays = shard[0]
             splits[name] = (arrays.x, arrays.y)
         else:  # a ray.data shard
-            from tandem.train._internal import gbdt
-
-            frame = gbdt.load_shard(shard, train.get_context().world_rank,
-                                    train.get_context().world_size)
-            splits[name] = gbdt.features_and_label(frame, settings.label_column)
+            frame = _ray_rows(shard, train.get_context().world_rank,
+                              train.get_context().world_size)
+            label = settings.label_column
+            splits[name] = (frame.drop(columns=[label]), frame[label])
     params = {k: v for k, v in config.items() if k != "num_boost_round"}
     rounds = int(config.get("num_boost_round") or settings.num_epochs)
     model = payload.model_cls(dict(config))
     return model, splits, params, rounds, settings
+
+
+def _ray_rows(data: Any, rank: int, world: int) -> Any:
+    """This worker's rows of a ray.data shard (already split by Ray on a Ray cluster)."""
+    import pandas as pd
+
+    if not hasattr(data, "streaming_split"):  # Ray's per-worker iterator
+        batches = list(data.iter_batches(batch_format="pandas", batch_size=None))
+        return pd.concat(batches, ignore_index=True) if batches else pd.DataFrame()
+    whole = data.to_pandas()
+    n = len(whole)
+    return whole.iloc[rank * n // world:(rank + 1) * n // world]
 
 
 def _numbered(start: int) -> Callable[[dict[str, float]], dict[str, float]]:
