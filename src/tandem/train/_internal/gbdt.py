@@ -524,7 +524,7 @@ class BoostedTreeTrainer(DataParallelTrainer):
         loop = {
             "params": dict(params), "label_column": label_column, "num_boost_round": rounds,
             "datasets": kinds, "checkpoint_frequency": int(freq),
-            "checkpoint_at_end": getattr(cc, "checkpoint_at_end", True) is not False,
+            "checkpoint_at_end": True,  # the trained booster is always kept
         }
         shipped = {k: (list(v.pieces) if isinstance(v, Pieces) else v)
                    for k, v in described.items() if not isinstance(v, FileSource)}
