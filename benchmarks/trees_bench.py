@@ -207,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
             if times.get(name):
                 rows_out.append((lib, name, times[name], warm[name], losses[name]))
             else:
-                rows_out.append((lib, f"{name}: FAILED {failed.get(name, '')}", [], 0.0, 0.0))
+                first = f" (its warm-up fit took {warm[name]:.1f} s)" if name in warm else ""
+                rows_out.append((lib, f"{name}: FAILED{first} {failed.get(name, '')}", [],
+                                 0.0, 0.0))
         t = statistics.median(times["tandem (2 workers)"])
         singles = [statistics.median(v) for k, v in times.items() if k.startswith("single") and v]
         one = min(singles)
