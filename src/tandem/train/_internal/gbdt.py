@@ -532,7 +532,9 @@ class BoostedTreeTrainer(DataParallelTrainer):
             self._params_form_fn(), train_loop_config=loop, backend_config=backend_config,
             scaling_config=scaling_config, run_config=run_config, datasets=shipped,
             dataset_config=dataset_config, resume_from_checkpoint=resume_from_checkpoint,
-            metadata=metadata,
+            # the console's progress line: "training_iteration 12/50" (one report a round)
+            metadata={"progress_total": rounds, "progress_key": "training_iteration",
+                      **dict(metadata or {})},
         )
         self.params = dict(params)
         self.label_column = label_column
