@@ -60,7 +60,7 @@ def _file_format(path: str) -> str | None:
 
 
 def _expand_paths(paths: Sequence[str]) -> list[str]:
-    import fsspec
+    import fsspec  # type: ignore[import-untyped]
 
     out: list[str] = []
     for p in paths:
@@ -197,8 +197,8 @@ def _check_columns(name: str, frame: Any, label_column: Any) -> None:
 
 
 def _parquet_file(path: str, options: Mapping[str, Any]) -> Any:
-    import fsspec
-    import pyarrow.parquet as pq
+    import fsspec  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     fs, _, (p,) = fsspec.get_fs_token_paths(path, storage_options=dict(options))
     return pq.ParquetFile(fs.open(p, "rb"))
@@ -209,7 +209,7 @@ def _parquet_rows(src: FileSource) -> int:
 
 
 def _read_file(path: str, src: FileSource, row_groups: Sequence[int] | None = None) -> Any:
-    import fsspec
+    import fsspec  # type: ignore[import-untyped]
     import pandas as pd
 
     if src.fmt == "parquet":
@@ -223,7 +223,7 @@ def _read_file(path: str, src: FileSource, row_groups: Sequence[int] | None = No
 def _arrow_to_pandas(table: Any) -> Any:
     """A DataFrame whose dictionary-encoded (categorical) columns are pandas categories."""
     import pandas as pd
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]
 
     frame = table.to_pandas()
     for f in table.schema:
@@ -235,7 +235,7 @@ def _arrow_to_pandas(table: Any) -> Any:
 
 def _head(src: FileSource, rows: int) -> Any:
     """The first ``rows`` rows of the first file (0 = only the columns and their types)."""
-    import fsspec
+    import fsspec  # type: ignore[import-untyped]
     import pandas as pd
 
     path = src.paths[0]
