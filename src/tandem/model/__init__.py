@@ -18,9 +18,11 @@ from tandem.model._data import DataError
 from tandem.model._loop import NonFiniteLossError
 from tandem.model._model import Model, ModelDefinitionError, TorchModel
 from tandem.model._settings import TrainSettings, TuneSettings
+from tandem.model._trees import LightGBMModel, XGBoostModel  # xgboost/lightgbm load on use
 
 __all__ = [
     "DataError",
+    "LightGBMModel",
     "Model",
     "ModelDefinitionError",
     "ModelJobHandle",
@@ -29,6 +31,7 @@ __all__ = [
     "TorchModel",
     "TrainSettings",
     "TuneSettings",
+    "XGBoostModel",
     "train",
     "tune",
 ]

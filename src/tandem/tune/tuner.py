@@ -146,12 +146,15 @@ class Tuner:
     def _classify(self, trainable: Any) -> tuple[str, Any]:
         inner = trainable.trainable if isinstance(trainable, _WithResources) else trainable
         if isinstance(inner, DataParallelTrainer):
+            allowed = ("train_loop_config", "scaling_config", "datasets",
+                       *inner.param_space_keys)
             for key in self.param_space:
-                if key not in ("train_loop_config", "scaling_config", "datasets"):
+                if key not in allowed:
                     raise ConfigError(
-                        f"Tuner(trainer, param_space={{{key!r}: ...}}): with a Trainer, the "
-                        f"param_space keys are 'train_loop_config' and 'scaling_config'. Put "
-                        f"{key!r} inside 'train_loop_config'."
+                        f"Tuner(trainer, param_space={{{key!r}: ...}}): with a "
+                        f"{type(inner).__name__}, the param_space keys are "
+                        f"{', '.join(repr(k) for k in allowed)}. Put {key!r} inside "
+                        f"'train_loop_config'."
                     )
             return "trainer", inner
         if is_trainable_class(inner) or isinstance(inner, _ClassWithParameters):
@@ -277,11 +280,13 @@ class Tuner:
             )
 
         fn_bytes = pickle_train_fn(base.train_fn)  # once for every trial
+        space_keys: tuple[str, ...] = (
+            self._fn.param_space_keys if isinstance(self._fn, DataParallelTrainer) else ())
 
         def launch(trial: TuneTrial, checkpoint: Checkpoint | None,
                    listener: Callable[[str, Any], None]) -> JobView:
             if kind == "trainer":
-                fields = self._trial_fields(base, trial.config)
+                fields = self._trial_fields(base, trial.config, space_keys)
             else:
                 res = normalize_resources(resources, trial.config)
                 scaling = res if isinstance(res, ScalingConfig) else ScalingConfig(
@@ -300,11 +305,18 @@ class Tuner:
         return launch
 
     @staticmethod
-    def _trial_fields(base: RunDescription, config: Mapping[str, Any]) -> dict[str, Any]:
+    def _trial_fields(base: RunDescription, config: Mapping[str, Any],
+                      keys: tuple[str, ...] = ()) -> dict[str, Any]:
         """A trial of a Trainer: the fields of its description that the trial's
-        ``param_space`` sets (loop config, scaling, datasets)."""
+        ``param_space`` sets (loop config, scaling, datasets, and the trainer's own
+        ``param_space_keys``, merged into the loop config)."""
         loop = dict(base.config or {})
         loop.update(config.get("train_loop_config") or {})
+        for key in keys:  # e.g. boosted trees' params, merged one level deep
+            if key in config:
+                value, old = config[key], loop.get(key)
+                loop[key] = {**old, **value} if isinstance(value, Mapping) and isinstance(
+                    old, Mapping) else value
         fields: dict[str, Any] = {"config": loop}
         sc = config.get("scaling_config")
         if isinstance(sc, ScalingConfig):

@@ -30,6 +30,11 @@ class DataParallelTrainer:
     """
 
     _backend_config_cls: type[BackendConfig] = BackendConfig
+    param_space_keys: tuple[str, ...] = ()
+    """``Tuner(trainer, param_space=...)`` keys this trainer takes besides
+    ``train_loop_config`` / ``scaling_config`` / ``datasets``: a trial's value for each is
+    merged into ``train_loop_config[key]`` (a dict one level deep, e.g. boosted trees'
+    ``params``)."""
 
     def __init__(
         self,

@@ -1,0 +1,602 @@
+"""What the boosted-tree trainers (XGBoost, LightGBM) share: their datasets and how a
+worker loads its shard, the params-form trainer base, and a small all-gather for ports.
+
+Data a params-form trainer takes, per dataset name:
+
+- a pandas DataFrame (``label_column`` names the label), a NumPy 2-D array (``label_column``
+  is then a column index) or a tuple ``(X, y)``: split on the driver into one contiguous
+  piece per worker; each worker is sent only its piece;
+- a path, glob or fsspec URL (or a list of them) of parquet or CSV files: each worker reads
+  only its share (its files; for fewer files than workers, its parquet row groups, or its
+  rows of the file);
+- a ``ray.data.Dataset`` (on Ray, split by Ray; elsewhere each worker keeps its rows).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tandem._core.errors import ConfigError
+from tandem.train._internal import data as data_mod
+from tandem.train.api.config import RunConfig
+from tandem.train.api.trainer import DataParallelTrainer
+from tandem.train.backends.base import BackendConfig
+
+FILE_FORMATS = ("parquet", "csv")
+
+
+# -- dataset descriptions ------------------------------------------------------------------
+@dataclass(frozen=True)
+class FileSource:
+    """Parquet or CSV files named by path, glob or fsspec URL; read in the workers."""
+
+    paths: tuple[str, ...]
+    fmt: str
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """An in-memory dataset already split into one piece per worker (no row dropped)."""
+
+    pieces: tuple[Any, ...]
+    total_rows: int
+
+
+def _file_format(path: str) -> str | None:
+    p = path.lower().split("?")[0]
+    for suffix in (".gz", ".bz2", ".zst", ".xz", ".zip"):
+        p = p.removesuffix(suffix)
+    if p.endswith((".parquet", ".pq")):
+        return "parquet"
+    if p.endswith((".csv", ".tsv", ".txt")):
+        return "csv"
+    return None
+
+
+def _expand_paths(paths: Sequence[str]) -> list[str]:
+    import fsspec
+
+    out: list[str] = []
+    for p in paths:
+        fs, _, found = fsspec.get_fs_token_paths(p)
+        if not found and fs.isdir(p):
+            found = []
+        proto = fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
+        if len(found) == 1 and fs.isdir(found[0]):
+            found = sorted(x for x in fs.find(found[0]) if _file_format(x))
+        if not found:
+            raise ConfigError(
+                f"datasets: no file matches {p!r}. Give an existing parquet/CSV file, a folder "
+                f"of them, a glob such as 'data/*.parquet', or an fsspec URL."
+            )
+        prefix = "" if proto in ("file", "local") else f"{proto}://"
+        out.extend(f if "://" in f or not prefix else prefix + f for f in sorted(found))
+    return out
+
+
+def describe(name: str, value: Any, num_workers: int, label_column: Any) -> Any:
+    """The form of ``datasets[name]`` a params-form trainer sends to its workers; checks the
+    label column, column types and row count on the driver (before any worker starts)."""
+    if isinstance(value, (str, os.PathLike)) or (
+        isinstance(value, (list, tuple)) and value
+        and all(isinstance(v, (str, os.PathLike)) for v in value)
+    ):
+        paths = [os.fspath(v) for v in ([value] if isinstance(value, (str, os.PathLike))
+                                        else value)]
+        files = _expand_paths(paths)
+        fmts = {_file_format(f) for f in files}
+        if len(fmts) != 1 or None in fmts:
+            raise ConfigError(
+                f"datasets[{name!r}]: cannot tell the format of {files[:3]}; tandem reads "
+                f"files ending in .parquet/.pq or .csv (optionally compressed). Rename them, "
+                f"or load them yourself into a pandas DataFrame."
+            )
+        src = FileSource(tuple(files), fmts.pop() or "parquet")
+        _check_columns(name, _head(src, 0), label_column)
+        if src.fmt == "parquet":
+            rows = _parquet_rows(src)
+            _check_rows(name, rows, num_workers)
+        return src
+    if data_mod.is_ray_dataset(value):
+        cols = value.columns() if hasattr(value, "columns") else None
+        if cols is not None and label_column is not None and label_column not in cols:
+            raise ConfigError(
+                f"label_column={label_column!r} is not a column of datasets[{name!r}]; its "
+                f"columns are {list(cols)}. Pass the name of the label column."
+            )
+        return value
+    frame = to_frame(name, value, label_column)
+    _check_columns(name, frame, label_column)
+    _check_rows(name, len(frame), num_workers)
+    return split_pieces(value, num_workers)
+
+
+def split_pieces(value: Any, n: int) -> Pieces:
+    """``n`` contiguous pieces whose sizes differ by at most one row."""
+    if isinstance(value, tuple) and len(value) == 2:
+        xs, ys = split_pieces(value[0], n), split_pieces(value[1], n)
+        return Pieces(tuple(zip(xs.pieces, ys.pieces)), xs.total_rows)
+    total = len(value)
+    bounds = [(r * total // n, (r + 1) * total // n) for r in range(n)]
+    module = type(value).__module__
+    if module.startswith("pandas"):
+        return Pieces(tuple(value.iloc[a:b] for a, b in bounds), total)
+    if module.startswith("pyarrow"):
+        return Pieces(tuple(value.slice(a, b - a).to_pandas() for a, b in bounds), total)
+    return Pieces(tuple(value[a:b] for a, b in bounds), total)
+
+
+def _check_rows(name: str, rows: int, num_workers: int) -> None:
+    if rows < num_workers:
+        raise ConfigError(
+            f"datasets[{name!r}] has {rows} rows but scaling_config asks for {num_workers} "
+            f"workers: each worker needs at least one row. Use num_workers <= {rows}, or "
+            f"more data."
+        )
+
+
+def to_frame(name: str, value: Any, label_column: Any) -> Any:
+    """A pandas DataFrame view of an in-memory dataset (for the driver's checks)."""
+    import pandas as pd
+
+    if isinstance(value, pd.DataFrame):
+        return value
+    if isinstance(value, tuple) and len(value) == 2:
+        x, y = value
+        frame = pd.DataFrame(x) if not isinstance(x, pd.DataFrame) else x.copy()
+        frame["__label__"] = list(y) if not hasattr(y, "__array__") else y
+        return frame
+    module = type(value).__module__
+    if module.startswith("numpy"):
+        if getattr(value, "ndim", 0) != 2:
+            raise ConfigError(
+                f"datasets[{name!r}] is a NumPy array of shape {value.shape}; give a 2-D array "
+                f"(rows x columns) with label_column as the label's column index, a tuple "
+                f"(X, y), or a pandas DataFrame."
+            )
+        return pd.DataFrame(value)
+    if module.startswith("pyarrow"):
+        return value.to_pandas()
+    raise ConfigError(
+        f"datasets[{name!r}] is a {module}.{type(value).__name__}; boosted-tree trainers take "
+        f"a pandas DataFrame, a 2-D NumPy array, a tuple (X, y), parquet/CSV paths or URLs, "
+        f"or a ray.data.Dataset on Ray."
+    )
+
+
+def _check_columns(name: str, frame: Any, label_column: Any) -> None:
+    import pandas as pd
+
+    if "__label__" in frame.columns:
+        label_column = "__label__"
+    if label_column is None:
+        raise ConfigError(
+            f"label_column is required with datasets[{name!r}] (a table); pass "
+            f"label_column='<name of the label column>', or give datasets as tuples (X, y)."
+        )
+    if label_column not in frame.columns:
+        raise ConfigError(
+            f"label_column={label_column!r} is not a column of datasets[{name!r}]; its "
+            f"columns are {list(frame.columns)[:20]}. Pass the name of the label column."
+        )
+    bad = [str(c) for c in frame.columns if c != label_column and not (
+        pd.api.types.is_numeric_dtype(frame[c]) or pd.api.types.is_bool_dtype(frame[c])
+        or isinstance(frame[c].dtype, pd.CategoricalDtype))]
+    if bad:
+        raise ConfigError(
+            f"datasets[{name!r}]: column(s) {bad} are not numeric ({frame[bad[0]].dtype}); "
+            f"boosted trees take numbers, booleans and pandas categories. Convert them, e.g. "
+            f"df[{bad[0]!r}] = df[{bad[0]!r}].astype('category'), or drop them."
+        )
+
+
+def _parquet_file(path: str, options: Mapping[str, Any]) -> Any:
+    import fsspec
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    fs, _, (p,) = fsspec.get_fs_token_paths(path, storage_options=dict(options))
+    return pq.ParquetFile(fs.open(p, "rb"))
+
+
+def _parquet_rows(src: FileSource) -> int:
+    return sum(_parquet_file(f, src.storage_options).metadata.num_rows for f in src.paths)
+
+
+def _read_file(path: str, src: FileSource, row_groups: Sequence[int] | None = None) -> Any:
+    import fsspec
+    import pandas as pd
+
+    if src.fmt == "parquet":
+        pf = _parquet_file(path, src.storage_options)
+        table = pf.read_row_groups(list(row_groups)) if row_groups is not None else pf.read()
+        return _arrow_to_pandas(table)
+    with fsspec.open(path, "rb", compression="infer", **dict(src.storage_options)) as f:
+        return pd.read_csv(f, sep="\t" if path.lower().endswith(".tsv") else ",")
+
+
+def _arrow_to_pandas(table: Any) -> Any:
+    """A DataFrame whose dictionary-encoded (categorical) columns are pandas categories."""
+    import pandas as pd
+    import pyarrow as pa
+
+    frame = table.to_pandas()
+    for f in table.schema:
+        if pa.types.is_dictionary(f.type) and not isinstance(frame[f.name].dtype,
+                                                              pd.CategoricalDtype):
+            frame[f.name] = frame[f.name].astype("category")
+    return frame
+
+
+def _head(src: FileSource, rows: int) -> Any:
+    """The first ``rows`` rows of the first file (0 = only the columns and their types)."""
+    import fsspec
+    import pandas as pd
+
+    path = src.paths[0]
+    if src.fmt == "parquet":
+        pf = _parquet_file(path, src.storage_options)
+        batch = next(pf.iter_batches(batch_size=max(rows, 1)), None)
+        frame = _arrow_to_pandas(batch if batch is not None else pf.schema_arrow.empty_table())
+        return frame.head(rows) if rows else frame.head(0)
+    with fsspec.open(path, "rb", compression="infer", **dict(src.storage_options)) as f:
+        # enough rows for pandas to infer column types, then keep the asked-for head
+        frame = pd.read_csv(f, nrows=max(rows, 100))
+    return frame.head(rows)
+
+
+def load_shard(value: Any, rank: int, world: int) -> Any:
+    """This worker's rows (a DataFrame, array or (X, y)) of one described dataset."""
+    import pandas as pd
+
+    if isinstance(value, Pieces):
+        if len(value.pieces) == world:
+            return value.pieces[rank]
+        raise ConfigError(
+            f"this dataset was split into {len(value.pieces)} pieces when the trainer was "
+            f"built, but the run has {world} workers (a tuned scaling_config?). Build the "
+            f"trainer with the same num_workers, or give the data as files."
+        )
+    if isinstance(value, FileSource):
+        files = list(value.paths)
+        if len(files) >= world:
+            mine = files[rank::world]
+            return _concat([_read_file(f, value) for f in mine])
+        if value.fmt == "parquet" and len(files) == 1:
+            groups = _parquet_file(files[0], value.storage_options).metadata.num_row_groups
+            if groups >= world:
+                return _read_file(files[0], value, list(range(rank, groups, world)))
+        whole = _concat([_read_file(f, value) for f in files])
+        n = len(whole)
+        return whole.iloc[rank * n // world:(rank + 1) * n // world]
+    if data_mod.is_ray_dataset(value):
+        if hasattr(value, "iter_batches") and not hasattr(value, "streaming_split"):
+            # a DataIterator: Ray already split it for this worker
+            batches = list(value.iter_batches(batch_format="pandas", batch_size=None))
+            return pd.concat(batches, ignore_index=True) if batches else pd.DataFrame()
+        whole = value.to_pandas()
+        n = len(whole)
+        return whole.iloc[rank * n // world:(rank + 1) * n // world]
+    return value
+
+
+def _concat(frames: list[Any]) -> Any:
+    """``pd.concat`` that keeps category columns categories (their union) when the files
+    hold different values."""
+    import pandas as pd
+
+    if len(frames) > 1:
+        parts = {str(i): f for i, f in enumerate(frames)}
+        unify_categories(parts, lambda cols: [cols])
+        frames = [parts[str(i)] for i in range(len(frames))]
+    return pd.concat(frames, ignore_index=True)
+
+
+def features_and_label(shard: Any, label_column: Any) -> tuple[Any, Any]:
+    """``(X, y)`` of a loaded shard."""
+    if isinstance(shard, tuple) and len(shard) == 2:
+        return shard
+    module = type(shard).__module__
+    if module.startswith("numpy"):
+        import numpy as np
+
+        col = int(label_column)
+        return np.delete(shard, col, axis=1), shard[:, col]
+    return shard.drop(columns=[label_column]), shard[label_column]
+
+
+def head_xy(value: Any, label_column: Any, rows: int = 32) -> tuple[Any, Any] | None:
+    """A few rows of a described dataset for the driver's params check (None for Ray)."""
+    if isinstance(value, Pieces):
+        first = value.pieces[0]
+        if isinstance(first, tuple):
+            return first[0][:rows], first[1][:rows]
+        return features_and_label(first[:rows] if not hasattr(first, "iloc")
+                                  else first.iloc[:rows], label_column)
+    if isinstance(value, FileSource):
+        return features_and_label(_head(value, rows), label_column)
+    return None
+
+
+def worker_threads() -> int:
+    """Threads this worker may use (its CPU share), 0 when not set."""
+    return int(os.environ.get("TANDEM_NUM_THREADS", "0") or 0)
+
+
+def node_ip() -> str:
+    return os.environ.get("TANDEM_GBDT_NODE_IP") or "127.0.0.1"
+
+
+# -- a small all-gather link across the gang (LightGBM's machine list and metrics) -------
+class GangLink:
+    """Rank 0 serves a socket whose address reaches the other ranks through the driver's
+    rendezvous; every rank keeps one connection to it for the gang's life. ``allgather``
+    gives every rank's JSON value in rank order."""
+
+    def __init__(self, rank: int, world: int, timeout_s: float = 120.0) -> None:
+        from tandem.train.session import get_session
+
+        self.rank, self.world = rank, world
+        self._conns: list[Any] = []
+        if world == 1:
+            return
+        session = get_session()
+        if session is None:
+            raise RuntimeError("GangLink runs inside tandem workers only")
+        if rank == 0:
+            srv = socket.create_server((node_ip(), 0))
+            srv.settimeout(timeout_s)
+            try:
+                session.call("rendezvous_set", [node_ip(), srv.getsockname()[1]])
+                by_rank: dict[int, Any] = {}
+                for _ in range(world - 1):
+                    conn, _ = srv.accept()
+                    conn.settimeout(timeout_s)
+                    f = conn.makefile("rwb")
+                    by_rank[int(json.loads(f.readline()))] = (conn, f)
+            finally:
+                srv.close()
+            self._conns = [by_rank[r] for r in sorted(by_rank)]
+        else:
+            host, port = session.call("rendezvous_get", None, timeout_s=timeout_s)
+            conn = socket.create_connection((host, port), timeout=timeout_s)
+            conn.settimeout(None)
+            f = conn.makefile("rwb")
+            f.write(f"{rank}\n".encode())
+            f.flush()
+            self._conns = [(conn, f)]
+
+    def allgather(self, value: Any) -> list[Any]:
+        if self.world == 1:
+            return [value]
+        if self.rank == 0:
+            values = [value]
+            for _, f in self._conns:
+                line = f.readline()
+                if not line:
+                    raise ConnectionError("a peer left the gang during an all-gather")
+                values.append(json.loads(line))
+            out = (json.dumps(values) + "\n").encode()
+            for _, f in self._conns:
+                f.write(out)
+                f.flush()
+            return values
+        (_, f), = self._conns
+        f.write((json.dumps(value) + "\n").encode())
+        f.flush()
+        line = f.readline()
+        if not line:
+            raise ConnectionError("rank 0 left the gang during an all-gather")
+        return list(json.loads(line))
+
+    def close(self) -> None:
+        for conn, f in self._conns:
+            for c in (f, conn):
+                try:
+                    c.close()
+                except OSError:
+                    pass
+        self._conns = []
+
+
+def combine_metrics(per_rank: list[tuple[dict[str, float], dict[str, int]]]) -> dict[str, float]:
+    """Workers' metrics (each on its own rows) as one value per key: the row-weighted mean
+    (root-mean-square for rmse). Exact for mean-type metrics (logloss, error, l1, l2)."""
+    import math
+
+    out: dict[str, float] = {}
+    for key in per_rank[0][0]:
+        data, _, metric = key.partition("-")
+        num = den = 0.0
+        root = metric in ("rmse", "l2_root", "root_mean_squared_error")
+        for metrics, rows in per_rank:
+            if key not in metrics:
+                continue
+            w = float(rows.get(data, 1))
+            v = float(metrics[key])
+            num += w * (v * v if root else v)
+            den += w
+        if den:
+            out[key] = math.sqrt(num / den) if root else num / den
+    return out
+
+
+def free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+# -- the params-form trainer base ----------------------------------------------------------
+DEFAULT_CHECKPOINT_FREQUENCY = 10
+
+
+class BoostedTreeTrainer(DataParallelTrainer):
+    """A ``DataParallelTrainer`` for a boosted-tree library, in two spellings:
+
+    - params form: ``Trainer(params={...}, label_column="y", num_boost_round=N,
+      datasets={"train": ..., "valid": ...})`` — tandem's own per-worker function loads each
+      worker's shard and trains one model with the library's collective;
+    - function form: ``Trainer(train_fn_per_worker, train_loop_config=..., datasets=...)`` —
+      your function calls the library's ``train`` with the report callback; the collective is
+      set up around it.
+    """
+
+    library = "?"
+    param_space_keys = ("params", "num_boost_round")
+
+    def __init__(
+        self,
+        train_loop_per_worker: Any = None,
+        *,
+        train_loop_config: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
+        label_column: Any = None,
+        num_boost_round: int | None = None,
+        datasets: Mapping[str, Any] | None = None,
+        backend_config: BackendConfig | None = None,
+        scaling_config: Any = None,
+        run_config: RunConfig | None = None,
+        dataset_config: Any = None,
+        resume_from_checkpoint: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        name = type(self).__name__
+        if train_loop_per_worker is not None:
+            given = [k for k, v in (("params", params), ("label_column", label_column),
+                                    ("num_boost_round", num_boost_round)) if v is not None]
+            if given:
+                raise ConfigError(
+                    f"{name}: {', '.join(given)} belong to the params form "
+                    f"({name}(params=..., label_column=..., num_boost_round=..., "
+                    f"datasets=...)); with a train function, put them in train_loop_config "
+                    f"and call {self.library}.train yourself."
+                )
+            super().__init__(
+                train_loop_per_worker, train_loop_config=train_loop_config,
+                backend_config=backend_config, scaling_config=scaling_config,
+                run_config=run_config, datasets=datasets, dataset_config=dataset_config,
+                resume_from_checkpoint=resume_from_checkpoint, metadata=metadata,
+            )
+            return
+        if params is None or not isinstance(params, Mapping):
+            raise ConfigError(
+                f"{name} needs params={{...}} ({self.library} parameters such as "
+                f"{{'objective': ...}}) or a train function as its first argument; got "
+                f"params={params!r:.60}."
+            )
+        if train_loop_config is not None:
+            raise ConfigError(
+                f"{name}(params=...) takes no train_loop_config (that is for the function "
+                f"form); pass library parameters in params=."
+            )
+        rounds = 10 if num_boost_round is None else num_boost_round
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+            raise ConfigError(
+                f"{name}(num_boost_round={num_boost_round!r}): give a positive whole number "
+                f"of boosting rounds."
+            )
+        if not datasets or "train" not in datasets:
+            raise ConfigError(
+                f"{name}(params=...) needs datasets={{'train': data, ...}} (and optionally "
+                f"'valid' and other names to evaluate); got "
+                f"{list(datasets) if datasets else 'none'}."
+            )
+        from tandem.train.api.config import ScalingConfig
+
+        sc = scaling_config if scaling_config is not None else ScalingConfig()
+        n = getattr(sc, "num_workers", 1)
+        described: dict[str, Any] = {}
+        for key in sorted(datasets, key=lambda k: k != "train"):  # "train" first
+            described[key] = describe(key, datasets[key], n, label_column)
+        self._check_params(dict(params), described, label_column)
+        rc = run_config if run_config is not None else RunConfig()
+        cc = rc.checkpoint_config
+        freq = getattr(cc, "checkpoint_frequency", 0) or DEFAULT_CHECKPOINT_FREQUENCY
+        kinds = {k: ("files", v) if isinstance(v, FileSource) else
+                 ("ray", None) if data_mod.is_ray_dataset(v) else ("pieces", None)
+                 for k, v in described.items()}
+        loop = {
+            "params": dict(params), "label_column": label_column, "num_boost_round": rounds,
+            "datasets": kinds, "checkpoint_frequency": int(freq),
+            "checkpoint_at_end": True,  # the trained booster is always kept
+        }
+        shipped = {k: (list(v.pieces) if isinstance(v, Pieces) else v)
+                   for k, v in described.items() if not isinstance(v, FileSource)}
+        super().__init__(
+            self._params_form_fn(), train_loop_config=loop, backend_config=backend_config,
+            scaling_config=scaling_config, run_config=run_config, datasets=shipped,
+            dataset_config=dataset_config, resume_from_checkpoint=resume_from_checkpoint,
+            # the console's progress line: "training_iteration 12/50" (one report a round)
+            metadata={"progress_total": rounds, "progress_key": "training_iteration",
+                      **dict(metadata or {})},
+        )
+        self.params = dict(params)
+        self.label_column = label_column
+        self.num_boost_round = rounds
+
+    # -- library hooks ---------------------------------------------------------------------
+    def _params_form_fn(self) -> Any:
+        raise NotImplementedError
+
+    def _check_params(self, params: dict[str, Any], described: Mapping[str, Any],
+                      label_column: Any) -> None:
+        """Raises ConfigError with the library's message when it rejects ``params``."""
+
+
+def worker_datasets(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Inside a params-form worker: this worker's shard of every dataset, by name."""
+    from tandem.train import get_context, get_dataset_shard
+
+    ctx = get_context()
+    out: dict[str, Any] = {}
+    for name, (kind, src) in config["datasets"].items():
+        if kind == "files":
+            out[name] = load_shard(src, ctx.world_rank, ctx.world_size)
+        elif kind == "pieces":
+            got = get_dataset_shard(name)
+            if len(got) != 1:
+                raise ConfigError(
+                    f"datasets[{name!r}] was split for a different number of workers than "
+                    f"this run's {ctx.world_size} (a tuned scaling_config?). Build the trainer "
+                    f"with the same num_workers, or give the data as files."
+                )
+            out[name] = got[0]
+        else:
+            out[name] = load_shard(get_dataset_shard(name), ctx.world_rank, ctx.world_size)
+    return out
+
+
+def unify_categories(shards: Mapping[str, Any], allgather: Any) -> None:
+    """Gives every category column the same categories, in the same order, on every worker
+    (a worker's file may lack some values; codes must mean the same everywhere). Rank 0's
+    order first, then values only other workers saw, sorted."""
+    import pandas as pd
+
+    cols: dict[str, list[Any]] = {}
+    for shard in shards.values():
+        if isinstance(shard, pd.DataFrame):
+            for c in shard.columns:
+                if isinstance(shard[c].dtype, pd.CategoricalDtype):
+                    seen = cols.setdefault(str(c), [])
+                    seen.extend(v for v in shard[c].cat.categories.tolist() if v not in seen)
+    everyone = allgather(cols)
+    if not any(everyone):
+        return
+    merged: dict[str, list[Any]] = {}
+    for rank_cols in everyone:
+        for c, cats in rank_cols.items():
+            have = merged.setdefault(c, [])
+            extra = [v for v in cats if v not in have]
+            have.extend(extra if not have else sorted(extra, key=str))
+    for shard in shards.values():
+        if isinstance(shard, pd.DataFrame):
+            for c, cats in merged.items():
+                if (c in shard.columns and isinstance(shard[c].dtype, pd.CategoricalDtype)
+                        and shard[c].cat.categories.tolist() != cats):
+                    shard[c] = shard[c].cat.set_categories(cats)
