@@ -44,6 +44,7 @@ from tandem.jobs.store.base import encode_json
 from tandem.server.auth import COOKIE, TokenAuth
 from tandem.server.core import PayloadError, TrainServer, UploadTooLargeError
 from tandem.server.events import StreamItem
+from tandem.server.models_api import add_model_routes
 from tandem.server.usage import usage_dict
 
 JobIdPath = Path(..., min_length=1, max_length=128, description="a job id, e.g. job_1a2b3c4d5e6f_0001")
@@ -377,6 +378,7 @@ running {info['num_running']} &middot; pending {info['num_pending']}</p>
                             samesite="strict")
         return resp
 
+    add_model_routes(app, server)  # /api/models... (the model registry)
     return _BodyLimit(TokenAuth(app, token), int(limit_bytes * 4 / 3) + 65536)
 
 
