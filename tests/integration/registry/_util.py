@@ -44,7 +44,7 @@ def run_script(code: str, cwd: str, env: dict[str, str] | None = None,
         f.write(textwrap.dedent(code))
     full_env = {**os.environ, **(env or {})}
     r = subprocess.run([sys.executable, path], cwd=cwd, env=full_env, capture_output=True,
-                       text=True, timeout=timeout)
+                       text=True, timeout=timeout, check=False)
     return r
 
 

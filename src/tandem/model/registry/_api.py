@@ -98,7 +98,7 @@ def registry() -> RegistryBackend:
 # --------------------------------------------------------------------------- put
 
 
-def _model_base() -> type:
+def _model_base() -> type[Model]:
     from tandem.model._model import Model
 
     return Model
@@ -229,7 +229,7 @@ def put(
             ``setup()`` runs, ``predict(example_input)`` runs when declared). Nothing is
             stored then.
     """
-    import cloudpickle
+    import cloudpickle  # type: ignore[import-untyped]
 
     if x is None and checkpoint is None:
         raise RegistryError("model.put needs a model: model.put(trained_model_or_result, "
@@ -346,7 +346,7 @@ def get(ref: ModelRef | str, *, version: int | str | None = None,
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def list(name: str | None = None) -> builtins.list[dict[str, Any]]:  # noqa: A001
+def list(name: str | None = None) -> builtins.list[dict[str, Any]]:
     """Without ``name``: one dict per registered name (``name``, ``versions``, ``latest``,
     ``updated``, ``aliases``). With it: one dict per version (``version``, ``created``,
     ``config``, ``metrics``, ``lineage`` (run / job / trial, user, time), ``environment``,

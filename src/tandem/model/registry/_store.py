@@ -106,8 +106,15 @@ def _is_duplicate(e: BaseException) -> bool:
 
 
 _LIVE: weakref.WeakSet[ModelStore] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for store in list(_LIVE):
+        store._engine.dispose(close=False)
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: [s._engine.dispose(close=False) for s in list(_LIVE)])
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def is_url(path: str) -> bool:
@@ -203,9 +210,12 @@ class ModelStore:
 
     def _record(self, row: Any, aliases: list[str]) -> VersionRecord:
         meta = json.loads(row.meta)
-        return VersionRecord(name=row.name, version=int(row.version), created=float(row.created),
-                             location=row.location, aliases=sorted(aliases),
-                             **{k: meta.get(k) or {} for k in META_KEYS})
+        record = VersionRecord(name=row.name, version=int(row.version),
+                               created=float(row.created), location=row.location,
+                               aliases=sorted(aliases))
+        for key in META_KEYS:
+            setattr(record, key, meta.get(key) or {})
+        return record
 
     def _aliases(self, conn: Connection, name: str) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}
@@ -226,7 +236,7 @@ class ModelStore:
         return location
 
     def _url_fs(self, location: str) -> tuple[Any, str]:
-        import fsspec
+        import fsspec  # type: ignore[import-untyped]
 
         fs, path = fsspec.core.url_to_fs(location, **self.storage_options)
         return fs, path
@@ -239,7 +249,7 @@ class ModelStore:
             fs, path = self._url_fs(location)
             if fs.exists(path):
                 fs.rm(path, recursive=True)
-        except Exception:  # noqa: BLE001 - leftovers are only wasted space
+        except Exception:  # noqa: BLE001, S110 - leftovers are only wasted space
             pass
 
     def download(self, record: VersionRecord, dest: str) -> str:
@@ -302,8 +312,7 @@ class ModelStore:
         except BaseException:
             self.remove_files(location)
             raise
-        return VersionRecord(name=name, version=n, created=now, location=location,
-                             **{k: meta.get(k) or {} for k in META_KEYS})
+        return self._record(_Row(name, n, now, location, body), [])
 
     def set_alias(self, name: str, alias: str, version: int) -> VersionRecord:
         """Points ``name@alias`` at ``version`` (moving it if it pointed elsewhere)."""
@@ -426,6 +435,15 @@ class ModelStore:
 
     def where(self) -> str:
         return self._engine.url.render_as_string(hide_password=True)
+
+
+class _Row:
+    """A row as ``_record`` reads it (for a version just inserted)."""
+
+    def __init__(self, name: str, version: int, created: float, location: str,
+                 meta: str) -> None:
+        self.name, self.version, self.created = name, version, created
+        self.location, self.meta = location, meta
 
 
 # --------------------------------------------------------------------------- tar helpers

@@ -35,7 +35,7 @@ class ServeHandle:
         for report in self.job.results():
             self._last = report
             self.url = report.get("url") or self.url
-            if report.get("replicas_ready", 0) >= 1:
+            if report.get("replicas_ready", 0) >= report.get("replicas", 1):
                 return
             if deadline is not None and time.monotonic() > deadline:
                 break
@@ -59,7 +59,7 @@ class ServeHandle:
         self.job.stop()
         try:
             self.job.wait(timeout=30)
-        except Exception:  # noqa: BLE001 - a stopped job may report its stop as an error
+        except Exception:  # noqa: BLE001, S110 - a stopped job may report its stop as an error
             pass
 
     def wait(self, timeout: float | None = None) -> None:
@@ -70,10 +70,10 @@ class ServeHandle:
         return f"ServeHandle({self.name!r}, version={self.version}, url={self.url!r}, " \
                f"job_id={self.job_id!r})"
 
-    def __enter__(self) -> ServeHandle:
+    def __enter__(self) -> ServeHandle:  # noqa: PYI034
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
@@ -83,7 +83,7 @@ def serve(
     serve_settings: ServeSettings | Mapping[str, Any] | None = None,
     ready_timeout_s: float | None = 300.0,
 ) -> ServeHandle:
-    """Serves a model over HTTP as a long-running job and returns when a replica answers.
+    """Serves a model over HTTP as a long-running job; returns once every replica is ready.
 
     ``model``: a registry reference (``"digits"``, ``"digits@3"``, ``"digits@prod"``, a
     ``ModelRef``) or, without a train server, a Model instance (served as is, unregistered).

@@ -17,6 +17,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+_orjson: Any
 try:  # optional, faster JSON
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
@@ -49,7 +50,7 @@ class HTTPError(Exception):
 
 
 class _Request:
-    __slots__ = ("inputs", "future", "tries", "arrived")
+    __slots__ = ("arrived", "future", "inputs", "tries")
 
     def __init__(self, inputs: list[Any], future: asyncio.Future, arrived: float) -> None:
         self.inputs = inputs
@@ -92,6 +93,8 @@ class Front:
         self._ids = itertools.count()
         self.item_shape: list[int] | None = None
         self.answered = 0
+        self.batches = 0
+        self.largest_batch = 0
         self.task = loop.create_task(self._dispatch())
 
     # -- from HTTP ------------------------------------------------------------------------
@@ -159,6 +162,8 @@ class Front:
                 continue
             bid = next(self._ids)
             rep.inflight[bid] = batch
+            self.batches += 1
+            self.largest_batch = max(self.largest_batch, n)
             for req in batch:
                 req.tries += 1
             rep.worker.send(("batch", bid, [req.inputs for req in batch]))

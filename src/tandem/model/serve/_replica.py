@@ -29,16 +29,26 @@ def _to_jsonable(y: Any) -> list[Any]:
                     f"array or a tensor with one row per input) is needed to answer requests.")
 
 
-def _shape(x: Any) -> tuple[int, ...] | None:
+def _shape(x: Any, numeric: bool = False) -> tuple[int, ...] | None:
+    """The array shape of ``x``; None if it is ragged (or, with ``numeric``, not numbers)."""
     try:
         import numpy as np
 
         a = np.asarray(x)
     except Exception:  # noqa: BLE001 - ragged or not numeric
         return None
-    if a.dtype == object:
+    if a.dtype == object or (numeric and a.dtype.kind not in "biuf"):
         return None
     return tuple(a.shape)
+
+
+def _is_numeric(x: Any) -> bool:
+    try:
+        import numpy as np
+
+        return np.asarray(x).dtype.kind in "biuf"
+    except Exception:  # noqa: BLE001
+        return False
 
 
 @dataclass
@@ -51,7 +61,7 @@ class ReplicaTask:
     def _fetch(self) -> tuple[str, str | None]:
         if "://" not in self.location:
             return self.location, None
-        import fsspec
+        import fsspec  # type: ignore[import-untyped]
 
         tmp = tempfile.mkdtemp(prefix="tandem-replica-")
         fs, path = fsspec.core.url_to_fs(self.location)
@@ -75,8 +85,10 @@ class ReplicaTask:
             example = getattr(model, "example_input", None)
             if callable(example):
                 example = example()
+            numeric = False
             if example is not None:
                 shape = _shape(example)
+                numeric = _is_numeric(example)
                 if shape:
                     item_shape = shape[1:]
         except BaseException as e:  # noqa: BLE001 - reported to the front, then exit
@@ -90,18 +102,20 @@ class ReplicaTask:
                 channel.closing = True
                 return 0
             _, batch_id, requests = msg
-            channel.send(("out", batch_id, self._answer(predict, requests, item_shape)))
+            channel.send(("out", batch_id,
+                          self._answer(predict, requests, item_shape, numeric)))
 
     def _answer(self, predict: Any, requests: list[list[Any]],
-                item_shape: tuple[int, ...] | None) -> list[tuple[Any, ...]]:
+                item_shape: tuple[int, ...] | None, numeric: bool = False
+                ) -> list[tuple[Any, ...]]:
         results: list[tuple[Any, ...] | None] = [None] * len(requests)
         good: list[int] = []
         if item_shape is not None:
             for i, inputs in enumerate(requests):
                 for j, x in enumerate(inputs):
-                    s = _shape(x)
+                    s = _shape(x, numeric)
                     if s != item_shape:
-                        given = "not a numeric array" if s is None else f"shape {list(s)}"
+                        given = "not an array of numbers" if s is None else f"shape {list(s)}"
                         results[i] = ("error", 422, (
                             f"inputs[{j}] has {given}; the model expects each input to have "
                             f"shape {list(item_shape)} (from its example_input)."))
@@ -140,5 +154,6 @@ class ReplicaTask:
         e = sys.exc_info()[1]
         shapes = sorted({str(list(s)) if (s := _shape(x)) is not None else "non-numeric"
                          for x in requests[i]})
-        return ("error", 422, f"the model could not predict on these inputs (input shapes: "
-                              f"{', '.join(shapes)}): {type(e).__name__}: {e}")
+        message = (f"the model could not predict on these inputs (input shapes: "
+                   f"{', '.join(shapes)}): {type(e).__name__}: {e}")
+        return ("error", 422, message)

@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any
 
-import cloudpickle
+import cloudpickle  # type: ignore[import-untyped]
 
 from tandem._core.errors import ConfigError, TandemError
 from tandem.cluster.base import Cluster, WorkerSpec
@@ -149,8 +149,9 @@ class ServeRunner(JobRunner):
                     self._fatal = f"the HTTP server stopped: {exc!r}"
                     break
         finally:
+            asked_to_stop = self._stop.is_set() or ctx.stop_event.is_set()
             self._shutdown(server, loop, loop_thread)
-        if self._fatal is not None and not self._stop.is_set():
+        if self._fatal is not None and not asked_to_stop:
             return JobOutcome(JobStatus.FAILED, error=ServeError(
                 f"serving {self._what()} failed: {self._fatal}"))
         return JobOutcome(JobStatus.STOPPED)
@@ -254,7 +255,10 @@ class ServeRunner(JobRunner):
                 "replicas_ready": front.ready_count() if front is not None else 0,
                 "max_batch_size": self.settings.max_batch_size,
                 "batch_wait_ms": self.settings.batch_wait_ms,
-                "input_shape": front.item_shape if front is not None else None}
+                "input_shape": front.item_shape if front is not None else None,
+                "requests": front.answered if front is not None else 0,
+                "batches": front.batches if front is not None else 0,
+                "largest_batch": front.largest_batch if front is not None else 0}
 
     def _start_http(self, sock: socket.socket) -> tuple[Any, Any]:
         import uvicorn
@@ -277,7 +281,7 @@ class ServeRunner(JobRunner):
             srv.should_exit = True
             try:
                 fut.result(timeout=5)
-            except Exception:  # noqa: BLE001 - stopping anyway
+            except Exception:  # noqa: BLE001, S110 - stopping anyway
                 pass
         front = self._front
         if front is not None:
