@@ -1,6 +1,23 @@
-"""The model layer: a Model object that is trained, tuned, registered and served."""
+"""tandem.model: write a model once; train it on a gang of workers, tune it, serve it.
+
+    from tandem import model
+
+    class Net(model.TorchModel):
+        def setup(self): ...
+        def forward(self, x): ...
+        def training_step(self, batch, batch_idx): ...
+
+The top layer (DESIGN.md, "The model layer"): it may use tune, train and jobs; nothing
+below imports it. ``import tandem.model`` does not import torch.
+"""
 
 from __future__ import annotations
+
+from tandem.model._api import ModelJobHandle, ModelResult, train, tune
+from tandem.model._data import DataError
+from tandem.model._loop import NonFiniteLossError
+from tandem.model._model import Model, ModelDefinitionError, TorchModel
+from tandem.model._settings import TrainSettings, TuneSettings
 
 # -- registry and serving (issue 14) --------------------------------------------------------
 # (``serve`` is both the subpackage and the function: importing the function last makes
@@ -10,5 +27,18 @@ from tandem.model.registry import ModelRef, alias, delete, get, put
 from tandem.model.registry import list as list
 from tandem.model.serve import ServeHandle, ServeSettings, serve
 
-__all__ = ["ModelRef", "ServeHandle", "ServeSettings", "alias", "delete", "get", "list", "put",
-           "serve"]
+__all__ = [
+    "DataError",
+    "Model",
+    "ModelDefinitionError",
+    "ModelJobHandle",
+    "ModelResult",
+    "NonFiniteLossError",
+    "TorchModel",
+    "TrainSettings",
+    "TuneSettings",
+    "train",
+    "tune",
+]
+__all__ += ["ModelRef", "ServeHandle", "ServeSettings", "alias", "delete", "get", "list",
+            "put", "serve"]

@@ -16,11 +16,13 @@ from tandem.jobs.handle import JobHandle
 from tandem.jobs.runtime import get_service
 from tandem.jobs.spec import JobSpec
 from tandem.train._internal.controller import RunSpec, TrainController
+from tandem.train._internal.progress import RunProgress, wait_with_progress
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import RunConfig, ScalingConfig
 from tandem.train.api.result import Result
 from tandem.train.backends.base import Backend, BackendConfig
 from tandem.train.context import StorageContext
+from tandem.train.session import get_session
 
 
 def check_train_fn(fn: Any, what: str = "train_loop_per_worker") -> bool:
@@ -136,7 +138,7 @@ class DataParallelTrainer:
         if not block:
             return handle
         try:
-            return handle.wait()
+            return wait_with_progress(handle, self._progress(handle))
         except KeyboardInterrupt:
             handle.stop()
             try:
@@ -144,6 +146,18 @@ class DataParallelTrainer:
             except BaseException:
                 pass
             raise
+
+    def _progress(self, handle: JobHandle) -> RunProgress | None:
+        """The console view of a blocking ``fit()``: None when ``RunConfig(verbose=0)`` or
+        when this fit runs inside a worker (a trial's driver function)."""
+        if self.run_config.verbose == 0 or get_session() is not None:
+            return None
+        md = self.metadata
+        total = md.get("progress_total")
+        return RunProgress(
+            handle.name, os.path.join(self.run_config.resolved_storage_path(), handle.name),
+            num_workers=self.scaling_config.num_workers,
+            total=total if isinstance(total, int) else None, key=md.get("progress_key"))
 
     def _submit(self, **overrides: Any) -> JobHandle:
         service = get_service()
