@@ -10,7 +10,7 @@ import textwrap
 
 MODEL_SRC = '''
 import numpy as np
-from tandem.model._model import TorchModel
+from tandem.model import TorchModel
 
 
 class DigitsMLP(TorchModel):

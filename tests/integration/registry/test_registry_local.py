@@ -135,16 +135,24 @@ class WrongExample(DigitsMLP):
 
 
 def test_a_module_the_puller_lacks_is_named_with_the_fix(tmp_path, models_path):
-    helpers = tmp_path / "helpers_pkg_for_registry.py"
-    helpers.write_text(MODEL_SRC)
+    # The class's own module travels by value; a helper module it uses does not, unless
+    # put(..., by_value=[helper]) says so.
+    (tmp_path / "registry_test_layers.py").write_text(
+        "import torch\n\ndef head(n):\n    return torch.nn.Linear(n, 10)\n")
+    (tmp_path / "registry_test_models_mod.py").write_text(
+        MODEL_SRC.replace("from tandem.model import TorchModel",
+                          "from tandem.model import TorchModel\nimport registry_test_layers")
+        .replace("torch.nn.Linear(self.config[\"hidden\"], 10)",
+                 "registry_test_layers.head(self.config[\"hidden\"])"))
     putter = '''
 import sys
 sys.path.insert(0, ".")
-import helpers_pkg_for_registry as h
+import registry_test_layers
+import registry_test_models_mod as h
 from tandem import model
 
 print(model.put(h.DigitsMLP(), name="plain"))
-print(model.put(h.DigitsMLP(), name="travels", by_value=[h]))
+print(model.put(h.DigitsMLP(), name="travels", by_value=[registry_test_layers]))
 '''
     check(run_script(putter, str(tmp_path), {"TANDEM_MODELS_PATH": models_path}))
     other = tmp_path / "elsewhere"
@@ -160,8 +168,8 @@ m = model.get("travels")
 print("OK", type(m).__name__, m.predict([[0.0] * 64]).shape)
 '''
     out = check(run_script(getter, str(other), {"TANDEM_MODELS_PATH": models_path}))
-    assert "ERR plain@1 needs the module 'helpers_pkg_for_registry'" in out
-    assert "model.put(..., by_value=[helpers_pkg_for_registry])" in out
+    assert "ERR plain@1 needs the module 'registry_test_layers'" in out
+    assert "model.put(..., by_value=[registry_test_layers])" in out
     assert "OK DigitsMLP torch.Size([1, 10])" in out
 
 
