@@ -125,6 +125,11 @@ def _instance_from(x: Any, checkpoint: Any, config: Mapping[str, Any] | None
         m = x(dict(config or {}))
     elif isinstance(x, Model):
         m = x
+    elif hasattr(x, "job_id") and hasattr(x, "wait") and not isinstance(x, type):
+        # model.train(..., block=False)'s handle: its result, and the job it ran as
+        m, found = _instance_from(x.wait(), None, config)
+        found["lineage"].setdefault("job_id", str(x.job_id))
+        return m, found
     elif hasattr(x, "get_best_result") and hasattr(x, "num_terminated"):  # a ResultGrid
         return _instance_from(x.get_best_result(), None, config)
     elif hasattr(x, "checkpoint") and hasattr(x, "metrics") and hasattr(x, "path"):  # a Result
@@ -250,20 +255,13 @@ def put(
     tmp = tempfile.mkdtemp(prefix="tandem-put-")
     try:
         m.save(tmp)
-        info_path = os.path.join(tmp, "tandem_model.json")
-        info: dict[str, Any] = {}
-        if os.path.exists(info_path):
-            with open(info_path) as f:
-                info = json.load(f)
         cls = type(m)
         meta = {
             "config": json.loads(json.dumps(m.config, default=repr)),
             "metrics": found["metrics"],
             "lineage": {**found["lineage"], "user": _user(), "host": socket.gethostname(),
                         "time": time.time()},
-            "environment": {**_environment(), **{k: v for k, v in info.items()
-                                                 if k.endswith("version") or k in
-                                                 ("torch", "python", "tandem")}},
+            "environment": _environment(),
             "model_class": {"module": cls.__module__, "qualname": cls.__qualname__,
                             "by_value": [mod.__name__ for mod in modules]},
             "tags": dict(tags or {}),
