@@ -152,7 +152,7 @@ def render_chart(results: dict[str, Any], path: str | Path) -> None:
     cols = 3
     rows = (len(cases) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
-    palette = {"tandem": "#2b7bba", "ray": "#e8a33d", "optuna": "#7a5195", "torchrun": "#5a9e4b"}
+    palette = {"tandem": "#2b7bba", "ray": "#e8a33d", "optuna": "#7a5195", "torchrun": "#5a9e4b", "lightning": "#d45087"}
     for ax in axes.flat[len(cases) :]:
         ax.axis("off")
     for ax, (cname, case) in zip(axes.flat, cases):

@@ -35,7 +35,7 @@ from benchmarks.cases import CASE_NAMES, load_case
 from benchmarks.cases._common import Case, RunContext, Variant
 from benchmarks.report import error_headline
 
-SYSTEMS = ("tandem", "ray", "optuna", "torchrun")
+SYSTEMS = ("tandem", "ray", "optuna", "torchrun", "lightning")
 
 
 # --------------------------------------------------------------------------------------
@@ -409,7 +409,7 @@ def print_table(results: dict[str, Any]) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks",
-        description="Measure tandem against its peers (Ray Tune / Ray Train V2, Optuna, torchrun).",
+        description="Measure tandem against its peers (Ray Tune / Ray Train V2, Optuna, torchrun, Lightning).",
     )
     p.add_argument(
         "--only", nargs="+", metavar="NAME", help=f"cases to run ({', '.join(CASE_NAMES)})"

@@ -13,6 +13,7 @@ CASE_NAMES: tuple[str, ...] = (
     "result_throughput",
     "fit_startup",
     "ddp_throughput",
+    "model_train",
     "failure_recovery",
     "report_latency",
     "asha",

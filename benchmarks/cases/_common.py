@@ -21,6 +21,7 @@ SYSTEM_REQUIRES: dict[str, tuple[str, ...]] = {
     "ray": ("ray",),
     "optuna": ("optuna",),
     "torchrun": ("torch",),
+    "lightning": ("lightning", "torch"),
 }
 
 Figures = dict[str, Any]

@@ -46,3 +46,21 @@ def test_quickstart_sweep(tmp_path):
               tmp_path)
     assert "best config:" in out and "best accuracy:" in out
     assert out.count("RUNNING") >= 3
+
+
+def test_model_docs_run(tmp_path):
+    """docs/model.md's python blocks, in order, as one script (later blocks use earlier ones)."""
+    code = "\n".join(python_blocks(os.path.join(ROOT, "docs", "model.md")))
+    script = tmp_path / "model_doc.py"
+    script.write_text(code)
+    out = run([str(script)], tmp_path)
+    assert "DigitsMLP True" in out
+
+
+def test_model_quickstart_example(tmp_path):
+    out = run([os.path.join(ROOT, "examples", "model_quickstart.py"), "--epochs", "3",
+               "--samples", "3"], tmp_path)
+    acc = re.search(r"val_accuracy ([0-9.]+), predict\(\) accuracy ([0-9.]+)", out)
+    assert acc and acc.group(1) == acc.group(2)
+    assert "best config:" in out and "best model predicts:" in out
+    assert "epoch 3/3" in out  # the progress, one line per epoch when piped

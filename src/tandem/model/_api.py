@@ -25,9 +25,10 @@ from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
 from tandem.model import _data
 from tandem.model._loop import WorkerPayload
-from tandem.model._model import Model, _installed
+from tandem.model._model import Model, pickled_by_value
 from tandem.model._settings import TrainSettings, TuneSettings
 from tandem.train import FailureConfig, Result, RunConfig, ScalingConfig
+from tandem.train.progress import console_progress, wait_with_progress
 
 if TYPE_CHECKING:
     from tandem.jobs.handle import JobHandle
@@ -77,8 +78,9 @@ class ModelJobHandle:
     ``ModelResult``. Everything else is the job handle's (``job_id``, ``status()``,
     ``results()``, ``stop()``, ``logs()``)."""
 
-    def __init__(self, handle: JobHandle) -> None:
+    def __init__(self, handle: JobHandle, progress: Any = None) -> None:
         self._handle = handle
+        self._progress = progress
 
     @property
     def job_id(self) -> str:
@@ -98,6 +100,11 @@ class ModelJobHandle:
         return self._handle.results()
 
     def wait(self, timeout: float | None = None) -> ModelResult:
+        """Waits for the run (showing each epoch's report as it arrives, unless
+        ``RunConfig(verbose=0)``) and returns its ``ModelResult``."""
+        if timeout is None and self._progress is not None:
+            progress, self._progress = self._progress, None  # shown once
+            return ModelResult.from_result(wait_with_progress(self._handle, progress))
         return ModelResult.from_result(self._handle.wait(timeout=timeout))
 
     def stop(self) -> None:
@@ -145,31 +152,6 @@ def _init_weights(instance: Model | None) -> dict[str, bytes] | None:
             with open(os.path.join(d, name), "rb") as f:
                 files[name] = f.read()
         return files
-
-
-def _dumps_by_value(obj: Any, *classes: Any) -> bytes:
-    """cloudpickle ``obj``, with the modules of ``classes`` pickled by value when a worker
-    or the train server could not import them (a script, a test file, a notebook)."""
-    registered = []
-    for cls in classes:
-        mod_name = getattr(cls, "__module__", None)
-        if not mod_name or _installed(mod_name):
-            continue
-        import sys
-
-        module = sys.modules.get(mod_name)
-        if module is None or mod_name == "__main__":
-            continue
-        try:
-            cloudpickle.register_pickle_by_value(module)
-            registered.append(module)
-        except ValueError:
-            pass
-    try:
-        return cloudpickle.dumps(obj)
-    finally:
-        for module in registered:
-            cloudpickle.unregister_pickle_by_value(module)
 
 
 @dataclass
@@ -226,7 +208,8 @@ def _build(m: Any, config: Mapping[str, Any] | None, train_settings: Any, datase
                 payload.splits[name] = value
                 data_classes.append(type(value))
         payload.presharded = tuple(presharded)
-    payload_bytes = _dumps_by_value(payload, cls, *data_classes)
+    with pickled_by_value(cls, *data_classes):
+        payload_bytes = cloudpickle.dumps(payload)
 
     rc = run_config or RunConfig()
     if rc.name is None:
@@ -282,8 +265,10 @@ def train(
     """
     plan = _build(m, config, train_settings, dataset, run_config)
     if not block:
-        handle = plan.trainer.fit(block=False)
-        return ModelJobHandle(handle)  # type: ignore[arg-type]
+        handle: Any = plan.trainer.fit(block=False)
+        progress = console_progress(handle, plan.trainer.run_config, plan.settings.num_workers,
+                                    total=plan.settings.num_epochs, key="epoch")
+        return ModelJobHandle(handle, progress)
     result = plan.trainer.fit()
     return ModelResult.from_result(result)  # type: ignore[arg-type]
 

@@ -14,6 +14,7 @@ and the boosted-tree models build on is ``shared/MODEL_CONTRACT.md``:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import importlib.metadata
 import inspect
@@ -21,7 +22,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tandem._core.errors import ConfigError, TandemError
@@ -103,6 +104,35 @@ def _installed(module_name: str) -> bool:
     module = sys.modules.get(top)
     path = getattr(module, "__file__", None) or ""
     return any(part in path for part in ("site-packages", "dist-packages"))
+
+
+@contextlib.contextmanager
+def pickled_by_value(*objs: Any) -> Iterator[None]:
+    """Within: cloudpickle pickles the modules that define ``objs`` by value when another
+    process (a worker, the train server, a registry reader) could not import them: a
+    script, a test file, a notebook. Installed packages and tandem stay by reference."""
+    import cloudpickle  # type: ignore[import-untyped]
+
+    registry: set[str] = getattr(getattr(cloudpickle, "cloudpickle", None), "_PICKLE_BY_VALUE_MODULES",
+                       set())
+    added: list[Any] = []
+    for obj in objs:
+        name = getattr(obj, "__module__", None)
+        if not name or name == "__main__" or _installed(name) or name in registry:
+            continue
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        try:
+            cloudpickle.register_pickle_by_value(module)
+        except ValueError:
+            continue
+        added.append(module)
+    try:
+        yield
+    finally:
+        for module in added:
+            cloudpickle.unregister_pickle_by_value(module)
 
 
 class Model:
@@ -293,19 +323,8 @@ def identity_files(model: Model) -> dict[str, bytes]:
     import cloudpickle  # type: ignore[import-untyped]
 
     cls = type(model)
-    module = sys.modules.get(cls.__module__)
-    registered = False
-    if module is not None and not _installed(cls.__module__):
-        try:
-            cloudpickle.register_pickle_by_value(module)
-            registered = True
-        except ValueError:  # already registered, or not registrable (__main__)
-            pass
-    try:
+    with pickled_by_value(cls):
         payload = cloudpickle.dumps({"cls": cls, "config": model.config})
-    finally:
-        if registered and module is not None:
-            cloudpickle.unregister_pickle_by_value(module)
     meta = {
         "class": cls.__qualname__,
         "module": cls.__module__,

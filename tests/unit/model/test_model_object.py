@@ -238,3 +238,19 @@ def test_default_optimizer_uses_lr():
     opt = m.configure_optimizers()
     assert isinstance(opt, torch.optim.Adam) and opt.param_groups[0]["lr"] == 0.5
     assert sum(len(g["params"]) for g in opt.param_groups) == 5
+
+
+def test_model_result_from_result_and_no_checkpoint(tmp_path):
+    from tandem.train import Result
+
+    m = Linear()
+    m.save(str(tmp_path / "ck"))
+    r = Result(metrics={"epoch": 1}, checkpoint=Checkpoint.from_directory(tmp_path / "ck"),
+               path=str(tmp_path), config={"x": 1})
+    mr = model.ModelResult.from_result(r)
+    assert isinstance(mr, Result) and mr.metrics == {"epoch": 1} and mr.config == {"x": 1}
+    assert isinstance(mr.model, Linear) and mr.model is mr.model  # built once
+    empty = model.ModelResult.from_result(Result(metrics=None, checkpoint=None, path="/runs/x",
+                                                 error=RuntimeError("boom")))
+    with pytest.raises(ConfigError, match=r"/runs/x\) has no checkpoint.*It failed: boom"):
+        _ = empty.model

@@ -16,13 +16,12 @@ from tandem.jobs.handle import JobHandle
 from tandem.jobs.runtime import get_service
 from tandem.jobs.spec import JobSpec
 from tandem.train._internal.controller import RunSpec, TrainController
-from tandem.train._internal.progress import RunProgress, wait_with_progress
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import RunConfig, ScalingConfig
 from tandem.train.api.result import Result
 from tandem.train.backends.base import Backend, BackendConfig
 from tandem.train.context import StorageContext
-from tandem.train.session import get_session
+from tandem.train.progress import RunProgress, console_progress, wait_with_progress
 
 
 def check_train_fn(fn: Any, what: str = "train_loop_per_worker") -> bool:
@@ -148,16 +147,10 @@ class DataParallelTrainer:
             raise
 
     def _progress(self, handle: JobHandle) -> RunProgress | None:
-        """The console view of a blocking ``fit()``: None when ``RunConfig(verbose=0)`` or
-        when this fit runs inside a worker (a trial's driver function)."""
-        if self.run_config.verbose == 0 or get_session() is not None:
-            return None
-        md = self.metadata
-        total = md.get("progress_total")
-        return RunProgress(
-            handle.name, os.path.join(self.run_config.resolved_storage_path(), handle.name),
-            num_workers=self.scaling_config.num_workers,
-            total=total if isinstance(total, int) else None, key=md.get("progress_key"))
+        total = self.metadata.get("progress_total")
+        return console_progress(handle, self.run_config, self.scaling_config.num_workers,
+                                total=total if isinstance(total, int) else None,
+                                key=self.metadata.get("progress_key"))
 
     def _submit(self, **overrides: Any) -> JobHandle:
         service = get_service()

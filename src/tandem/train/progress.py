@@ -144,30 +144,34 @@ class RunProgress:
         return f"[{self.name}] {self._where(row)} {format_metrics(row, skip)} ({took:.1f} s)"
 
     def _line(self, final: bool = False) -> Any:
+        """``⠋ epoch 3/10 ━━━━━━╸━━━ loss=0.41 val_accuracy=0.93  12.3 s``: only the metrics
+        are cut short on a narrow terminal (the run's name is in the line above)."""
         from rich.table import Table
         from rich.text import Text
 
         row = self.last
         took = time.monotonic() - self._t0
-        grid = Table.grid(padding=(0, 1))
+        grid = Table.grid(padding=(0, 1), expand=True)
         cells: list[Any] = []
         if not final:
             from rich.spinner import Spinner
 
+            grid.add_column(no_wrap=True, width=1)
             cells.append(Spinner("dots"))
-        cells.append(Text(self.name, style="bold"))
+        grid.add_column(no_wrap=True)
+        cells.append(Text(self._where(row), style="bold"))
         if self.total is not None and self.key:
             from rich.progress_bar import ProgressBar
 
             done = float(row[self.key]) if row and self.key in row else 0.0
-            cells.append(ProgressBar(total=float(self.total), completed=done, width=20))
-        cells.append(Text(self._where(row)))
+            grid.add_column(no_wrap=True, width=16)
+            cells.append(ProgressBar(total=float(self.total), completed=done, width=16))
         skip = {self.key} if self.key else set()
+        grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
         cells.append(Text(format_metrics(row, skip) if row else "waiting for the first report",
                           style="cyan"))
+        grid.add_column(no_wrap=True, justify="right")
         cells.append(Text(f"{took:.1f} s", style="dim"))
-        for _ in cells:
-            grid.add_column(no_wrap=True)
         grid.add_row(*cells)
         return grid
 
@@ -177,6 +181,20 @@ class RunProgress:
             self.out.flush()
         except (OSError, ValueError):
             pass
+
+
+def console_progress(handle: Any, run_config: Any, num_workers: int,
+                     total: int | None = None, key: str | None = None) -> RunProgress | None:
+    """The console view of waiting on ``handle``: None when ``RunConfig(verbose=0)`` or when
+    the wait happens inside a worker (a trial's driver function: its output is a log)."""
+    from tandem.train.session import get_session
+
+    if run_config.verbose == 0 or get_session() is not None:
+        return None
+    import os
+
+    return RunProgress(handle.name, os.path.join(run_config.resolved_storage_path(), handle.name),
+                       num_workers=num_workers, total=total, key=key)
 
 
 def wait_with_progress(handle: Any, progress: RunProgress | None) -> Any:
