@@ -99,8 +99,8 @@ print(json.dumps({"url": h.url, "job_id": h.job_id}))
                           .splitlines()[-1])
         # the client process has exited; the served model runs on the server
         wait_state(srv, info["job_id"], ("RUNNING",))
-        from sklearn.datasets import load_digits
         import numpy as np
+        from sklearn.datasets import load_digits
 
         X = load_digits().data.astype("float32")[:5] / 16.0
         r = httpx.post(info["url"] + "/predict", json={"inputs": X.tolist()}, timeout=30)
