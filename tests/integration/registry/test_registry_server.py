@@ -139,3 +139,35 @@ print(json.dumps({"url": h.url, "job_id": h.job_id}))
         wait_state(srv, job_id, ("STOPPED",))
     finally:
         srv.stop()
+
+
+@pytest.mark.postgres
+def test_a_server_on_postgresql_keeps_its_registry_there(tmp_path, postgres_database_url):
+    import sqlalchemy as sa
+
+    home = str(tmp_path / "home")
+    os.makedirs(home)
+    srv = start_server(home, str(tmp_path / "storage"), None, "--db", postgres_database_url)
+    try:
+        putter = MODEL_SRC + '''
+from tandem import model
+print(model.put(DigitsMLP({"seed": 3}), name="pg"))
+print(model.put(DigitsMLP({"seed": 4}), name="pg"))
+'''
+        assert check(run_script(putter, str(tmp_path), srv.env())).split() == ["pg@1", "pg@2"]
+        getter = '''
+from tandem import model
+print(model.get("pg@1").config["seed"])
+'''
+        assert check(run_script(getter, str(tmp_path), srv.env())).strip() == "3"
+    finally:
+        srv.stop()
+    engine = sa.create_engine(postgres_database_url.replace("postgresql://",
+                                                            "postgresql+psycopg://", 1))
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text(
+                "SELECT name, version FROM tandem_model_versions ORDER BY version")).all()
+    finally:
+        engine.dispose()
+    assert [tuple(r) for r in rows] == [("pg", 1), ("pg", 2)]
