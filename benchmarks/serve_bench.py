@@ -13,7 +13,8 @@ tree started by this script; closed-loop clients in this process. For each syste
 * time from the serve call (runtime start included: the first ``model.serve`` starts
   tandem's job service, Ray's includes ``ray.init``) to the first answer;
 * PSS of the whole serving process tree (everything the server process started), measured
-  right after the load.
+  right after the load. tandem's model is registered by a separate process first and served
+  by reference (as `tandem serve bench@1` does), so its serving process never imports torch.
 
 Each answer is checked against the model's local prediction.
 """
@@ -98,12 +99,25 @@ def _wait_for_signal() -> None:
 
 
 def server_tandem(a: argparse.Namespace) -> None:
+    """Registers the model from a separate process, then serves it by reference, as
+    `tandem serve bench@1` would: the serving process itself never imports torch."""
+    from tandem import model
+
+    subprocess.run([sys.executable, os.path.abspath(__file__), "--_put", "--weights",
+                    a.weights], check=True)
+    _write_t0(a.t0_file)
+    handle = model.serve("bench@1", serve_settings={
+        "port": a.port, "max_batch_size": a.batch, "batch_wait_ms": a.wait_ms,
+        "resources_per_replica": {"CPU": 1}, "route_prefix": "/bench"})
+    _wait_for_signal()
+    handle.stop()
+
+
+def put_tandem(weights: str) -> None:
     import numpy as np
     import torch
 
     from tandem import model
-
-    weights = a.weights
 
     class BenchMLP(model.TorchModel):
         example_input = np.zeros((1, 64), dtype=np.float32)
@@ -117,13 +131,7 @@ def server_tandem(a: argparse.Namespace) -> None:
     m = BenchMLP()
     m.ensure_setup()
     m.net.load_state_dict(torch.load(weights))
-    ref = model.put(m, name="bench")
-    _write_t0(a.t0_file)
-    handle = model.serve(ref, serve_settings={
-        "port": a.port, "max_batch_size": a.batch, "batch_wait_ms": a.wait_ms,
-        "resources_per_replica": {"CPU": 1}, "route_prefix": "/bench"})
-    _wait_for_signal()
-    handle.stop()
+    model.put(m, name="bench")
 
 
 def server_ray(a: argparse.Namespace) -> None:
@@ -400,12 +408,16 @@ def main() -> None:
     p.add_argument("--systems", default="tandem,ray,litserve")
     p.add_argument("--json", default=None, help="also write the figures to this file")
     p.add_argument("--_server", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--_put", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--weights", default=None, help=argparse.SUPPRESS)
     p.add_argument("--t0-file", default=None, help=argparse.SUPPRESS)
     p.add_argument("--batch", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--wait-ms", type=float, default=0.0, help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a._put:
+        put_tandem(a.weights)
+        return
     if a._server:
         SERVERS[a._server](a)
         return

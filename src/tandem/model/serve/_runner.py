@@ -101,13 +101,8 @@ class ServeRunner(JobRunner):
     def prepare(self, cluster: Cluster) -> None:
         if self._sock is None:
             self._sock = bind_socket(self.settings.host, self.settings.port or 0)
-        if hasattr(cluster, "prewarm"):
-            try:
-                import torch  # noqa: F401
-
-                cluster.prewarm(("torch",))
-            except ImportError:
-                pass
+        if _has_torch():  # the replicas fork from a launcher that imported torch once
+            cluster.prewarm(("torch",))
 
     def stop(self) -> None:
         self._stop.set()
