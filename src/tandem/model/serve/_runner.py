@@ -207,13 +207,18 @@ class ServeRunner(JobRunner):
             self._publish()
             return
         self._pids.pop(index, None)
-        if what is not None and what.startswith("fatal:"):
-            n = self._failures_before_ready.get(index, 0) + 1
-            self._failures_before_ready[index] = n
-            if n > self.settings.max_restarts:
-                self._fatal = (f"replica {index} could not load the model "
-                               f"({n} tries):\n{what[6:]}")
-                return
+        # Dying before ready counts against max_restarts (a model that cannot load, or
+        # crashes its process while loading); dying after it was ready never does.
+        n = self._failures_before_ready.get(index, 0) + 1
+        self._failures_before_ready[index] = n
+        fatal = what is not None and what.startswith("fatal:")
+        if n > self.settings.max_restarts:
+            self._fatal = (f"replica {index} could not load the model ({n} tries):\n{what[6:]}"
+                           if fatal and what is not None else
+                           f"replica {index} died {n} times before it was ready; its output "
+                           f"is in {self._log_path(index)}")
+            return
+        if fatal:
             rep.generation += 1
         if self._stop.is_set():
             return
