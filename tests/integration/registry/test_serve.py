@@ -212,3 +212,26 @@ def test_a_model_its_replicas_cannot_load_fails_with_their_error(registered, tmp
                                          r".*no model\.pt there"):
         model.serve(ref, serve_settings={"max_restarts": 1}, ready_timeout_s=60)
     assert tandem.jobs.list()[-1].status() == "FAILED"
+
+
+def test_a_replica_that_crashes_while_loading_fails_the_job_after_max_restarts(
+        registered, tmp_path):
+    marker = tmp_path / "crash-now"
+    ns: dict = {"__name__": "crash_models"}
+    exec(compile(MODEL_SRC + f'''
+import os
+
+
+class CrashingMLP(DigitsMLP):
+    def setup(self):
+        if os.path.exists({str(marker)!r}):
+            os._exit(3)  # the process dies, no exception to report
+        super().setup()
+''', "crash_models", "exec"), ns)  # noqa: S102 - a module in memory
+    ref = model.put(ns["CrashingMLP"](), name="crashing")
+    marker.write_text("")
+    with pytest.raises(ServeError, match=r"replica 0 died 3 times before it was ready; its "
+                                         r"output is in .*replica_0\.log"):
+        model.serve(ref, serve_settings={"max_restarts": 2}, ready_timeout_s=90)
+    (job,) = [j for j in tandem.jobs.list() if j.name == "serve:crashing@1"]
+    assert job.status() == "FAILED"

@@ -207,6 +207,8 @@ class ServeRunner(JobRunner):
             self._publish()
             return
         self._pids.pop(index, None)
+        if self._fatal is not None:
+            return  # the job is ending with the first reason
         # Dying before ready counts against max_restarts (a model that cannot load, or
         # crashes its process while loading); dying after it was ready never does.
         n = self._failures_before_ready.get(index, 0) + 1
