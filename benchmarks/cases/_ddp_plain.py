@@ -21,6 +21,7 @@ def main() -> None:
     from benchmarks.cases._ddp_model import make_model, run_steps
 
     config = json.loads(sys.argv[1])
+    torch.set_num_threads(int(config.get("threads", 1)))  # the same on every side
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(0)

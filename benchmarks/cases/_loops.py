@@ -64,6 +64,7 @@ def ddp_loop(config: dict[str, Any]) -> None:
     fw = config["framework"]
     train = train_api(fw)
     rank = train.get_context().get_world_rank()
+    torch.set_num_threads(int(config.get("threads", 1)))  # the same on every side
     torch.manual_seed(0)
     model = prepare_model(fw, make_model())
     figures = run_steps(

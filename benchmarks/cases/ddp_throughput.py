@@ -4,9 +4,10 @@ What it measures: MLP 784-512-512-10, batch 256 per worker, 2 workers, gloo, syn
 data (``_ddp_model.py``). After ``warmup`` untimed steps rank 0 times ``steps`` steps:
 ``steps_per_s``. The same loop runs under tandem's ``TorchTrainer`` (``prepare_model``),
 under plain ``torchrun --nproc_per_node 2 _ddp_plain.py`` (``DistributedDataParallel``)
-and under Ray Train V2's ``TorchTrainer``. Each system keeps its own thread defaults
-(torchrun and Ray set ``OMP_NUM_THREADS=1`` per worker); ``torch_threads`` records what
-the workers got. Also ``process_s`` (spawn to exit) and ``peak_pss_mb``, the PSS of the
+and under Ray Train V2's ``TorchTrainer``. Every side runs with the same threads per worker
+(``torch.set_num_threads(threads)``, default 1: one core per worker on this 2-core machine;
+``torch_threads`` records it) on the same data (the same seeded batches per rank, so every
+side ends at the same ``final_loss``). Also ``process_s`` (spawn to exit) and ``peak_pss_mb``, the PSS of the
 whole process tree (driver, workers and any helper processes) sampled during the run.
 
 Why: a trainer must not tax the training loop itself. Ray Train V2 runs at 52.4 steps/s
@@ -39,7 +40,7 @@ PLAIN_SCRIPT = Path(__file__).with_name("_ddp_plain.py")
 
 
 def _loop_config(params: dict[str, Any]) -> dict[str, Any]:
-    return {k: int(params[k]) for k in ("batch_size", "warmup", "steps")}
+    return {k: int(params[k]) for k in ("batch_size", "warmup", "steps", "threads")}
 
 
 def _run(framework: str, params: dict[str, Any], workdir: str) -> dict[str, Any]:
@@ -96,6 +97,7 @@ CASE = Case(
         ),
         Figure("peak_pss_mb", "peak PSS of the process tree", "MB", "lower", Target("<=", 800)),
         Figure("process_s", "whole fresh process", "s", "lower"),
+        Figure("final_loss", "loss after the timed steps (same data, same result)", "", "info"),
     ],
     variants=[
         subprocess_variant(
@@ -111,8 +113,8 @@ CASE = Case(
             "ray", "ray", "Ray Train V2", f"{_M}:run_ray", env=ray_train_env(), sample_memory=True
         ),
     ],
-    params={"workers": 2, "batch_size": 256, "warmup": 30, "steps": 300},
-    smoke_params={"workers": 2, "batch_size": 32, "warmup": 2, "steps": 10},
+    params={"workers": 2, "batch_size": 256, "warmup": 30, "steps": 300, "threads": 1},
+    smoke_params={"workers": 2, "batch_size": 32, "warmup": 2, "steps": 10, "threads": 1},
     timeout_s=400,
     smoke_timeout_s=60,
 )

@@ -33,6 +33,7 @@ from tandem.model._model import (
     TRAINER_STATE_FILE,
     ModelDefinitionError,
     TorchModel,
+    _jsonable,
     identity_files,
 )
 from tandem.model._settings import TrainSettings
@@ -358,21 +359,35 @@ def _load_init_weights(model: TorchModel, files: dict[str, bytes]) -> None:
 
 def _resume(ckpt: Any, model: TorchModel, opt: Any, sched: Any, precision: _Precision,
             device: Any) -> int:
-    """Loads weights and optimizer state from a checkpoint; returns its epoch."""
+    """Loads weights and optimizer state from a checkpoint; returns its epoch.
+
+    A checkpoint written under another config (PBT continuing a trial from a donor's
+    checkpoint with mutated hyperparameters) keeps the optimizer's state (momentum, Adam
+    moments) but takes its hyperparameters (lr, ...) and schedule from the new config."""
     import torch
 
     with ckpt.as_directory() as d:
         model.load_weights(d)
+        with open(os.path.join(d, TRAINER_STATE_FILE)) as f:
+            trainer_state = json.load(f)
+        same_config = trainer_state.get("config", _config_key(model)) == _config_key(model)
         state_path = os.path.join(d, OPTIMIZER_FILE)
         if os.path.exists(state_path):
             state = torch.load(state_path, map_location=device, weights_only=False)
+            fresh = [{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups]
             opt.load_state_dict(state["optimizer"])
-            if sched is not None and state.get("scheduler") is not None:
+            if not same_config:
+                for group, hyper in zip(opt.param_groups, fresh):
+                    group.update(hyper)
+            if sched is not None and state.get("scheduler") is not None and same_config:
                 sched.load_state_dict(state["scheduler"])
             if precision.scaler is not None and state.get("scaler") is not None:
                 precision.scaler.load_state_dict(state["scaler"])
-        with open(os.path.join(d, TRAINER_STATE_FILE)) as f:
-            return int(json.load(f)["epoch"])
+        return int(trainer_state["epoch"])
+
+
+def _config_key(model: TorchModel) -> str:
+    return json.dumps(_jsonable(model.config), sort_keys=True)
 
 
 def _grads_finite(params: list[Any]) -> bool:
@@ -399,7 +414,7 @@ def _write_checkpoint(d: str, model: TorchModel, ident: dict[str, bytes], opt: A
     }, os.path.join(d, OPTIMIZER_FILE))
     with open(os.path.join(d, TRAINER_STATE_FILE), "w") as f:
         json.dump({"epoch": epoch, "num_epochs": payload.settings.num_epochs,
-                   "seed": payload.seed}, f)
+                   "seed": payload.seed, "config": _config_key(model)}, f)
 
 
 async def _worker_data(payload: WorkerPayload, config: dict[str, Any], rank: int, world: int

@@ -152,6 +152,9 @@ class Model:
     """
 
     default_config: ClassVar[dict[str, Any]] = {}
+    example_input: ClassVar[Any] = None
+    """An input ``predict`` accepts (a class attribute, or a method returning one); the
+    registry runs ``predict`` on it when a version is stored. None: no check."""
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         if config is not None and not isinstance(config, Mapping):

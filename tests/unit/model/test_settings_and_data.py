@@ -206,3 +206,64 @@ def test_progress_plain_lines_and_live_line():
     p.end("FAILED")
     text = live.getvalue()
     assert "report 1" in text and "loss=1.25" in text and "run run2 failed" in text
+
+
+@pytest.mark.parametrize("precision, dtype", [("bf16", torch.bfloat16), ("16", torch.float16),
+                                              ("32", torch.float32)])
+def test_precision_autocast_and_scaler_on_cpu(precision, dtype):
+    from tandem.model._loop import _Precision
+
+    p = _Precision(precision, torch.device("cpu"))
+    torch.manual_seed(0)  # small activations: the scaled fp16 gradients stay finite
+    net = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    before = net.weight.detach().clone()
+    with p.autocast():
+        out = net(torch.full((3, 4), 0.01))
+        loss = out.float().pow(2).mean()
+    assert out.dtype == dtype
+    assert (p.scaler is not None) == (precision == "16")
+    if p.scaler is not None:
+        p.scaler.scale(loss).backward()
+        p.scaler.step(opt)
+        p.scaler.update()
+    else:
+        loss.backward()
+        opt.step()
+    assert not torch.equal(before, net.weight)  # it stepped
+
+
+def test_resume_restores_optimizer_state_and_takes_new_hyperparameters(tmp_path):
+    """After a restart the optimizer continues; from a donor's checkpoint with another
+    config (PBT) its state is kept but the new config's lr applies."""
+    from tandem.model._loop import WorkerPayload, _Precision, _resume, _write_checkpoint
+    from tandem.train import Checkpoint
+
+    class M(Tiny):
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.net.parameters(), lr=self.config["lr"], momentum=0.9)
+
+    cpu = torch.device("cpu")
+    donor = M({"lr": 0.1})
+    donor.ensure_setup()
+    opt = donor.configure_optimizers()
+    donor.net(torch.ones(2, 3)).sum().backward()
+    opt.step()
+    payload = WorkerPayload(model_cls=M, settings=model.TrainSettings(num_epochs=5), seed=1)
+    _write_checkpoint(str(tmp_path), donor, {}, opt, None, _Precision("32", cpu), 2, payload)
+    ckpt = Checkpoint.from_directory(tmp_path)
+
+    same = M({"lr": 0.1})
+    same.ensure_setup()
+    opt2 = same.configure_optimizers()
+    assert _resume(ckpt, same, opt2, None, _Precision("32", cpu), cpu) == 2
+    assert torch.equal(same.net.weight, donor.net.weight)
+    buf = opt2.state[same.net.weight]["momentum_buffer"]
+    assert torch.equal(buf, opt.state[donor.net.weight]["momentum_buffer"])
+
+    mutated = M({"lr": 0.02})
+    mutated.ensure_setup()
+    opt3 = mutated.configure_optimizers()
+    _resume(ckpt, mutated, opt3, None, _Precision("32", cpu), cpu)
+    assert opt3.param_groups[0]["lr"] == 0.02  # the new config's lr, not the donor's 0.1
+    assert "momentum_buffer" in opt3.state[mutated.net.weight]
