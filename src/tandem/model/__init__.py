@@ -20,6 +20,14 @@ from tandem.model._model import Model, ModelDefinitionError, TorchModel
 from tandem.model._settings import TrainSettings, TuneSettings
 from tandem.model._trees import LightGBMModel, XGBoostModel  # xgboost/lightgbm load on use
 
+# -- registry and serving (issue 14) --------------------------------------------------------
+# (``serve`` is both the subpackage and the function: importing the function last makes
+# ``tandem.model.serve`` the function, as the API says; ``from tandem.model.serve import X``
+# still reaches the subpackage.)
+from tandem.model.registry import ModelRef, alias, delete, get, put
+from tandem.model.registry import list as list
+from tandem.model.serve import ServeHandle, ServeSettings, serve
+
 __all__ = [
     "DataError",
     "LightGBMModel",
@@ -35,3 +43,5 @@ __all__ = [
     "train",
     "tune",
 ]
+__all__ += ["ModelRef", "ServeHandle", "ServeSettings", "alias", "delete", "get", "list",
+            "put", "serve"]

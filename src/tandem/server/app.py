@@ -53,6 +53,7 @@ from tandem.server.core import (
 )
 from tandem.server.events import StreamItem
 from tandem.server.loader import check_env_vars
+from tandem.server.models_api import add_model_routes
 from tandem.server.usage import usage_dict
 
 JobIdPath = Path(..., min_length=1, max_length=128, description="a job id, e.g. job_1a2b3c4d5e6f_0001")
@@ -481,6 +482,7 @@ running {info['num_running']} &middot; pending {info['num_pending']}</p>
                             samesite="strict")
         return resp
 
+    add_model_routes(app, server)  # /api/models... (the model registry)
     # The token is checked first (a stranger learns nothing, not even the size limit),
     # then the body size: declared, and counted while it streams in.
     return TokenAuth(_BodyLimit(app, int(limit_bytes * 4 / 3) + 65536), token)

@@ -215,6 +215,13 @@ class RemoteJobService:
         self.cluster = _ClusterView(self)
 
     # -- the LocalJobService surface -------------------------------------------------------
+
+    @property
+    def connection(self) -> ServerConnection:
+        """The HTTP connection to the server (address and token), for other APIs it serves
+        (the model registry)."""
+        return self._conn
+
     def health(self) -> dict[str, Any]:
         """The server's ``/api/health`` (raises ``ServerUnavailableError`` if it is down)."""
         return self._conn.json("GET", "/api/health")
