@@ -53,7 +53,7 @@ _CONTENT_TYPES = {
 
 _SECURITY_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
 ]
 #: Only the page's own files: no inline script, nothing from another origin.

@@ -148,16 +148,19 @@ class ResultsIndex:
         self.roots = [os.path.abspath(os.path.expanduser(r)) for r in roots]
         self._extra = extra_roots
         self._lock = threading.Lock()
-        self._scanned = 0.0
+        self._scan_lock = threading.Lock()
+        self._scanned = -SCAN_TTL_S
         self._experiments: dict[str, str] = {}
         self._runs: dict[str, str] = {}
 
     def _scan(self) -> None:
-        now = time.monotonic()
-        with self._lock:
-            if now - self._scanned < SCAN_TTL_S:
+        with self._scan_lock:  # a second caller waits for the scan under way, then uses it
+            if time.monotonic() - self._scanned < SCAN_TTL_S:
                 return
-            self._scanned = now
+            self._rescan()
+            self._scanned = time.monotonic()
+
+    def _rescan(self) -> None:
         roots = list(self.roots)
         if self._extra is not None:
             try:

@@ -51,7 +51,7 @@ def page_response() -> HTMLResponse:
     body = static_file("app.html") or b"<!doctype html><p>dashboard files are missing</p>"
     return HTMLResponse(body, headers={
         "content-security-policy": CSP.decode(), "cache-control": "no-store",
-        "x-content-type-options": "nosniff", "referrer-policy": "no-referrer",
+        "x-content-type-options": "nosniff", "referrer-policy": "same-origin",
         "x-frame-options": "DENY"})
 
 
@@ -63,14 +63,15 @@ def _not_found(what: str, ident: str) -> _JSON:
 def disk_router(index: ResultsIndex) -> APIRouter:
     """Routes over experiments and runs on disk (shared by the server and the local app)."""
     r = APIRouter()
-    IdPath = Path(..., pattern=r"^[0-9a-f]{16}$", description="an id from the listing")
+    def id_path() -> Any:
+        return Path(..., pattern=r"^[0-9a-f]{16}$", description="an id from the listing")
 
     @r.get("/api/dashboard/experiments")
     def experiments() -> Any:
         return _JSON({"experiments": index.list_experiments()})
 
     @r.get("/api/dashboard/experiments/{exp_id}")
-    def experiment(exp_id: str = IdPath,
+    def experiment(exp_id: str = id_path(),
                    metric: str | None = Query(None, max_length=256)) -> Any:
         out = index.experiment(exp_id, metric)
         return _not_found("experiment", exp_id) if out is None else _JSON(out)
@@ -80,7 +81,7 @@ def disk_router(index: ResultsIndex) -> APIRouter:
         return _JSON({"runs": index.list_runs()})
 
     @r.get("/api/dashboard/runs/{run_id}")
-    def run(run_id: str = IdPath) -> Any:
+    def run(run_id: str = id_path()) -> Any:
         out = index.run(run_id)
         return _not_found("run", run_id) if out is None else _JSON(out)
 
@@ -289,5 +290,5 @@ def mount(app: Any, server: Any) -> DashboardLive:
     index = ResultsIndex([storage] if storage else [], extra_roots=job_roots)
     router = server_router(server, live, index)
     app.include_router(router)
-    app.add_event_handler("shutdown", live.close)
+    app.router.on_shutdown.append(live.close)
     return live

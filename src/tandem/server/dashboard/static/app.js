@@ -141,14 +141,16 @@
   function lineChart(target, opts) {
     // opts: {title, series: [{label, x, y, color, points, dash, fill}], xlabel, ylabel, time, height, yfmt}
     clear(target);
-    var width = Math.max(300, (target.clientWidth || target.parentNode.clientWidth || 600) - 4);
+    var cs = getComputedStyle(target);
+    var inner = target.clientWidth - parseFloat(cs.paddingLeft || 0) - parseFloat(cs.paddingRight || 0);
+    var width = Math.max(280, (inner || 600) - 2);
     var series = opts.series.filter(function (s) { return s.x.length; });
     if (!series.length) { target.appendChild(el("p", { cls: "muted", text: opts.empty || "No data yet." })); return null; }
     var data = align(series);
     var useries = [{ label: opts.xlabel || "x" }];
     series.forEach(function (s, i) {
       var color = s.color || COLORS[i % COLORS.length];
-      var u = { label: s.label, stroke: color, width: 1.6, spanGaps: true };
+      var u = { label: s.label, stroke: color, width: 1.6, spanGaps: true, points: { show: s.x.length < 3 } };
       if (s.dash) u.dash = [6, 4];
       if (s.fill) u.fill = s.fill;
       if (s.points) { u.paths = function () { return null; }; u.points = { show: true, size: 9, fill: color, stroke: color }; u.width = 0; }
@@ -157,8 +159,22 @@
     });
     var axes = [{ label: opts.xlabel || "" }, { label: opts.ylabel || "", size: 70 }];
     if (opts.yfmt) axes[1].values = function (self, ticks) { return ticks.map(opts.yfmt); };
+    var hooks = {};
+    if (opts.markers && opts.markers.length) {
+      // marks drawn on the plot (e.g. scheduler decisions): several may share one x
+      hooks.draw = [function (u) {
+        var ctx = u.ctx; ctx.save();
+        opts.markers.forEach(function (m) {
+          var cx = u.valToPos(m.x, "x", true), cy = u.valToPos(m.y, "y", true);
+          ctx.beginPath(); ctx.fillStyle = m.color || "#d93025"; ctx.strokeStyle = "#fff";
+          ctx.lineWidth = 1.5 * devicePixelRatio;
+          ctx.arc(cx, cy, 5 * devicePixelRatio, 0, 2 * Math.PI); ctx.fill(); ctx.stroke();
+        });
+        ctx.restore();
+      }];
+    }
     var u = new uPlot({
-      title: opts.title, width: width, height: opts.height || 240, series: useries, axes: axes,
+      title: opts.title, width: width, height: opts.height || 240, series: useries, axes: axes, hooks: hooks,
       scales: { x: { time: !!opts.time } }, legend: { show: true }, cursor: { drag: { x: true, y: false } },
     }, data, target);
     charts.push(u);
@@ -346,7 +362,7 @@
         run.rows.forEach(function (r, i) { if (typeof r[chosen] === "number") { x.push(xOf(r, i)); y.push(r[chosen]); } });
         return { label: run.label, x: x, y: y };
       });
-      lineChart(chartDiv, { series: series, xlabel: "training_iteration", ylabel: chosen, empty: "No reports yet." });
+      lineChart(chartDiv, { title: chosen, series: series, xlabel: "training_iteration", ylabel: chosen, empty: "No reports yet." });
     }
     return { draw: debounce(draw, 250), drawNow: draw };
   }
@@ -476,10 +492,12 @@
       var ranks = Object.keys(usage).sort(function (a, b) { return a - b; });
       if (!ranks.length) { usageDiv.appendChild(el("p", { cls: "muted", text: "No samples (the server samples running workers every few seconds)." })); return; }
       var specs = [["cpu_percent", "CPU %", null], ["rss_bytes", "RSS", fmtBytes], ["gpu_util", "GPU utilisation %", null], ["gpu_mem_bytes", "GPU memory", fmtBytes]];
-      specs.forEach(function (sp) {
-        var any = ranks.some(function (r) { return usage[r].some(function (s) { return s[sp[0]] !== null && s[sp[0]] !== undefined; }); });
-        if (!any) return;
-        var box = el("div", { cls: "card" }); usageDiv.appendChild(box);
+      specs = specs.filter(function (sp) {
+        return ranks.some(function (r) { return usage[r].some(function (s) { return s[sp[0]] !== null && s[sp[0]] !== undefined; }); });
+      });
+      var boxes = specs.map(function () { var b = el("div", { cls: "card" }); usageDiv.appendChild(b); return b; });
+      specs.forEach(function (sp, bi) {
+        var box = boxes[bi];
         lineChart(box, { title: sp[1], time: true, yfmt: sp[2], height: 200, series: ranks.map(function (r) {
           return { label: "rank " + r, x: usage[r].map(function (s) { return s.time; }), y: usage[r].map(function (s) { return s[sp[0]]; }) };
         }) });
@@ -593,8 +611,11 @@
       clear(charts);
       var since = Date.now() / 1000 - (+range.value);
       var hs = history.filter(function (s) { return s.time >= since; });
-      resKeys().forEach(function (k) {
-        var box = el("div", { cls: "card", "data-chart": k }); charts.appendChild(box);
+      var last = history[history.length - 1] || { capacity: {}, allocated: {} };
+      var keys = resKeys().filter(function (k) { return (last.capacity[k] || 0) > 0 || hs.some(function (s) { return s.allocated[k] > 0; }); });
+      var boxes = keys.map(function (k) { var b = el("div", { cls: "card", "data-chart": k }); charts.appendChild(b); return b; });
+      keys.forEach(function (k, bi) {
+        var box = boxes[bi];
         var t = hs.map(function (s) { return s.time; });
         var series = [
           { label: "capacity", x: t, y: hs.map(function (s) { return s.capacity[k] || 0; }), color: "#667085", dash: true },
@@ -782,23 +803,19 @@
       lineChart(document.getElementById("best-so-far"), { xlabel: "trial", ylabel: metric, height: 260, series: [
         { label: "trial's best", x: xs, y: ys, points: true, color: "#9aa3b2" },
         { label: "best so far", x: bx, y: by, color: "#2b8a3e" }] });
-      var series = [], decX = [], decY = [], notes = [];
+      var series = [], marks = [], notes = [];
       ts.forEach(function (t) {
         var x = [], y = [];
         t.rows.forEach(function (r, i) { if (typeof r[metric] === "number") { x.push(xOf(r, i)); y.push(r[metric]); } });
         series.push({ label: t.name, x: x, y: y });
         (t.decisions || []).forEach(function (d) {
           var i = x.indexOf(d.iteration); if (i < 0) i = x.length - 1; if (i < 0) return;
-          decX.push(x[i]); decY.push(y[i]); notes.push(t.name + " @" + d.iteration + ": " + d.action + (d.reason ? " (" + d.reason + ")" : ""));
+          marks.push({ x: x[i], y: y[i], color: d.action === "STOP" ? "#d93025" : "#7048e8" }); notes.push(t.name + " @" + d.iteration + ": " + d.action + (d.reason ? " (" + d.reason + ")" : ""));
         });
       });
-      if (decX.length) {
-        // one x may hold several decisions: the chart shows one marker per x, the list all of them
-        series.push({ label: "scheduler decisions", x: decX, y: decY, points: true, color: "#d93025" });
-      }
-      lineChart(document.getElementById("curves"), { xlabel: "training_iteration", ylabel: metric, height: 260, series: series });
+      lineChart(document.getElementById("curves"), { xlabel: "training_iteration", ylabel: metric, height: 260, series: series, markers: marks });
       var dec = clear(document.getElementById("decisions"));
-      if (notes.length) dec.appendChild(el("details", {}, [el("summary", { text: notes.length + " scheduler decision(s), marked in red" }), el("ul", {}, notes.map(function (n) { return el("li", { text: n }); }))]));
+      if (notes.length) dec.appendChild(el("details", {}, [el("summary", { text: notes.length + " scheduler decision(s): dots on the curves (red: stop, purple: pause / exploit)" }), el("ul", {}, notes.map(function (n) { return el("li", { text: n }); }))]));
       parallelCoordinates(pcDiv, exp.trials, exp.config_keys, metric, exp.mode);
     }
     function load() {

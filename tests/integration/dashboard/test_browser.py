@@ -1,0 +1,269 @@
+"""The dashboard in a real browser (Debian's chromium driven by Playwright) against a real
+train server running real jobs. Screenshots of each view go to tests/artifacts/."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.integration.server.conftest import run_client, start_server
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+CHROMIUM = os.environ.get("TANDEM_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = os.path.join(os.path.dirname(__file__), "..", "..", "artifacts")
+
+LONG_JOB = """
+import sys, time, os, tempfile
+from tandem import train
+from tandem.train import Checkpoint, DataParallelTrainer, RunConfig, ScalingConfig
+
+def loop(config):
+    for i in range(1, 2000):
+        print(f"step {i} loss {1.0 / i:.4f}", flush=True)
+        ckpt = None
+        if i % 5 == 0:
+            d = tempfile.mkdtemp()
+            open(os.path.join(d, "w.txt"), "w").write(str(i))
+            ckpt = Checkpoint.from_directory(d)
+        train.report({"loss": 1.0 / i, "accuracy": 1 - 1.0 / (i + 1)}, checkpoint=ckpt)
+        time.sleep(0.25)
+
+handle = DataParallelTrainer(
+    loop, scaling_config=ScalingConfig(num_workers=1),
+    run_config=RunConfig(storage_path=sys.argv[1], name="long_run"),
+).fit(block=False)
+print(handle.job_id)
+"""
+
+EXPERIMENT = """
+import sys
+from tandem import tune
+from tandem.tune.schedulers import ASHAScheduler
+
+def trainable(config):
+    for i in range(1, 9):
+        tune.report({"loss": config["lr"] * (10 - i) + config["layers"] * 0.1})
+
+tuner = tune.Tuner(
+    trainable,
+    param_space={"lr": tune.grid_search([0.1, 0.4, 0.7, 1.0]), "layers": tune.choice([1, 2]),
+                 "act": tune.choice(["relu", "tanh"])},
+    tune_config=tune.TuneConfig(metric="loss", mode="min",
+                                scheduler=ASHAScheduler(max_t=8, grace_period=2)),
+    run_config=tune.RunConfig(name="sweep", storage_path=sys.argv[1], verbose=0),
+)
+grid = tuner.fit()
+print("trials", len(grid), "errors", grid.num_errors)
+"""
+
+
+def _browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (.ci/run does) "
+                    f"or set TANDEM_CHROMIUM")
+    pw = sync_api.sync_playwright().start()
+    browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                 args=["--no-sandbox", "--disable-gpu"])
+    return pw, browser
+
+
+def _shot(page, name: str) -> None:
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    page.wait_for_timeout(300)  # let the last chart frame paint
+    page.screenshot(path=os.path.join(ARTIFACTS, f"dashboard_{name}.png"), full_page=True)
+
+
+def _poll(fn, timeout_s: float = 60, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def _console_guard(page, errors: list[str]) -> None:
+    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}")
+            if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+
+
+@pytest.fixture
+def srv(tmp_path):
+    home = str(tmp_path / "home")
+    os.makedirs(home)
+    s = start_server(home, str(tmp_path / "storage"))
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def test_dashboard_end_to_end(srv, tmp_path):
+    results = str(tmp_path / "results")
+    pw, browser = _browser()
+    errors: list[str] = []
+    try:
+        ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+        page = ctx.new_page()
+        _console_guard(page, errors)
+
+        # ---- log in: the form sets an HttpOnly cookie; no token in any URL
+        page.goto(srv.url + "/")
+        assert page.url.endswith("/login")
+        _shot(page, "0_login")
+        page.fill("#token", "not-the-token")
+        page.click("button[type=submit]")
+        assert "not this server's" in page.inner_text("body")
+        errors.clear()  # the refused login's 401 is logged by the browser: expected
+        page.fill("#token", srv.token)
+        page.click("button[type=submit]")
+        page.wait_for_selector("#jobs")
+        assert srv.token not in page.url
+        cookies = {c["name"]: c for c in ctx.cookies()}
+        assert cookies["tandem_token"]["httpOnly"] and cookies["tandem_token"]["sameSite"] == "Strict"
+        assert srv.token not in page.evaluate("document.cookie")
+        page.wait_for_selector("#live.on")
+        page.evaluate("window.__noReload = 1")
+
+        # ---- a job appears and progresses live, no reload
+        out = run_client(srv, LONG_JOB, str(tmp_path), results)
+        assert out.returncode == 0, out.stderr
+        job_id = out.stdout.strip().splitlines()[-1]
+        row = f'tr[data-job="{job_id}"]'
+        page.wait_for_selector(row, timeout=20_000)
+        _poll(lambda: "RUNNING" in page.inner_text(row), 30, "RUNNING in the jobs view")
+
+        def iteration() -> int:
+            m = re.search(r"it (\d+)", page.inner_text(row))
+            return int(m.group(1)) if m else 0
+        first = _poll(lambda: iteration() >= 3 and iteration(), 30, "progress")
+        _poll(lambda: iteration() > first, 30, "more progress")
+        assert "loss=" in page.inner_text(row)
+        assert page.locator(f"{row} svg.spark polyline").count() == 1
+        assert page.evaluate("window.__noReload") == 1
+        _shot(page, "1_jobs")
+
+        # ---- a write without the CSRF header is refused, even from the page itself
+        status = page.evaluate(
+            "fetch('/api/jobs/%s/stop', {method: 'POST'}).then(r => r.status)" % job_id)
+        assert status == 403
+        errors.clear()  # the browser logs that 403: expected
+
+        # ---- cluster: allocation up
+        page.click('#nav a[data-view="cluster"]')
+        page.wait_for_selector('#capacity [data-res="CPU"]')
+        _poll(lambda: "1 / 2" in page.inner_text('#capacity [data-res="CPU"]'), 20,
+              "1 of 2 CPUs allocated")
+        page.wait_for_selector("#holders-table a")
+        assert "long_run" in page.inner_text("#holders-table")
+        page.wait_for_selector('[data-chart="CPU"] canvas')
+        _shot(page, "2_cluster_busy")
+
+        # ---- the job: metric chart, logs arriving, checkpoints, then stop it from the page
+        page.goto(srv.url + f"/#/job/{job_id}")
+        page.wait_for_selector("#metric-chart canvas", timeout=20_000)
+        page.wait_for_selector("#log-rank-0")
+        n1 = _poll(lambda: page.inner_text("#log-rank-0").count("step "), 20, "log lines")
+        _poll(lambda: page.inner_text("#log-rank-0").count("step ") > n1, 20, "new log lines")
+        _poll(lambda: "checkpoint_0000" in page.inner_text("#checkpoints"), 20, "a checkpoint")
+        assert "RUNNING" in page.inner_text("#transitions")
+        page.select_option("#metric-key", "accuracy")
+        page.wait_for_selector("#metric-chart canvas")
+        assert "accuracy" in page.inner_text("#metric-chart")
+        page.wait_for_selector("#usage canvas", timeout=20_000)
+        _shot(page, "3_job_running")
+        page.click("#stop-job")
+        assert page.is_visible("#confirm")
+        page.click("#confirm-yes")
+        _poll(lambda: "STOPPED" in page.inner_text("h1 + .badge, .row .badge"), 30,
+              "STOPPED on the job page")
+        _poll(lambda: "STOPPED" in page.inner_text("#transitions"), 20, "STOPPED transition")
+        _shot(page, "4_job_stopped")
+
+        # ---- cluster: allocation down again, and the history shows both
+        page.click('#nav a[data-view="cluster"]')
+        page.wait_for_selector('#capacity [data-res="CPU"]')
+        _poll(lambda: "0 / 2" in page.inner_text('#capacity [data-res="CPU"]'), 20,
+              "the CPU freed")
+        hist = page.evaluate("fetch('/api/dashboard/cluster').then(r => r.json())")
+        cpu = [s["allocated"]["CPU"] for s in hist["history"]]
+        assert max(cpu) == 1.0 and cpu[-1] == 0.0
+        _shot(page, "5_cluster_idle")
+
+        # ---- an experiment: trials table, curves with ASHA's stops, parallel coordinates
+        out = run_client(srv, EXPERIMENT, str(tmp_path), results, timeout=150)
+        assert out.returncode == 0 and "errors 0" in out.stdout, out.stderr + out.stdout
+        page.click('#nav a[data-view="experiments"]')
+        page.wait_for_selector("#experiments-table a")
+        page.click("#experiments-table a")
+        page.wait_for_selector("#parallel-coordinates")
+        assert page.locator("#parallel-coordinates path.l").count() == 4
+        assert page.locator("#trials-table tbody tr").count() == 4
+        for name in ("lr", "layers", "act"):
+            assert name in page.text_content("#parallel-coordinates")
+        page.click('#trials-table th[data-key="best"]')
+        bests = [float(x) for x in page.locator("#trials-table tbody tr td:nth-last-child(2)")
+                 .all_inner_texts()]
+        assert bests == sorted(bests)
+        page.wait_for_selector("#curves canvas")
+        page.wait_for_selector("#best-so-far canvas")
+        assert "STOP" in page.text_content("#decisions")  # ASHA stopped some trials
+        _shot(page, "6_experiment")
+
+        # ---- a trial's run page
+        page.click("#trials-table tbody tr a")
+        page.wait_for_selector("#metric-chart canvas")
+        assert page.url.split("#")[1].startswith("/run/")
+
+        assert not errors, errors
+    finally:
+        browser.close()
+        pw.stop()
+
+
+def test_dashboard_over_results_on_disk(tmp_path):
+    """`tandem dashboard PATH` without a server: experiments and runs from disk."""
+    results = tmp_path / "results"
+    env = {**os.environ, "HOME": str(tmp_path), "TANDEM_STORAGE_PATH": str(results)}
+    env.pop("TANDEM_ADDRESS", None)
+    script = tmp_path / "exp.py"
+    script.write_text(EXPERIMENT)
+    done = subprocess.run([sys.executable, str(script), str(results)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    proc = subprocess.Popen([sys.executable, "-m", "tandem.cli", "dashboard", str(results)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pw = browser = None
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()
+        link = proc.stdout.readline().strip()
+        assert "/login#token=" in link, link
+        pw, browser = _browser()
+        errors: list[str] = []
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        _console_guard(page, errors)
+        page.goto(link)
+        page.wait_for_selector("#experiments-table a")
+        assert "#token" not in page.url and "token=" not in page.url
+        assert page.is_hidden('#nav a[data-view="jobs"]')
+        page.click("#experiments-table a")
+        page.wait_for_selector("#parallel-coordinates path.l", state="attached")
+        _shot(page, "7_disk_experiment")
+        assert not errors, errors
+    finally:
+        if browser is not None:
+            browser.close()
+            pw.stop()
+        proc.terminate()
+        proc.wait(10)
