@@ -35,8 +35,8 @@ def loop(config):
         time.sleep(0.25)
 
 handle = DataParallelTrainer(
-    loop, scaling_config=ScalingConfig(num_workers=1),
-    run_config=RunConfig(storage_path=sys.argv[1], name="long_run"),
+    loop, scaling_config=ScalingConfig(num_workers=int(sys.argv[2])),
+    run_config=RunConfig(storage_path=sys.argv[1], name=sys.argv[3]),
 ).fit(block=False)
 print(handle.job_id)
 """
@@ -136,7 +136,7 @@ def test_dashboard_end_to_end(srv, tmp_path):
         page.evaluate("window.__noReload = 1")
 
         # ---- a job appears and progresses live, no reload
-        out = run_client(srv, LONG_JOB, str(tmp_path), results)
+        out = run_client(srv, LONG_JOB, str(tmp_path), results, "1", "long_run")
         assert out.returncode == 0, out.stderr
         job_id = out.stdout.strip().splitlines()[-1]
         row = f'tr[data-job="{job_id}"]'
@@ -167,7 +167,32 @@ def test_dashboard_end_to_end(srv, tmp_path):
         page.wait_for_selector("#holders-table a")
         assert "long_run" in page.inner_text("#holders-table")
         page.wait_for_selector('[data-chart="CPU"] canvas')
+        # a 2-worker job waits for the CPU long_run holds; the queue says so
+        out = run_client(srv, LONG_JOB, str(tmp_path), results, "2", "wide_run")
+        assert out.returncode == 0, out.stderr
+        wide = out.stdout.strip().splitlines()[-1]
+        _poll(lambda: "needs CPU 2 (free 1)" in page.inner_text("#queue-table"), 20,
+              "the queue's reason")
         _shot(page, "2_cluster_busy")
+
+        # ---- cancel the pending job from the jobs view (with a confirmation)
+        page.click('#nav a[data-view="jobs"]')
+        page.wait_for_selector(f'tr[data-job="{wide}"] button[data-stop]')
+        page.click(f'tr[data-job="{wide}"] button[data-stop]')
+        assert "Cancel the pending job wide_run" in page.inner_text("#confirm-text")
+        page.click("#confirm-no")  # changed our mind: it stays queued
+        assert "PENDING" in page.inner_text(f'tr[data-job="{wide}"]')
+        page.click(f'tr[data-job="{wide}"] button[data-stop]')
+        page.click("#confirm-yes")
+        _poll(lambda: "STOPPED" in page.inner_text(f'tr[data-job="{wide}"]'), 20,
+              "the pending job cancelled")
+        page.click('#f-STOPPED')
+        page.click("#job-filters button[type=submit]")
+        _poll(lambda: page.locator("#jobs tbody tr[data-job]").count() == 1, 10,
+              "the STOPPED filter")
+        assert page.locator(f'tr[data-job="{wide}"]').count() == 1
+        page.click('#f-STOPPED')
+        page.click("#job-filters button[type=submit]")
 
         # ---- the job: metric chart, logs arriving, checkpoints, then stop it from the page
         page.goto(srv.url + f"/#/job/{job_id}")

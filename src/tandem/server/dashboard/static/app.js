@@ -466,7 +466,7 @@
         return [t.from_state || "—", badge(t.to_state), fmtTime(t.time), t.reason || ""];
       }), "transitions-table"));
       clear(cfgDiv);
-      cfgDiv.appendChild(el("div", { cls: "card" }, [el("div", { cls: "muted", text: "spec" }), el("pre", { cls: "mono", text: JSON.stringify(job.spec, null, 2) })]));
+      cfgDiv.appendChild(el("div", { cls: "card" }, [el("div", { cls: "muted", text: "spec" }), el("pre", { cls: "mono", text: JSON.stringify(redact(job.spec), null, 2) })]));
     }
     function loadJob() {
       return api("/api/jobs/" + encodeURIComponent(jobId)).then(function (j) { job = j; renderHead(); renderSummary(); });
@@ -551,7 +551,13 @@
     };
   }
 
-  function table(headers, rows, id, sortable) {
+  // environment variables may hold secrets: show their names only
+  function redact(spec) {
+    var out = JSON.parse(JSON.stringify(spec || {}));
+    if (out.env_vars) Object.keys(out.env_vars).forEach(function (k) { out.env_vars[k] = "…"; });
+    return out;
+  }
+  function table(headers, rows, id) {
     var t = el("table", { id: id || null });
     t.appendChild(el("thead", {}, [el("tr", {}, headers.map(function (h) { return el("th", { text: h }); }))]));
     var tb = el("tbody");
