@@ -182,7 +182,7 @@ class ResultGrid:
                 for r, rows in zip(self._results, runs):
                     xs, ys = _plot.curve(rows, metric, x)
                     name = os.path.basename((r.path or "").rstrip("/"))
-                    (line,) = ax.plot(xs, ys, linewidth=1.3, label=name)
+                    ax.plot(xs, ys, linewidth=1.3, label=name)
                     for d in decisions.get(name, []):
                         it = d.get("iteration")
                         if it in xs:

@@ -35,7 +35,7 @@ def test_result_grid_and_result_plot_to_png(tmp_path):
     curves, best = fig.axes
     assert curves.get_ylabel() == "loss" and len(curves.get_lines()) >= 4
     assert any(line.get_label() == "scheduler decision" for line in curves.get_lines())
-    xs, ys = best.get_lines()[0].get_data()  # the best-so-far steps never get worse
+    _, ys = best.get_lines()[0].get_data()  # the best-so-far steps never get worse
     assert list(ys) == sorted(ys, reverse=True)
 
     one = tmp_path / "best.png"

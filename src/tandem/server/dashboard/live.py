@@ -284,7 +284,7 @@ class DashboardLive:
         scheduler = getattr(service, "scheduler", None)
         pending = [j for j in service.list()
                    if j.status is JobStatus.PENDING and self._tracked(j.job_id)]
-        ordered = GangScheduler.order(pending) if pending else []
+        ordered: list[Any] = list(GangScheduler.order(pending)) if pending else []
         avail = {k: float(v) for k, v in self.server.cluster.available().items()}
         reserve = float(getattr(scheduler, "reserve_after_s", 30.0))
         now_mono = service.clock.now() if hasattr(service, "clock") else time.monotonic()

@@ -8,7 +8,7 @@ dashboard: a fresh token per start, handed to the browser in the login link's fr
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 from tandem.server.dashboard.gate import DashboardGate
 from tandem.server.dashboard.ondisk import ResultsIndex
@@ -52,4 +52,4 @@ def local_app(paths: list[str], token: str) -> Any:
                       "models": False})
 
     app.include_router(disk_router(index))
-    return DashboardGate(TokenAuth(app, token), token)
+    return DashboardGate(TokenAuth(cast(Any, app), token), token)

@@ -233,7 +233,7 @@ class ResultsIndex:
             out.append({"id": eid, "name": os.path.basename(path), "path": path,
                         "num_trials": len(trials), "status": counts, "metric": metric,
                         "mode": mode, "best": best, "updated": state.get("timestamp")})
-        out.sort(key=lambda e: e.get("updated") or 0, reverse=True)
+        out.sort(key=lambda e: float(e.get("updated") or 0), reverse=True)  # type: ignore[arg-type]
         return out
 
     def list_runs(self) -> list[dict[str, Any]]:
@@ -250,7 +250,7 @@ class ResultsIndex:
             out.append({"id": rid, "name": os.path.basename(path), "path": path,
                         "updated": updated, "metrics": rows[-1] if rows else {},
                         "failed": os.path.exists(os.path.join(path, ERROR_FILE))})
-        out.sort(key=lambda r: r.get("updated") or 0, reverse=True)
+        out.sort(key=lambda r: float(r.get("updated") or 0), reverse=True)  # type: ignore[arg-type]
         return out
 
     # ------------------------------------------------------------------ details

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 BOOKKEEPING = ("training_iteration", "time_total_s", "time_this_iter_s", "timestamp",
                "epoch", "step", "iteration", "trial_id")
@@ -56,7 +56,7 @@ def curve(rows: Sequence[dict[str, Any]], metric: str, x: str) -> tuple[list[flo
     for i, r in enumerate(rows):
         if _num(r.get(metric)):
             xv = r.get(x)
-            xs.append(float(xv) if _num(xv) else float(i + 1))
+            xs.append(float(cast(float, xv)) if _num(xv) else float(i + 1))
             ys.append(float(r[metric]))
     return xs, ys
 

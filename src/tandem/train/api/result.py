@@ -91,8 +91,9 @@ class Result:
         """
         from tandem.train.api import _plot
 
-        rows = self.metrics_dataframe.to_dict("records") if self._dataframe is not None \
-            else read_result_rows(self.path)
+        rows: list[dict[str, Any]] = (
+            [{str(k): v for k, v in r.items()} for r in self._dataframe.to_dict("records")]
+            if self._dataframe is not None else read_result_rows(self.path))
         metric = _plot.pick_metric([rows], metric)
         fig = ax.figure if ax is not None else _plot.figure()
         ax = ax if ax is not None else fig.add_subplot()
