@@ -7,6 +7,8 @@
     tandem jobs show ID | logs ID [-f] [--rank R] | stop ID
     tandem submit [--priority N] [--tag T] script.py [args...]
     tandem dashboard [PATH ...] [--open] [--port P]
+    tandem models list [NAME] | show NAME[@V] | alias NAME ALIAS V | delete NAME@V
+    tandem serve NAME[@V|@ALIAS] [--port P] [--replicas N] [--max-batch-size B]
 
 Commands that talk to a server find it through ``--address``, ``$TANDEM_ADDRESS``, or the
 local server's ``~/.tandem/server.json``. ``--json`` prints machine-readable output.
@@ -329,6 +331,171 @@ def _serve_results_dashboard(a: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- models, serve
+# (the model registry and serving; a self-contained block)
+
+
+def _models_backend(a: argparse.Namespace) -> Any:
+    """The train server's registry with --address or $TANDEM_ADDRESS, else the local one."""
+    from tandem.jobs.client import ADDRESS_ENV
+
+    if a.address or os.environ.get(ADDRESS_ENV):
+        from tandem.model.registry._remote import RemoteRegistry
+
+        return RemoteRegistry(_conn(a))
+    from tandem.model.registry import local_registry
+
+    return local_registry()
+
+
+def _age(t: float | None) -> str:
+    return _when(t)
+
+
+def cmd_models_list(a: argparse.Namespace) -> int:
+    backend = _models_backend(a)
+    if a.name is None:
+        rows = backend.names()
+        if a.json:
+            _print_json(rows)
+            return 0
+        if not rows:
+            print(f"no models registered in {backend.where()} (register one with "
+                  f"model.put(trained, name=...))")
+            return 0
+        for r in rows:
+            aliases = ", ".join(f"{k}->{v}" for k, v in sorted(r["aliases"].items()))
+            print(f"{r['name']}  versions={r['versions']}  latest={r['latest']}  "
+                  f"updated={_age(r['updated'])}" + (f"  aliases: {aliases}" if aliases else ""))
+        return 0
+    versions = [v.to_dict() for v in backend.versions(a.name)]
+    if a.json:
+        _print_json(versions)
+        return 0
+    for v in versions:
+        lin = v["lineage"]
+        src = lin.get("run_path") or lin.get("checkpoint") or "-"
+        metrics = ", ".join(f"{k}={val:.4g}" if isinstance(val, float) else f"{k}={val}"
+                            for k, val in list(v["metrics"].items())[:4])
+        print(f"{a.name}@{v['version']}  created={_age(v['created'])}  "
+              f"aliases={','.join(v['aliases']) or '-'}  {metrics or 'no metrics'}  from {src}")
+    return 0
+
+
+def cmd_models_show(a: argparse.Namespace) -> int:
+    record = _models_backend(a).resolve(a.ref).to_dict()
+    if a.json:
+        _print_json(record)
+        return 0
+    print(f"{record['name']}@{record['version']}"
+          + (f"  (aliases: {', '.join(record['aliases'])})" if record["aliases"] else ""))
+    cls = record["model_class"]
+    print(f"  class:       {cls.get('module')}.{cls.get('qualname')}")
+    print(f"  created:     {_when(record['created'])} by {record['lineage'].get('user', '?')} "
+          f"on {record['lineage'].get('host', '?')}")
+    for key in ("config", "metrics", "lineage", "environment", "tags"):
+        value = {k: v for k, v in record[key].items() if key != "lineage" or
+                 k not in ("user", "host", "time")}
+        if value:
+            print(f"  {key + ':':<12} {json.dumps(value, default=str)}")
+    print(f"  files:       {record['location']}")
+    return 0
+
+
+def cmd_models_alias(a: argparse.Namespace) -> int:
+    record = _models_backend(a).set_alias(a.name, a.alias, a.version)
+    print(f"{a.name}@{a.alias} -> version {record.version}")
+    return 0
+
+
+def cmd_models_delete(a: argparse.Namespace) -> int:
+    from tandem.model.registry import ModelRef
+
+    ref = ModelRef.parse(a.ref)
+    if ref.version is None:
+        print(f"error: give the version to delete, e.g. `tandem models delete {ref.name}@2` "
+              f"(versions: `tandem models list {ref.name}`)", file=sys.stderr)
+        return 2
+    _models_backend(a).delete(ref.name, ref.version)
+    print(f"deleted {ref}")
+    return 0
+
+
+def cmd_serve(a: argparse.Namespace) -> int:
+    from tandem.jobs.client import ADDRESS_ENV
+
+    remote = bool(a.address or os.environ.get(ADDRESS_ENV))
+    if remote:
+        import tandem
+
+        tandem.init(address=a.address or os.environ[ADDRESS_ENV], token=a.token)
+    from tandem import model
+
+    settings: dict[str, Any] = {"port": a.port, "host": a.host, "num_replicas": a.replicas,
+                                "max_batch_size": a.max_batch_size,
+                                "batch_wait_ms": a.batch_wait_ms}
+    if a.route_prefix is not None:
+        settings["route_prefix"] = a.route_prefix
+    if a.num_cpus is not None:
+        settings["resources_per_replica"] = {"CPU": a.num_cpus}
+    handle = model.serve(a.ref, serve_settings=settings)
+    if a.json:
+        _print_json({"url": handle.url, "job_id": handle.job_id})
+    else:
+        print(f"serving {a.ref} at {handle.url}  (job {handle.job_id})")
+        print(f"  POST {handle.url}/predict  {{\"inputs\": [...]}}")
+    sys.stdout.flush()
+    if remote:
+        if not a.json:
+            print(f"  it runs on the train server; stop it with `tandem jobs stop "
+                  f"{handle.job_id}`")
+        return 0
+    print("  press Ctrl-C to stop")
+    sys.stdout.flush()
+    import signal
+
+    def _term(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _term)
+    try:
+        handle.wait()
+    except KeyboardInterrupt:
+        handle.stop()
+    return 0
+
+
+def add_model_commands(sub: Any, client: argparse.ArgumentParser) -> None:
+    models = sub.add_parser("models", help="the model registry").add_subparsers(
+        dest="models_command", required=True, metavar="list|show|alias|delete")
+    ls = models.add_parser("list", parents=[client], help="registered models, or one's versions")
+    ls.add_argument("name", nargs="?", default=None)
+    ls.set_defaults(fn=cmd_models_list)
+    show = models.add_parser("show", parents=[client], help="one version: NAME, NAME@V, NAME@ALIAS")
+    show.add_argument("ref")
+    show.set_defaults(fn=cmd_models_show)
+    al = models.add_parser("alias", parents=[client], help="point NAME@ALIAS at a version")
+    al.add_argument("name")
+    al.add_argument("alias")
+    al.add_argument("version", type=int)
+    al.set_defaults(fn=cmd_models_alias)
+    rm = models.add_parser("delete", parents=[client], help="delete NAME@V (not while aliased)")
+    rm.add_argument("ref")
+    rm.set_defaults(fn=cmd_models_delete)
+
+    serve = sub.add_parser("serve", parents=[client],
+                           help="serve a registered model over HTTP: NAME, NAME@V, NAME@ALIAS")
+    serve.add_argument("ref")
+    serve.add_argument("--port", type=int, default=8000, help="default 8000; 0 = any free port")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--replicas", type=int, default=1)
+    serve.add_argument("--max-batch-size", type=int, default=1)
+    serve.add_argument("--batch-wait-ms", type=float, default=0.0)
+    serve.add_argument("--route-prefix", default=None, help="default /NAME")
+    serve.add_argument("--num-cpus", type=float, default=None, help="CPUs per replica (1)")
+    serve.set_defaults(fn=cmd_serve)
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -399,6 +566,7 @@ def build_parser() -> argparse.ArgumentParser:
     dash.add_argument("--host", default="127.0.0.1", help="with PATH: the address to listen on")
     dash.add_argument("--port", type=int, default=0, help="with PATH: the port (default: a free one)")
     dash.set_defaults(fn=cmd_dashboard)
+    add_model_commands(sub, client)  # tandem models ..., tandem serve
     return p
 
 

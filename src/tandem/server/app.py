@@ -42,6 +42,7 @@ from tandem.jobs.store.base import encode_json
 from tandem.server.auth import TokenAuth
 from tandem.server.core import PayloadError, TrainServer, UploadTooLargeError
 from tandem.server.events import StreamItem
+from tandem.server.models_api import add_model_routes
 from tandem.server.usage import usage_dict
 
 JobIdPath = Path(..., min_length=1, max_length=128, description="a job id, e.g. job_1a2b3c4d5e6f_0001")
@@ -351,6 +352,7 @@ def create_app(server: TrainServer, token: str) -> Any:
 
     from tandem.server.dashboard import DashboardGate, mount
 
+    add_model_routes(app, server)  # /api/models... (the model registry)
     mount(app, server)
     return _BodyLimit(DashboardGate(TokenAuth(app, token), token),
                       int(limit_bytes * 4 / 3) + 65536)

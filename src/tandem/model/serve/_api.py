@@ -1,0 +1,151 @@
+"""``model.serve`` and ``ServeHandle``."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from tandem._core.errors import ConfigError
+from tandem.jobs.handle import JobHandle
+from tandem.jobs.spec import JobSpec
+from tandem.model.serve._runner import ServeError, ServeRunner
+from tandem.model.serve._settings import ServeSettings
+
+
+class ServeHandle:
+    """A served model: ``.url`` (its route prefix), ``.status()``, ``.stop()``, ``.wait()``,
+    ``.job_id``. It is a job like any other: ``tandem jobs list`` shows it and ``tandem jobs
+    stop ID`` stops it."""
+
+    def __init__(self, job: JobHandle, name: str, version: int | None) -> None:
+        self.job = job
+        self.name = name
+        self.version = version
+        self._last: dict[str, Any] = {}
+        self.url: str = ""
+
+    @property
+    def job_id(self) -> str:
+        return self.job.job_id
+
+    def _wait_ready(self, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for report in self.job.results():
+            self._last = report
+            self.url = report.get("url") or self.url
+            if report.get("replicas_ready", 0) >= 1:
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                break
+        if self.job.done():
+            self.job.wait()  # raises the job's error
+            raise ServeError(f"serving {self.name} ended before it was ready "
+                             f"({self.job.status()}).")
+        raise TimeoutError(f"{self.name} is not ready after {timeout} s; it keeps starting "
+                           f"(see handle.status(), `tandem jobs logs {self.job_id}`).")
+
+    def status(self) -> dict[str, Any]:
+        """``state`` (the job's), ``url``, ``replicas``, ``replicas_ready``, ``restarts``."""
+        reports = getattr(self.job._job, "reports", None)
+        if reports:
+            self._last = reports[-1]
+        return {"state": self.job.status(), "job_id": self.job_id, **self._last,
+                "url": self.url or self._last.get("url")}
+
+    def stop(self) -> None:
+        """Stops serving: the port and the replicas' resources are free when it returns."""
+        self.job.stop()
+        try:
+            self.job.wait(timeout=30)
+        except Exception:  # noqa: BLE001 - a stopped job may report its stop as an error
+            pass
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Blocks until the served model stops (``tandem jobs stop``, ``handle.stop()``)."""
+        self.job.wait(timeout)
+
+    def __repr__(self) -> str:
+        return f"ServeHandle({self.name!r}, version={self.version}, url={self.url!r}, " \
+               f"job_id={self.job_id!r})"
+
+    def __enter__(self) -> ServeHandle:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def serve(
+    model: Any,
+    *,
+    serve_settings: ServeSettings | Mapping[str, Any] | None = None,
+    ready_timeout_s: float | None = 300.0,
+) -> ServeHandle:
+    """Serves a model over HTTP as a long-running job and returns when a replica answers.
+
+    ``model``: a registry reference (``"digits"``, ``"digits@3"``, ``"digits@prod"``, a
+    ``ModelRef``) or, without a train server, a Model instance (served as is, unregistered).
+    ``serve_settings``: a dict or ``ServeSettings`` (route_prefix, host, port,
+    num_replicas, resources_per_replica, max_batch_size, batch_wait_ms, ...).
+
+    Raises:
+        ModelNotFoundError: the reference names nothing in the registry.
+        ConfigError: bad settings, or the port is in use.
+        ServeError: the replicas cannot load the model (with their traceback).
+    """
+    from tandem.jobs import runtime
+    from tandem.jobs.client import RemoteJobService
+    from tandem.model.registry._api import resolve
+    from tandem.model.registry._ref import ModelRef
+
+    settings = ServeSettings.of(serve_settings)
+    settings.bundle()  # validate before anything starts
+    svc = runtime.get_service()
+    remote = isinstance(svc, RemoteJobService)
+    if isinstance(model, (str, ModelRef)):
+        record = resolve(model)
+        location = record.location  # read by the replicas (a folder or an fsspec URL)
+        owned = False
+        name, version, config = record.name, record.version, dict(record.config)
+    elif _is_model(model):
+        if remote:
+            raise ConfigError(
+                "a train server serves registered models: register it first, then serve the "
+                "reference: ref = model.put(m, name='digits'); model.serve(ref).")
+        m = model() if isinstance(model, type) else model
+        location = tempfile.mkdtemp(prefix="tandem-serve-")
+        m.save(location)
+        owned = True
+        name, version, config = type(m).__name__, None, dict(m.config)
+    else:
+        raise ConfigError(
+            f"model.serve takes a registry reference ('digits', 'digits@3', 'digits@prod', "
+            f"a ModelRef) or a Model instance; got {model!r} ({type(model).__name__}).")
+    runner = ServeRunner(name, version, config, location, settings, owns_location=owned)
+    what = f"{name}@{version}" if version is not None else name
+    spec = JobSpec(name=f"serve:{what}", bundles=tuple(settings.bundle()
+                                                       for _ in range(settings.num_replicas)),
+                   runner=runner, tags=("serve",),
+                   metadata={"kind": "serve", "model": what, "route_prefix": runner.prefix})
+    job = svc.submit(spec)
+    handle = ServeHandle(JobHandle(job, svc), name, version)
+    try:
+        handle._wait_ready(ready_timeout_s)
+    except BaseException:
+        if not handle.job.done():
+            handle.stop()
+        raise
+    return handle
+
+
+def _is_model(x: Any) -> bool:
+    try:
+        from tandem.model._model import Model
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(x, Model) or (isinstance(x, type) and issubclass(x, Model))
+
+
+__all__ = ["ServeHandle", "ServeSettings", "serve"]

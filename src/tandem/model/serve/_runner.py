@@ -1,0 +1,322 @@
+"""``ServeRunner``: a served model as a long-running job on the job service.
+
+The job's gang is one bundle per replica, so replicas hold their resources like any job's
+workers. ``run`` binds the port (at submission, in ``prepare``: a port in use is refused
+then), starts one replica process per bundle through the cluster, runs the HTTP front
+(uvicorn on its own loop thread) and restarts a replica that dies, until the job is
+stopped. The front publishes a report when the set of ready replicas changes: ``url``,
+``replicas_ready``, ``restarts`` (what ``ServeHandle`` and ``tandem jobs show`` read).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from typing import Any
+
+import cloudpickle
+
+from tandem._core.errors import ConfigError, TandemError
+from tandem.cluster.base import Cluster, WorkerSpec
+from tandem.jobs.spec import JobContext, JobOutcome, JobRunner, JobStatus
+from tandem.model.serve._front import Front, ServeApp
+from tandem.model.serve._replica import ReplicaTask
+from tandem.model.serve._settings import ServeSettings
+
+
+class ServeError(TandemError, RuntimeError):
+    """A served model could not start (its replicas fail to load it, or its port is taken)."""
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (0: a free port).
+
+    Raises:
+        ConfigError: the port is in use (or the address is not this machine's).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"port {port} on {host} is in use by another program, so the model cannot be "
+                f"served there. Pick another port (serve_settings={{'port': ...}} or "
+                f"`tandem serve ... --port P`), leave the port unset for a free one, or stop "
+                f"what listens on {port}.") from None
+        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}. Give a host "
+                          f"address of this machine, e.g. 127.0.0.1 or 0.0.0.0.") from None
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+class ServeRunner(JobRunner):
+    """Runs one served model (see the module docstring). Built by ``model.serve``."""
+
+    def __init__(self, name: str, version: int | None, config: dict[str, Any], location: str,
+                 settings: ServeSettings, owns_location: bool = False) -> None:
+        self.name = name
+        self.owns_location = owns_location
+        self.version = version
+        self.config = config
+        self.location = location
+        self.settings = settings
+        self.prefix = settings.prefix_for(name)
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._sock: socket.socket | None = None
+        self._stop = threading.Event()
+        self._fatal: str | None = None
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._front: Front | None = None
+        self._ctx: JobContext | None = None
+        self._pids: dict[int, int] = {}
+        self._restarts = 0
+        self._failures_before_ready: dict[int, int] = {}
+        self._log_dir: str | None = None
+        self.url: str | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: self.__dict__[k] for k in
+                ("name", "version", "config", "location", "settings", "prefix",
+                 "owns_location")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()
+
+    # -- JobRunner -------------------------------------------------------------------------
+    def prepare(self, cluster: Cluster) -> None:
+        if self._sock is None:
+            self._sock = bind_socket(self.settings.host, self.settings.port or 0)
+        if hasattr(cluster, "prewarm"):
+            try:
+                import torch  # noqa: F401
+
+                cluster.prewarm(("torch",))
+            except ImportError:
+                pass
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def worker_pids(self) -> dict[int, int]:
+        return dict(self._pids)
+
+    def on_requeue(self, checkpoint_path: str | None) -> None:
+        """A served model re-queued by a restarted train server serves again."""
+
+    def run(self, ctx: JobContext) -> JobOutcome:
+        self._ctx = ctx
+        if self._sock is None:
+            self._sock = bind_socket(self.settings.host, self.settings.port or 0)
+        sock = self._sock
+        host, port = sock.getsockname()[:2]
+        shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        self.url = f"http://{shown}:{port}{self.prefix}"
+        self._log_dir = tempfile.mkdtemp(prefix=f"tandem-serve-{ctx.job_id}-")
+        ctx.set_log_paths({i: self._log_path(i) for i in range(self.settings.num_replicas)})
+        loop = _new_loop()
+        self._loop = loop
+        loop_thread = threading.Thread(target=loop.run_forever, name="tandem-serve-loop",
+                                       daemon=True)
+        loop_thread.start()
+        server = None
+        try:
+            self._front = asyncio.run_coroutine_threadsafe(self._make_front(), loop).result()
+            for i in range(self.settings.num_replicas):
+                self._start_replica(i)
+            server = self._start_http(sock)
+            ctx.set_status(JobStatus.RUNNING)
+            self._publish()
+            while not self._stop.wait(0.2) and not ctx.stop_event.is_set():
+                if self._fatal is not None:
+                    break
+                if server[1].done():  # the HTTP server ended on its own
+                    exc = server[1].exception()
+                    self._fatal = f"the HTTP server stopped: {exc!r}"
+                    break
+        finally:
+            self._shutdown(server, loop, loop_thread)
+        if self._fatal is not None and not self._stop.is_set():
+            return JobOutcome(JobStatus.FAILED, error=ServeError(
+                f"serving {self._what()} failed: {self._fatal}"))
+        return JobOutcome(JobStatus.STOPPED)
+
+    # -- internals --------------------------------------------------------------------------
+    def _what(self) -> str:
+        return f"{self.name}@{self.version}" if self.version is not None else self.name
+
+    def _log_path(self, i: int) -> str:
+        assert self._log_dir is not None
+        return os.path.join(self._log_dir, f"replica_{i}.log")
+
+    async def _make_front(self) -> Front:
+        s = self.settings
+        return Front(asyncio.get_running_loop(), s.num_replicas, s.max_batch_size,
+                     s.batch_wait_ms, s.request_timeout_s, s.max_queued_requests,
+                     self._on_replica_event)
+
+    def _start_replica(self, index: int) -> None:
+        ctx, front, loop = self._ctx, self._front, self._loop
+        assert ctx is not None and front is not None and loop is not None
+        with self._lock:
+            if self._stop.is_set():
+                return
+            generation = front.replicas[index].generation
+            spec = WorkerSpec(worker_id=f"{ctx.job_id}-replica{index}-g{generation}",
+                              bundle_index=index, log_path=self._log_path(index),
+                              preload=("torch",) if _has_torch() else ())
+            task = cloudpickle.dumps(ReplicaTask(self.location, self._what()))
+
+            def sink(worker: Any, frame: Any, _i: int = index, _g: int = generation) -> None:
+                if frame[0] == "hello":
+                    return
+                loop.call_soon_threadsafe(front.on_frame, _i, _g, frame)
+
+            workers = ctx.cluster.start_workers(ctx.placement, [spec], [task], sink)
+            worker = workers[0]
+            loop.call_soon_threadsafe(front.attach, index, worker, generation)
+            self._workers_by_index[index] = worker
+
+    @property
+    def _workers_by_index(self) -> dict[int, Any]:
+        d = self.__dict__.get("_workers")
+        if d is None:
+            d = self.__dict__["_workers"] = {}
+        return d
+
+    def _on_replica_event(self, index: int, generation: int, what: str | None) -> None:
+        """On the loop: a replica became ready, failed to load, or died."""
+        front = self._front
+        assert front is not None
+        rep = front.replicas[index]
+        if what == "ready":
+            self._failures_before_ready[index] = 0
+            worker = self._workers_by_index.get(index)
+            if worker is not None and rep.pid:
+                self._pids[index] = rep.pid
+            self._publish()
+            return
+        self._pids.pop(index, None)
+        if what is not None and what.startswith("fatal:"):
+            n = self._failures_before_ready.get(index, 0) + 1
+            self._failures_before_ready[index] = n
+            if n > self.settings.max_restarts:
+                self._fatal = (f"replica {index} could not load the model "
+                               f"({n} tries):\n{what[6:]}")
+                return
+            rep.generation += 1
+        if self._stop.is_set():
+            return
+        old = self._workers_by_index.get(index)
+        if old is not None:
+            old.kill()
+        self._restarts += 1
+        rep.restarts += 1
+        self._publish()
+        threading.Thread(target=self._restart, args=(index,), daemon=True,
+                         name="tandem-serve-restart").start()
+
+    def _restart(self, index: int) -> None:
+        time.sleep(min(0.1 * self._restarts, 2.0))
+        try:
+            self._start_replica(index)
+        except Exception as e:  # noqa: BLE001
+            self._fatal = f"replica {index} could not be restarted: {type(e).__name__}: {e}"
+
+    def _publish(self) -> None:
+        ctx, front = self._ctx, self._front
+        if ctx is None:
+            return
+        ready = front.ready_count() if front is not None else 0
+        ctx.publish([{"url": self.url, "replicas": self.settings.num_replicas,
+                      "replicas_ready": ready, "restarts": self._restarts,
+                      "model": self._what(), "pids": dict(self._pids)}])
+
+    def info(self) -> dict[str, Any]:
+        front = self._front
+        return {"name": self.name, "version": self.version, "config": self.config,
+                "route_prefix": self.prefix or "/",
+                "replicas": self.settings.num_replicas,
+                "replicas_ready": front.ready_count() if front is not None else 0,
+                "max_batch_size": self.settings.max_batch_size,
+                "batch_wait_ms": self.settings.batch_wait_ms,
+                "input_shape": front.item_shape if front is not None else None}
+
+    def _start_http(self, sock: socket.socket) -> tuple[Any, Any]:
+        import uvicorn
+
+        app = ServeApp(self.prefix, self.info, lambda: self._front,
+                       self.settings.max_request_bytes)
+        config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
+                                http="httptools" if _has("httptools") else "h11",
+                                timeout_keep_alive=30, backlog=2048)
+        server = uvicorn.Server(config)
+        assert self._loop is not None
+        fut = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), self._loop)
+        return server, fut
+
+    def _shutdown(self, server: Any, loop: asyncio.AbstractEventLoop,
+                  loop_thread: threading.Thread) -> None:
+        self._stop.set()
+        if server is not None:
+            srv, fut = server
+            srv.should_exit = True
+            try:
+                fut.result(timeout=5)
+            except Exception:  # noqa: BLE001 - stopping anyway
+                pass
+        front = self._front
+        if front is not None:
+            loop.call_soon_threadsafe(front.close)
+        with self._lock:
+            workers = list(self._workers_by_index.values())
+        for w in workers:
+            w.send(("stop",))
+        deadline = time.monotonic() + 2.0
+        for w in workers:
+            while getattr(w, "exitcode", 0) is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            w.kill()
+        loop.call_soon_threadsafe(loop.stop)
+        loop_thread.join(timeout=5)
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        self._pids.clear()
+        if self.owns_location:
+            shutil.rmtree(self.location, ignore_errors=True)
+        if self._log_dir is not None and not os.listdir(self._log_dir):
+            os.rmdir(self._log_dir)
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def _has_torch() -> bool:
+    return _has("torch")
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+
+        return uvloop.new_event_loop()
+    except ImportError:  # pragma: no cover
+        return asyncio.new_event_loop()

@@ -1,0 +1,97 @@
+"""``ServeSettings``: how a model is served (what ``tandem serve`` flags set)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from tandem._core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """Args:
+        route_prefix: where the model answers (default ``/<name>``): ``POST
+            {route_prefix}/predict``, ``GET {route_prefix}``.
+        host: the address the HTTP server binds (loopback by default).
+        port: its port; None picks a free one (``handle.url`` says which).
+        num_replicas: processes holding the model; each holds ``resources_per_replica``.
+        resources_per_replica: default ``{"CPU": 1}``.
+        max_batch_size: the most inputs one ``predict`` call gets (dynamic batching).
+        batch_wait_ms: how long a batch waits for more requests once the first arrived.
+        max_request_bytes: larger request bodies are refused with 413.
+        request_timeout_s: a request that no replica answered by then gets 503.
+        max_queued_requests: more waiting requests than this are refused with 503.
+        max_restarts: consecutive times a replica may die before it is ready before the
+            served job fails (a replica that dies after it was ready is always restarted).
+    """
+
+    route_prefix: str | None = None
+    host: str = "127.0.0.1"
+    port: int | None = None
+    num_replicas: int = 1
+    resources_per_replica: Mapping[str, float] | None = None
+    max_batch_size: int = 1
+    batch_wait_ms: float = 0.0
+    max_request_bytes: int = 10 * 2**20
+    request_timeout_s: float = 30.0
+    max_queued_requests: int = 100_000
+    max_restarts: int = 3
+
+    def __post_init__(self) -> None:
+        def whole(name: str, low: int) -> None:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ConfigError(f"serve_settings {name}={v!r}: give a whole number >= {low}.")
+
+        whole("num_replicas", 1)
+        whole("max_batch_size", 1)
+        whole("max_request_bytes", 1)
+        whole("max_queued_requests", 1)
+        whole("max_restarts", 0)
+        if self.port is not None:
+            p = self.port
+            if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < 65536:
+                raise ConfigError(f"serve_settings port={p!r}: give a TCP port 0-65535 (or "
+                                  f"None for a free one).")
+        for name in ("batch_wait_ms", "request_timeout_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise ConfigError(f"serve_settings {name}={v!r}: give a number >= 0.")
+        if self.request_timeout_s <= 0:
+            raise ConfigError("serve_settings request_timeout_s must be > 0.")
+        rp = self.route_prefix
+        if rp is not None and (not isinstance(rp, str) or not rp.startswith("/")
+                               or any(c in rp for c in " ?#")):
+            raise ConfigError(f"serve_settings route_prefix={rp!r}: give a path starting with "
+                              f"'/', e.g. '/digits'.")
+        if not isinstance(self.host, str) or not self.host:
+            raise ConfigError(f"serve_settings host={self.host!r}: give an address such as "
+                              f"'127.0.0.1' or '0.0.0.0'.")
+
+    @classmethod
+    def of(cls, value: ServeSettings | Mapping[str, Any] | None) -> ServeSettings:
+        if value is None:
+            return cls()
+        if isinstance(value, ServeSettings):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"serve_settings must be a dict or ServeSettings, got {value!r}.")
+        known = {f.name for f in fields(cls) if not f.name.startswith("_")}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ConfigError(f"serve_settings has unknown keys {unknown}; known: "
+                              f"{sorted(known)}.")
+        return cls(**dict(value))
+
+    def bundle(self) -> dict[str, float]:
+        from tandem.cluster.base import validate_bundle
+
+        res = self.resources_per_replica
+        return validate_bundle(res if res is not None else {"CPU": 1},
+                               "resources_per_replica")
+
+    def prefix_for(self, name: str) -> str:
+        rp = self.route_prefix if self.route_prefix is not None else "/" + name
+        return rp.rstrip("/")

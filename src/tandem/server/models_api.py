@@ -1,0 +1,145 @@
+"""The train server's model registry routes (cluster-scoped registry, behind the token).
+
+=================================================  ======================================
+``GET    /api/models``                             registered names (versions, aliases)
+``GET    /api/models/{name}``                      one name's versions, oldest first
+``GET    /api/models/{name}/versions/{ref}``       one version (a number, an alias, latest)
+``GET    /api/models/{name}/versions/{v}/files``   its files (a gzipped tar)
+``POST   /api/models/{name}/versions``             store a version (``meta``, ``files``:
+                                                   base64 of a gzipped tar, ``version``)
+``PUT    /api/models/{name}/aliases/{alias}``      point an alias at ``{"version": v}``
+``DELETE /api/models/{name}/versions/{v}``         delete a version (409 while aliased)
+=================================================  ======================================
+
+The rows live in the server's own database (``--db``; tables ``tandem_model_versions`` and
+``tandem_model_aliases``), the files under ``<server storage>/models`` or the fsspec URL in
+``$TANDEM_MODELS_STORAGE`` (e.g. ``s3://bucket/models``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import tempfile
+import threading
+from typing import Any
+
+from fastapi import APIRouter, Path, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from tandem.model.registry import ModelNotFoundError, ModelRef, ModelStore, RegistryError
+from tandem.model.registry._store import unpack_to
+
+NamePath = Path(..., min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$",
+                description="a model name")
+
+
+class AliasIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    version: int = Field(..., ge=1, description="the version the alias points at")
+
+
+class PutIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    meta: dict[str, Any] = Field(default_factory=dict)
+    version: int | None = Field(None, ge=1)
+    files: str = Field(..., min_length=1, description="base64 of a gzipped tar of the files")
+
+
+def models_store(server: Any) -> ModelStore:
+    """The server's registry store (opened on first use)."""
+    store = getattr(server, "_tandem_models_store", None)
+    if store is None:
+        with _open_lock:
+            store = getattr(server, "_tandem_models_store", None)
+            if store is None:
+                storage = os.environ.get("TANDEM_MODELS_STORAGE") or os.path.join(
+                    server.config.storage_path, "models")
+                store = ModelStore(server.config.db_url, storage)
+                server._tandem_models_store = store
+    return store
+
+
+_open_lock = threading.Lock()
+
+
+def _err(status: int, detail: str) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=status)
+
+
+def add_model_routes(app: Any, server: Any) -> None:
+    """Adds the routes above to the server's FastAPI app."""
+    router = APIRouter(prefix="/api/models", tags=["models"])
+    limit = server.config.max_upload_bytes
+
+    @app.exception_handler(ModelNotFoundError)
+    async def _not_found(_: Request, e: ModelNotFoundError) -> Response:
+        return _err(404, str(e))
+
+    @app.exception_handler(RegistryError)
+    async def _refused(_: Request, e: RegistryError) -> Response:
+        return _err(409, str(e))
+
+    @router.get("")
+    def list_models() -> dict[str, Any]:
+        return {"models": models_store(server).names()}
+
+    @router.get("/{name}")
+    def list_versions(name: str = NamePath) -> dict[str, Any]:
+        return {"name": name, "versions": [r.to_dict() for r in
+                                           models_store(server).versions(name)]}
+
+    @router.get("/{name}/versions/{ref}")
+    def get_version(name: str = NamePath,
+                    ref: str = Path(..., min_length=1, max_length=64)) -> dict[str, Any]:
+        return models_store(server).resolve(ModelRef.parse(f"{name}@{ref}")).to_dict()
+
+    @router.get("/{name}/versions/{version}/files", response_class=Response)
+    def get_files(name: str = NamePath, version: int = Path(..., ge=1)) -> Response:
+        store = models_store(server)
+        record = store.resolve(ModelRef(name, version))
+        return Response(store.tar_bytes(record), media_type="application/gzip")
+
+    @router.post("/{name}/versions", status_code=201)
+    async def put_version(request: Request, name: str = NamePath) -> Any:
+        size = int(request.headers.get("content-length") or 0)
+        if size > limit:
+            return _err(413, f"the model upload is {size} bytes; this server takes at most "
+                             f"{limit} (start it with a larger --max-upload-mb).")
+        raw = await request.body()
+        if len(raw) > limit:
+            return _err(413, f"the model upload is over {limit} bytes.")
+        try:
+            body = PutIn.model_validate(json.loads(raw))
+            data = base64.b64decode(body.files, validate=True)
+        except (ValueError, binascii.Error) as e:
+            return _err(422, f"the body must be JSON {{'meta': {{...}}, 'files': BASE64, "
+                             f"'version': null}}: {e}"[:2000])
+        return await run_in_threadpool(_store_version, name, data, body)
+
+    def _store_version(name: str, data: bytes, body: PutIn) -> Any:
+        with tempfile.TemporaryDirectory(prefix="tandem-upload-") as tmp:
+            try:
+                unpack_to(data, tmp)
+            except Exception as e:  # noqa: BLE001 - a bad archive is the client's error
+                return _err(422, f"files is not a gzipped tar: {type(e).__name__}: {e}")
+            if not os.path.exists(os.path.join(tmp, "model.pkl")):
+                return _err(422, "files has no model.pkl; upload a directory written by "
+                                 "Model.save (model.put does this).")
+            record = models_store(server).add(name, tmp, body.meta, version=body.version)
+        return JSONResponse(record.to_dict(), status_code=201)
+
+    @router.put("/{name}/aliases/{alias}")
+    def set_alias(body: AliasIn, name: str = NamePath,
+                  alias: str = Path(..., min_length=1, max_length=64)) -> dict[str, Any]:
+        return models_store(server).set_alias(name, alias, body.version).to_dict()
+
+    @router.delete("/{name}/versions/{version}")
+    def delete_version(name: str = NamePath, version: int = Path(..., ge=1)) -> dict[str, Any]:
+        return models_store(server).delete(name, version).to_dict()
+
+    app.include_router(router)
