@@ -72,8 +72,11 @@ class Progress:
     value: float | None = None
     spark: deque = field(default_factory=lambda: deque(maxlen=SPARK_POINTS))
     updated: float = 0.0
+    last: dict[str, Any] = field(default_factory=dict)  # the latest report as it came
 
     def add(self, rows: Sequence[dict[str, Any]]) -> None:
+        if rows:
+            self.last = dict(rows[-1])
         for row in rows:
             it = row.get("training_iteration")
             self.iteration = int(it) if isinstance(it, (int, float)) else self.iteration + 1
@@ -167,6 +170,11 @@ class DashboardLive:
                         self._progress.popitem(last=False)
                 p.add(payload)
                 self._dirty.add(job_id)
+
+    def last_report(self, job_id: str) -> dict[str, Any]:
+        with self._lock:
+            p = self._progress.get(job_id)
+            return dict(p.last) if p is not None else {}
 
     def progress(self, job_id: str) -> dict[str, Any] | None:
         with self._lock:

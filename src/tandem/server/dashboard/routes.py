@@ -138,6 +138,11 @@ def server_router(server: Any, live: DashboardLive, index: ResultsIndex) -> APIR
 
     r = APIRouter()
     sparks = _Sparks(server.store)
+    from tandem.server.dashboard.models import models_router, registry_available
+
+    has_models = registry_available()
+    if has_models:
+        r.include_router(models_router(server, live))
 
     @r.get("/", response_class=HTMLResponse, include_in_schema=False)
     def page() -> Any:
@@ -152,7 +157,7 @@ def server_router(server: Any, live: DashboardLive, index: ResultsIndex) -> APIR
         return _JSON({"mode": "server", "version": __version__, "active": counts,
                       "cluster": type(server.cluster).__name__,
                       "resources": server.cluster.resources(),
-                      "models": _has_models(r)})
+                      "models": has_models})
 
     @r.get("/api/dashboard/jobs")
     def jobs(
@@ -253,10 +258,6 @@ def server_router(server: Any, live: DashboardLive, index: ResultsIndex) -> APIR
 
     r.include_router(disk_router(index))
     return r
-
-
-def _has_models(router: APIRouter) -> bool:
-    return bool(getattr(router, "_tandem_models", False))
 
 
 async def _stream(live: DashboardLive, stream: Any) -> AsyncIterator[str]:
