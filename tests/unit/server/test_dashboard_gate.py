@@ -98,6 +98,7 @@ def test_static_files_ship_in_the_package():
     for name in ("app.js", "app.css", "uPlot.iife.min.js", "uPlot.min.css", "login.js"):
         status, h, body = call(gate, f"/dashboard/static/{name}")
         assert status == 200 and len(body) > 100, name
+        assert h[b"x-content-type-options"] == [b"nosniff"]
     assert b"MIT License" in (static_file("uPlot.LICENSE") or b"")
     assert call(gate, "/dashboard/static/../gate.py")[0] == 404
     assert call(gate, "/dashboard/static/.hidden")[0] == 404
