@@ -429,6 +429,8 @@
     main.appendChild(trDiv);
     main.appendChild(el("h2", { text: "Config and spec" }));
     var cfgDiv = el("div", { cls: "grid2" });
+    var configBox = el("div"), specBox = el("div");
+    cfgDiv.appendChild(configBox); cfgDiv.appendChild(specBox);
     main.appendChild(cfgDiv);
 
     function fetchAllResults(jid) {
@@ -463,10 +465,10 @@
           job.traceback ? el("details", {}, [el("summary", { text: "traceback" }), el("pre", { cls: "log", text: job.traceback })]) : null]));
       }
       clear(trDiv).appendChild(table(["from", "to", "time", "reason"], (job.transitions || []).map(function (t) {
-        return [t.from_state || "—", badge(t.to_state), fmtTime(t.time), t.reason || ""];
+        return [t.from_state || "—", badge(t.to_state), fmtTime(t.time), t.reason || (t.to_state === "FAILED" ? job.error || "" : "")];
       }), "transitions-table"));
-      clear(cfgDiv);
-      cfgDiv.appendChild(el("div", { cls: "card" }, [el("div", { cls: "muted", text: "spec" }), el("pre", { cls: "mono", text: JSON.stringify(redact(job.spec), null, 2) })]));
+      clear(specBox);
+      specBox.appendChild(el("div", { cls: "card" }, [el("div", { cls: "muted", text: "spec" }), el("pre", { cls: "mono", text: JSON.stringify(redact(job.spec), null, 2) })]));
     }
     function loadJob() {
       return api("/api/jobs/" + encodeURIComponent(jobId)).then(function (j) { job = j; renderHead(); renderSummary(); });
@@ -474,7 +476,8 @@
     function loadCheckpoints() {
       api("/api/dashboard/jobs/" + encodeURIComponent(jobId) + "/checkpoints").then(function (c) {
         clear(ckDiv).appendChild(checkpointTable(c.checkpoints, c.latest));
-        if (c.config) cfgDiv.insertBefore(el("div", { cls: "card" }, [el("div", { cls: "muted", text: "config (params.json)" }), el("pre", { cls: "mono", text: JSON.stringify(c.config, null, 2) })]), cfgDiv.firstChild);
+        clear(configBox);
+        if (c.config) configBox.appendChild(el("div", { cls: "card" }, [el("div", { cls: "muted", text: "config (params.json)" }), el("pre", { cls: "mono", text: JSON.stringify(c.config, null, 2) })]));
       }).catch(function () {});
     }
     var usageSince = 0, usage = {};
