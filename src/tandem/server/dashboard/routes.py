@@ -33,13 +33,12 @@ from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from tandem.jobs.spec import JobStatus
 from tandem.jobs.store.base import encode_json
 from tandem.server.dashboard.gate import CSP, static_file
-from tandem.server.dashboard.live import DashboardLive, Progress
+from tandem.server.dashboard.live import SPARK_POINTS, DashboardLive, Progress
 from tandem.server.dashboard.ondisk import ResultsIndex
 
 PAGE_SIZE_MAX = 500
 ERROR_CHARS = 300
 _SPARK_CACHE = 4096
-_SPARK_ROWS = 2000
 
 
 class _JSON(JSONResponse):
@@ -95,17 +94,19 @@ class _Sparks:
         self.store = store
         self._cache: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
-    def get(self, job_id: str) -> dict[str, Any]:
+    def get(self, job_id: str, last_iteration: Any = None) -> dict[str, Any]:
+        """``last_iteration`` (the final ``training_iteration``, if known) lets it read only
+        the last reports: seq N is the report of iteration N + 1."""
         hit = self._cache.get(job_id)
         if hit is not None:
             self._cache.move_to_end(job_id)
             return hit
         p = Progress()
-        rows = [r.metrics for r in self.store.get_reports(job_id, after_seq=-1,
-                                                            limit=_SPARK_ROWS)]
-        if len(rows) > 200:
-            step = len(rows) / 200
-            rows = [rows[int(i * step)] for i in range(199)] + [rows[-1]]
+        after = -1
+        if isinstance(last_iteration, (int, float)) and last_iteration > SPARK_POINTS:
+            after = int(last_iteration) - SPARK_POINTS - 1
+        rows = [r.metrics for r in self.store.get_reports(job_id, after_seq=after,
+                                                            limit=SPARK_POINTS * 4)]
         p.add(rows)
         out = p.as_dict()
         self._cache[job_id] = out
@@ -179,7 +180,8 @@ def server_router(server: Any, live: DashboardLive, index: ResultsIndex) -> APIR
             st = live_state or rec.state
             prog = live.progress(rec.job_id)
             if prog is None and (rec.is_terminal or rec.state == "RUNNING"):
-                prog = sparks.get(rec.job_id) if JobStatus(st).is_terminal else None
+                last_it = ((rec.result or {}).get("metrics") or {}).get("training_iteration")
+                prog = sparks.get(rec.job_id, last_it) if JobStatus(st).is_terminal else None
             if prog is None:
                 prog = {"iteration": 0, "metric": None, "value": None, "spark": []}
             final = (rec.result or {}).get("metrics") or {}
