@@ -249,6 +249,14 @@ def test_dashboard_end_to_end(srv, tmp_path):
         page.click("#trials-table tbody tr a")
         page.wait_for_selector("#metric-chart canvas")
         assert page.url.split("#")[1].startswith("/run/")
+        _shot(page, "6b_trial_run")
+
+        # ---- the history: finished trials, the stopped and the cancelled job
+        page.click('#nav a[data-view="jobs"]')
+        page.wait_for_selector(f'tr[data-job="{job_id}"]')
+        assert page.locator("#jobs tbody tr[data-job]").count() == 6
+        assert "STOPPED" in page.inner_text(f'tr[data-job="{job_id}"]')
+        _shot(page, "9_jobs_history")
 
         assert not errors, errors
     finally:
