@@ -31,7 +31,8 @@ def loop(config):
             d = tempfile.mkdtemp()
             open(os.path.join(d, "w.txt"), "w").write(str(i))
             ckpt = Checkpoint.from_directory(d)
-        train.report({"loss": 1.0 / i, "accuracy": 1 - 1.0 / (i + 1)}, checkpoint=ckpt)
+        train.report({"loss": 1.0 / i, "accuracy": 1 - 1.0 / (i + 1), "epoch": i // 10},
+                     checkpoint=ckpt)
         time.sleep(0.25)
 
 handle = DataParallelTrainer(
@@ -148,7 +149,7 @@ def test_dashboard_end_to_end(srv, tmp_path):
             return int(m.group(1)) if m else 0
         first = _poll(lambda: iteration() >= 3 and iteration(), 30, "progress")
         _poll(lambda: iteration() > first, 30, "more progress")
-        assert "loss=" in page.inner_text(row)
+        assert "loss=" in page.inner_text(row) and "epoch " in page.inner_text(row)
         assert page.locator(f"{row} svg.spark polyline").count() == 1
         assert page.evaluate("window.__noReload") == 1
         _shot(page, "1_jobs")
@@ -197,6 +198,7 @@ def test_dashboard_end_to_end(srv, tmp_path):
         # ---- the job: metric chart, logs arriving, checkpoints, then stop it from the page
         page.goto(srv.url + f"/#/job/{job_id}")
         page.wait_for_selector("#metric-chart canvas", timeout=20_000)
+        page.wait_for_selector("#live.on")  # the job's own event stream
         page.wait_for_selector("#log-rank-0")
         n1 = _poll(lambda: page.inner_text("#log-rank-0").count("step "), 20, "log lines")
         _poll(lambda: page.inner_text("#log-rank-0").count("step ") > n1, 20, "new log lines")

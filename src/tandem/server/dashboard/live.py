@@ -68,6 +68,7 @@ class Progress:
     """A job's progress as the jobs view shows it."""
 
     iteration: int = 0
+    epoch: int | None = None
     metric: str | None = None
     value: float | None = None
     spark: deque = field(default_factory=lambda: deque(maxlen=SPARK_POINTS))
@@ -80,6 +81,9 @@ class Progress:
         for row in rows:
             it = row.get("training_iteration")
             self.iteration = int(it) if isinstance(it, (int, float)) else self.iteration + 1
+            ep = row.get("epoch")
+            if isinstance(ep, (int, float)) and not isinstance(ep, bool):
+                self.epoch = int(ep)
             if self.metric is None:
                 self.metric = main_metric(row)
             v = _num(row.get(self.metric)) if self.metric else None
@@ -89,7 +93,8 @@ class Progress:
         self.updated = time.time()
 
     def as_dict(self) -> dict[str, Any]:
-        return {"iteration": self.iteration, "metric": self.metric, "value": self.value,
+        return {"iteration": self.iteration, "epoch": self.epoch, "metric": self.metric,
+                "value": self.value,
                 "spark": list(self.spark)}
 
 

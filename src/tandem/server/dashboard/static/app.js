@@ -183,6 +183,13 @@
 
   // ------------------------------------------------------------------ live stream
   var es = null;
+  // One long-lived stream at a time per page (browsers allow 6 connections per server):
+  // the jobs and cluster views use the global stream, a job's page its own streams.
+  function disconnect() {
+    if (es) { es.close(); es = null; }
+    var live = document.getElementById("live");
+    if (summary.mode === "server") { live.textContent = "offline"; live.className = "live off"; }
+  }
   function connect() {
     if (summary.mode !== "server" || es) return;
     var live = document.getElementById("live");
@@ -230,7 +237,7 @@
     function progressCell(td, p) {
       clear(td);
       if (!p || (!p.iteration && p.value === null)) { td.appendChild(el("span", { cls: "muted", text: "–" })); return; }
-      td.appendChild(el("span", { cls: "mono", text: "it " + p.iteration + (p.metric ? "  " + p.metric + "=" + fmtNum(p.value) : "") + " " }));
+      td.appendChild(el("span", { cls: "mono", text: "it " + p.iteration + (p.epoch !== null && p.epoch !== undefined ? " · epoch " + p.epoch : "") + (p.metric ? "  " + p.metric + "=" + fmtNum(p.value) : "") + " " }));
       td.appendChild(sparkline(p.spark));
     }
     function actionCell(td, job) {
@@ -532,6 +539,7 @@
       logCtrl = followLogs();
       loadCheckpoints(); loadUsage();
       jes = new EventSource("/api/jobs/" + encodeURIComponent(jobId) + "/events");
+      jes.onopen = function () { var l = document.getElementById("live"); l.textContent = "live"; l.className = "live on"; };
       jes.addEventListener("reports", function (ev) {
         var d = JSON.parse(ev.data);
         d.rows.forEach(function (r, i) { rows[d.first_seq + i] = r; });
@@ -931,6 +939,7 @@
         ((name === "experiment" || name === "run") && a.getAttribute("data-view") === "experiments"));
     });
     document.title = "tandem · " + name;
+    if (name === "jobs" || name === "cluster") connect(); else disconnect();
     if (name === "jobs") view = jobsView(q);
     else if (name === "job") view = jobView(parts[1]);
     else if (name === "cluster") view = clusterView();
@@ -949,7 +958,6 @@
       var live = document.getElementById("live"); live.textContent = "results on disk"; live.className = "live";
     }
     if (s.models) document.getElementById("nav-models").hidden = false;
-    connect();
     route();
   }).catch(function (e) { clear(main).appendChild(el("p", { cls: "error", text: "Cannot reach the server: " + e.message })); });
   window.addEventListener("hashchange", route);
