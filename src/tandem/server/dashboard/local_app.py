@@ -46,7 +46,7 @@ def local_app(paths: list[str], token: str) -> Any:
     def page() -> Any:
         return page_response()
 
-    @app.get("/api/dashboard/summary")
+    @app.get("/api/dashboard/summary", include_in_schema=False)
     def summary() -> Any:
         return _JSON({"mode": "disk", "version": __version__, "paths": paths, "login": True,
                       "models": False})

@@ -24,7 +24,9 @@ def registry_available() -> bool:
 def models_router(server: Any, live: DashboardLive) -> APIRouter:
     r = APIRouter()
 
-    @r.get("/api/dashboard/models")
+    @r.get("/api/dashboard/models", responses={
+        401: {"description": "missing or wrong token"},
+        503: {"description": "the registry's database is unreachable; retry later"}})
     def models() -> Any:
         from tandem.server.models_api import models_store
 

@@ -41,6 +41,19 @@ ERROR_CHARS = 300
 _SPARK_CACHE = 4096
 
 
+_WHAT = {
+    401: "missing or wrong token (or dashboard cookie)",
+    404: "no such job, experiment or run",
+    422: "invalid input: the field and the reason are named",
+    503: "the job store is unreachable; retry later",
+}
+
+
+def _documented(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The error answers a dashboard route can give, for the OpenAPI document."""
+    return {c: {"description": _WHAT[c]} for c in (401, 503, *codes)}
+
+
 class _JSON(JSONResponse):
     def render(self, content: Any) -> bytes:
         return encode_json(content).encode("utf-8")
@@ -65,21 +78,21 @@ def disk_router(index: ResultsIndex) -> APIRouter:
     def id_path() -> Any:
         return Path(..., pattern=r"^[0-9a-f]{16}$", description="an id from the listing")
 
-    @r.get("/api/dashboard/experiments")
+    @r.get("/api/dashboard/experiments", responses=_documented())
     def experiments() -> Any:
         return _JSON({"experiments": index.list_experiments()})
 
-    @r.get("/api/dashboard/experiments/{exp_id}")
+    @r.get("/api/dashboard/experiments/{exp_id}", responses=_documented(404, 422))
     def experiment(exp_id: str = id_path(),
                    metric: str | None = Query(None, max_length=256)) -> Any:
         out = index.experiment(exp_id, metric)
         return _not_found("experiment", exp_id) if out is None else _JSON(out)
 
-    @r.get("/api/dashboard/runs")
+    @r.get("/api/dashboard/runs", responses=_documented())
     def runs() -> Any:
         return _JSON({"runs": index.list_runs()})
 
-    @r.get("/api/dashboard/runs/{run_id}")
+    @r.get("/api/dashboard/runs/{run_id}", responses=_documented(404, 422))
     def run(run_id: str = id_path()) -> Any:
         out = index.run(run_id)
         return _not_found("run", run_id) if out is None else _JSON(out)
@@ -149,7 +162,7 @@ def server_router(server: Any, live: DashboardLive, index: ResultsIndex) -> APIR
     def page() -> Any:
         return page_response()
 
-    @r.get("/api/dashboard/summary")
+    @r.get("/api/dashboard/summary", responses=_documented())
     def summary() -> Any:
         counts: dict[str, int] = {}
         for j in server.service.list():
@@ -160,7 +173,7 @@ def server_router(server: Any, live: DashboardLive, index: ResultsIndex) -> APIR
                       "resources": server.cluster.resources(),
                       "models": has_models})
 
-    @r.get("/api/dashboard/jobs")
+    @r.get("/api/dashboard/jobs", responses=_documented(422))
     def jobs(
         state: list[JobStatus] | None = Query(None, description="keep jobs in these states"),  # noqa: B008
         name: str | None = Query(None, max_length=512),
@@ -204,7 +217,7 @@ def server_router(server: Any, live: DashboardLive, index: ResultsIndex) -> APIR
         return _JSON({"jobs": out, "limit": limit, "offset": offset, "has_more": more,
                       "server_ms": round((time.perf_counter() - t0) * 1000, 2)})
 
-    @r.get("/api/dashboard/jobs/{job_id}/checkpoints")
+    @r.get("/api/dashboard/jobs/{job_id}/checkpoints", responses=_documented(404, 422))
     def job_checkpoints(job_id: str = Path(..., min_length=1, max_length=128)) -> Any:
         rec = server.get(job_id)
         summary = rec.result or {}
@@ -244,7 +257,7 @@ def server_router(server: Any, live: DashboardLive, index: ResultsIndex) -> APIR
         return _JSON({"job_id": job_id, "checkpoints": items, "config": config,
                       "latest": summary.get("checkpoint_path")})
 
-    @r.get("/api/dashboard/cluster")
+    @r.get("/api/dashboard/cluster", responses=_documented(422))
     def cluster(since: float | None = Query(None, ge=0, le=1e12)) -> Any:
         now = live.sample() if not live.fine else live.fine[-1]
         return _JSON({"now": now, "history": live.history(since), "nodes": live.nodes(),
