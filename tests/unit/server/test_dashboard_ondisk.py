@@ -71,3 +71,21 @@ def test_long_curves_are_thinned_keeping_the_last_point(tmp_path):
     [r] = ix.list_runs()
     rows = ix.run(r["id"])["rows"]
     assert len(rows) == 2000 and rows[-1]["training_iteration"] == 10000
+
+
+def test_a_big_experiment_sends_the_curves_of_its_best_trials_only(tmp_path):
+    exp = tmp_path / "big"
+    trials = []
+    for i in range(60):
+        p = exp / f"t{i}"
+        _run(str(p), [{"loss": i + 1 / k, "training_iteration": k} for k in range(1, 4)])
+        trials.append({"trial_id": str(i), "name": f"t{i}", "index": i, "status": "TERMINATED",
+                       "config": {"i": i}, "path": str(p), "last_result": {"loss": i}})
+    (exp / "experiment_state.json").write_text(json.dumps(
+        {"trials": trials, "metric": "loss", "mode": "min"}))
+    ix = ResultsIndex([str(tmp_path)])
+    d = ix.experiment(ix.list_experiments()[0]["id"])
+    assert d["curves_shown"] == 50 and len(d["trials"]) == 60
+    with_curves = [t["index"] for t in d["trials"] if t["rows"]]
+    assert with_curves == list(range(50))  # the 50 lowest losses
+    assert all(t["best"] is not None for t in d["trials"])

@@ -15,6 +15,7 @@ import math
 import os
 import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 STATE_FILE = "experiment_state.json"
@@ -22,6 +23,7 @@ RESULT_FILE = "result.json"
 PARAMS_FILE = "params.json"
 ERROR_FILE = "error.txt"
 MAX_POINTS = 2000  # per curve; longer ones are thinned evenly
+CURVES_SENT = 50  # an experiment sends the curves of its best trials (and decided ones)
 MAX_LOG_BYTES = 1 << 20
 SCAN_TTL_S = 2.0
 
@@ -38,9 +40,34 @@ def _read_json(path: str) -> Any:
         return None
 
 
+_ROWS_CACHE: OrderedDict[tuple[str, int], tuple[float, int, list[dict[str, Any]]]] = \
+    OrderedDict()
+_ROWS_CACHE_LOCK = threading.Lock()
+ROWS_CACHED = 20_000
+
+
 def read_rows(run_path: str, max_points: int = MAX_POINTS) -> list[dict[str, Any]]:
     """The reports of a run (``result.json``), numeric values only, thinned to
-    ``max_points`` (the last row is always kept)."""
+    ``max_points`` (the last row is always kept). Cached while the file is unchanged."""
+    try:
+        st = os.stat(os.path.join(run_path, RESULT_FILE))
+    except OSError:
+        return []
+    key = (run_path, max_points)
+    with _ROWS_CACHE_LOCK:
+        hit = _ROWS_CACHE.get(key)
+        if hit is not None and hit[0] == st.st_mtime and hit[1] == st.st_size:
+            _ROWS_CACHE.move_to_end(key)
+            return hit[2]
+    rows = _read_rows(run_path, max_points)
+    with _ROWS_CACHE_LOCK:
+        _ROWS_CACHE[key] = (st.st_mtime, st.st_size, rows)
+        while len(_ROWS_CACHE) > ROWS_CACHED:
+            _ROWS_CACHE.popitem(last=False)
+    return rows
+
+
+def _read_rows(run_path: str, max_points: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     try:
         with open(os.path.join(run_path, RESULT_FILE), encoding="utf-8") as f:
@@ -288,8 +315,15 @@ class ResultsIndex:
             })
         for t in trials:
             t["best"] = _best(t["rows"], metric, mode)
+        # the curves of the best trials only: a 10,000-trial experiment stays one light page
+        ranked = sorted((t for t in trials if t["best"] is not None),
+                        key=lambda t: t["best"] if mode == "min" else -t["best"])
+        keep = {id(t) for t in ranked[:CURVES_SENT]}
+        for t in trials:
+            if id(t) not in keep:
+                t["rows"] = []
         return {"id": exp_id, "name": os.path.basename(path), "path": path, "metric": metric,
-                "mode": mode, "metrics": sorted(keys), "config_keys": sorted(config_keys),
+                "curves_shown": min(len(ranked), CURVES_SENT), "mode": mode, "metrics": sorted(keys), "config_keys": sorted(config_keys),
                 "updated": state.get("timestamp"), "trials": trials}
 
     def run(self, run_id: str) -> dict[str, Any] | None:

@@ -797,7 +797,9 @@
         } });
       }))]));
       var tb = el("tbody");
-      ts.forEach(function (tr) {
+      var shown = ts.slice(0, 500);
+      if (ts.length > shown.length) tDiv.setAttribute("data-more", ts.length - shown.length);
+      shown.forEach(function (tr) {
         tb.appendChild(el("tr", {}, cols.map(function (c) {
           var v = val(tr, c[0]);
           if (c[0] === "status") return el("td", {}, [badge(v), tr.error ? el("div", { cls: "err", title: tr.error, text: tr.error }) : null]);
@@ -807,6 +809,7 @@
       });
       t.appendChild(tb);
       clear(tDiv).appendChild(t);
+      if (ts.length > shown.length) tDiv.appendChild(el("p", { cls: "muted", text: "Showing " + shown.length + " of " + ts.length + " trials in this order; sort by another column to see others." }));
     }
     function drawCharts() {
       var ts = exp.trials.slice().sort(function (a, b) { return a.index - b.index; });
@@ -822,6 +825,7 @@
         { label: "best so far", x: bx, y: by, color: "#2b8a3e" }] });
       var series = [], marks = [], notes = [];
       ts.forEach(function (t) {
+        if (!t.rows.length) return;  // the server sends the best trials' curves only
         var x = [], y = [];
         t.rows.forEach(function (r, i) { if (typeof r[metric] === "number") { x.push(xOf(r, i)); y.push(r[metric]); } });
         series.push({ label: t.name, x: x, y: y });
@@ -830,7 +834,7 @@
           marks.push({ x: x[i], y: y[i], color: d.action === "STOP" ? "#d93025" : "#7048e8" }); notes.push(t.name + " @" + d.iteration + ": " + d.action + (d.reason ? " (" + d.reason + ")" : ""));
         });
       });
-      lineChart(document.getElementById("curves"), { xlabel: "training_iteration", ylabel: metric, height: 260, series: series, markers: marks });
+      lineChart(document.getElementById("curves"), { title: exp.trials.length > exp.curves_shown ? "the " + exp.curves_shown + " best of " + exp.trials.length + " trials" : null, xlabel: "training_iteration", ylabel: metric, height: 260, series: series, markers: marks });
       var dec = clear(document.getElementById("decisions"));
       if (notes.length) dec.appendChild(el("details", {}, [el("summary", { text: notes.length + " scheduler decision(s): dots on the curves (red: stop, purple: pause / exploit)" }), el("ul", {}, notes.map(function (n) { return el("li", { text: n }); }))]));
       parallelCoordinates(pcDiv, exp.trials, exp.config_keys, metric, exp.mode);
