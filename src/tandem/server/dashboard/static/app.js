@@ -159,6 +159,7 @@
     });
     var axes = [{ label: opts.xlabel || "" }, { label: opts.ylabel || "", size: 70 }];
     if (opts.yfmt) axes[1].values = function (self, ticks) { return ticks.map(opts.yfmt); };
+    if (opts.xint) axes[0].incrs = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000];
     var hooks = {};
     if (opts.markers && opts.markers.length) {
       // marks drawn on the plot (e.g. scheduler decisions): several may share one x
@@ -188,7 +189,7 @@
   function disconnect() {
     if (es) { es.close(); es = null; }
     var live = document.getElementById("live");
-    if (summary.mode === "server") { live.textContent = "offline"; live.className = "live off"; }
+    if (summary.mode === "server") { live.textContent = "refreshes every few s"; live.className = "live"; }
   }
   function connect() {
     if (summary.mode !== "server" || es) return;
@@ -369,7 +370,7 @@
         run.rows.forEach(function (r, i) { if (typeof r[chosen] === "number") { x.push(xOf(r, i)); y.push(r[chosen]); } });
         return { label: run.label, x: x, y: y };
       });
-      lineChart(chartDiv, { title: chosen, series: series, xlabel: "training_iteration", ylabel: chosen, empty: "No reports yet." });
+      lineChart(chartDiv, { title: chosen, series: series, xlabel: "training_iteration", xint: true, ylabel: chosen, empty: "No reports yet." });
     }
     return { draw: debounce(draw, 250), drawNow: draw };
   }
@@ -820,7 +821,7 @@
         if (best === null || better(t.best, best)) best = t.best;
         bx.push(t.index); by.push(best);
       });
-      lineChart(document.getElementById("best-so-far"), { xlabel: "trial", ylabel: metric, height: 260, series: [
+      lineChart(document.getElementById("best-so-far"), { xlabel: "trial", xint: true, ylabel: metric, height: 260, series: [
         { label: "trial's best", x: xs, y: ys, points: true, color: "#9aa3b2" },
         { label: "best so far", x: bx, y: by, color: "#2b8a3e" }] });
       var series = [], marks = [], notes = [];
@@ -834,7 +835,7 @@
           marks.push({ x: x[i], y: y[i], color: d.action === "STOP" ? "#d93025" : "#7048e8" }); notes.push(t.name + " @" + d.iteration + ": " + d.action + (d.reason ? " (" + d.reason + ")" : ""));
         });
       });
-      lineChart(document.getElementById("curves"), { title: exp.trials.length > exp.curves_shown ? "the " + exp.curves_shown + " best of " + exp.trials.length + " trials" : null, xlabel: "training_iteration", ylabel: metric, height: 260, series: series, markers: marks });
+      lineChart(document.getElementById("curves"), { title: exp.trials.length > exp.curves_shown ? "the " + exp.curves_shown + " best of " + exp.trials.length + " trials" : null, xlabel: "training_iteration", xint: true, ylabel: metric, height: 260, series: series, markers: marks });
       var dec = clear(document.getElementById("decisions"));
       if (notes.length) dec.appendChild(el("details", {}, [el("summary", { text: notes.length + " scheduler decision(s): dots on the curves (red: stop, purple: pause / exploit)" }), el("ul", {}, notes.map(function (n) { return el("li", { text: n }); }))]));
       parallelCoordinates(pcDiv, exp.trials, exp.config_keys, metric, exp.mode);
