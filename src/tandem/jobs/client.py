@@ -364,6 +364,7 @@ class RemoteJob:
         self.info = dict(info)
         self.listener = listener
         self.reports: list[dict] = []
+        self.reports_dropped = 0  # iter_reports reads it (a server job's reports all stay)
         self.outcome: JobOutcome | None = None
         self.log_paths: dict[int, str] = {}
         self._cond = threading.Condition()
