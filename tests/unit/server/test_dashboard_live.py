@@ -50,7 +50,8 @@ def test_queue_says_which_resource_is_short_and_who_blocks():
         job("small", JobStatus.PENDING, [{"CPU": 1.0}], seq=2, submitted_at=90.0),
         job("urgent", JobStatus.PENDING, [{"CPU": 8.0}], seq=3, submitted_at=95.0, priority=5),
     ]
-    live = make(jobs, clock, {"CPU": 5.0, "GPU": 1.0}, {"CPU": 1.0, "GPU": 1.0})
+    live = make(jobs, clock, {"CPU": 5.0, "GPU": 1.0, "accel": 4.0},
+                {"CPU": 1.0, "GPU": 1.0, "accel": 3.0})
     try:
         q = live.queue()
         assert [x["job_id"] for x in q] == ["urgent", "big", "small"]  # the scheduler's order
@@ -65,7 +66,9 @@ def test_queue_says_which_resource_is_short_and_who_blocks():
         [holder] = live.holders()
         assert holder["holds"] == {"CPU": 4.0} and holder["nodes"] == ["nodeA", "nodeB"]
         s = live.sample()
-        assert s["allocated"] == {"CPU": 4.0, "GPU": 0.0} and live.history()[-1] is s
+        # custom resources are charted like the standard ones
+        assert s["allocated"] == {"CPU": 4.0, "GPU": 0.0, "accel": 1.0}
+        assert s["capacity"]["accel"] == 4.0 and live.history()[-1] is s
     finally:
         live.close()
 
