@@ -217,7 +217,7 @@
       if (state.states.indexOf(s) >= 0) cb.checked = true;
       return el("label", {}, [cb, " " + s]);
     });
-    var nameIn = el("input", { type: "text", placeholder: "name", id: "f-name", value: state.name });
+    var nameIn = el("input", { type: "text", placeholder: "name (exact)", id: "f-name", value: state.name });
     var tagIn = el("input", { type: "text", placeholder: "tag", id: "f-tag", value: state.tag });
     var form = el("form", { cls: "filters", id: "job-filters", onsubmit: function (e) {
       e.preventDefault();
