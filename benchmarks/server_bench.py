@@ -330,5 +330,108 @@ def main() -> None:
     Console().print(table)
 
 
+def dashboard_bench(history: int = 10_000, repeats: int = 50) -> list[tuple[str, str, str, str]]:
+    """The dashboard with ``history`` finished jobs: server time of the jobs view (first
+    page, a deep page, a state filter), next to the plain job list; and first paint in
+    Debian's chromium (login done, page opened, until the jobs table shows its rows).
+
+        python benchmarks/server_bench.py --dashboard [--history 10000]
+    """
+    root = tempfile.mkdtemp(prefix="tandem-dashboard-bench-")
+    home, storage = os.path.join(root, "home"), os.path.join(root, "server")
+    os.makedirs(home)
+    os.makedirs(storage)
+    t0 = time.perf_counter()
+    seed_history(os.path.join(storage, "jobs.db"), history)
+    print(f"seeded {history:,} finished jobs in {time.perf_counter() - t0:.0f} s", flush=True)
+    proc, url, token = start_server(home, storage, "--num-cpus", "1", "--usage-interval-s", "0")
+    rows: list[tuple[str, str, str, str]] = []
+    try:
+        http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"})
+
+        cold: dict[str, float] = {}
+
+        def timed(path: str, params: dict) -> tuple[list[float], list[float]]:
+            wall, server = [], []
+            for i in range(repeats + 3):
+                t = time.perf_counter()
+                r = http.get(path, params=params)
+                dt = time.perf_counter() - t
+                assert r.status_code == 200, r.text
+                cold.setdefault(str(params), dt)
+                if i >= 3:  # the first calls warm the caches up
+                    wall.append(dt)
+                    server.append(r.json().get("server_ms", float("nan")) / 1e3)
+            return wall, server
+
+        cases = [("jobs view, first page (50)", {"limit": 50}),
+                 ("jobs view, page at offset 5,000", {"limit": 50, "offset": min(5000, history)}),
+                 ("jobs view, state=FINISHED", {"limit": 50, "state": "FINISHED"})]
+        for label, params in cases:
+            wall, server = timed("/api/dashboard/jobs", params)
+            rows.append((f"{label}, {history:,} in history", f"{pct(wall, 50) * 1e3:.1f} ms",
+                         f"p95 {pct(wall, 95) * 1e3:.1f} ms, first call "
+                         f"{cold[str(params)] * 1e3:.0f} ms (handler {pct(server, 50) * 1e3:.1f})",
+                         "<= 300 ms"))
+        wall, _ = timed("/api/jobs", {"limit": 50})
+        rows.append(("peer: GET /api/jobs (50, plain list)", f"{pct(wall, 50) * 1e3:.1f} ms",
+                     f"p95 {pct(wall, 95) * 1e3:.1f} ms", "-"))
+        rows.append(_first_paint(url, token))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    return rows
+
+
+def _first_paint(url: str, token: str, runs: int = 5) -> tuple[str, str, str, str]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return ("dashboard first paint", "skipped", "playwright is not installed", "<= 1 s")
+    if not os.path.exists("/usr/bin/chromium"):
+        return ("dashboard first paint", "skipped", "/usr/bin/chromium is missing", "<= 1 s")
+    times, fcp = [], []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium",
+                                     args=["--no-sandbox", "--disable-gpu"])
+        ctx = browser.new_context()
+        page = ctx.new_page()
+        page.goto(url + "/login")
+        page.fill("#token", token)
+        page.click("button[type=submit]")
+        page.wait_for_selector("#jobs tbody tr[data-job]")
+        for _ in range(runs):
+            page.goto("about:blank")
+            t = time.perf_counter()
+            page.goto(url + "/#/jobs")
+            page.wait_for_selector("#jobs tbody tr[data-job]")
+            times.append(time.perf_counter() - t)
+            fcp.append(page.evaluate(
+                "performance.getEntriesByName('first-contentful-paint')[0]?.startTime || 0"))
+        browser.close()
+    return ("dashboard first paint (jobs table with rows)", f"{statistics.median(times) * 1e3:.0f} ms",
+            f"first contentful paint {statistics.median(fcp):.0f} ms", "<= 1 s")
+
+
+def _print(rows: list[tuple[str, str, str, str]], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("measure", "value", "spread", "target"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row)
+    Console().print(table)
+
+
 if __name__ == "__main__":
-    main()
+    if "--dashboard" in sys.argv:
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--dashboard", action="store_true")
+        ap.add_argument("--history", type=int, default=10_000)
+        ap.add_argument("--repeats", type=int, default=50)
+        a = ap.parse_args()
+        _print(dashboard_bench(a.history, a.repeats), "tandem dashboard")
+    else:
+        main()

@@ -6,7 +6,7 @@
     tandem jobs list [--state S] [--name N] [--tag T] [--limit N]
     tandem jobs show ID | logs ID [-f] [--rank R] | stop ID
     tandem submit [--priority N] [--tag T] script.py [args...]
-    tandem dashboard [--open]
+    tandem dashboard [PATH ...] [--open] [--port P]
     tandem models list [NAME] | show NAME[@V] | alias NAME ALIAS V | delete NAME@V
     tandem serve NAME[@V|@ALIAS] [--port P] [--replicas N] [--max-batch-size B]
 
@@ -280,17 +280,69 @@ def cmd_submit(a: argparse.Namespace) -> int:
 
 
 def cmd_dashboard(a: argparse.Namespace) -> int:
+    """With PATHs, or without a reachable server: serve results on disk. Otherwise print
+    (or open) the server dashboard's login link; the token rides in the URL fragment,
+    which browsers never send, and the login page drops it from the address bar."""
     from urllib.parse import quote
 
-    from tandem.jobs.client import resolve_connection
+    if not a.paths:
+        from tandem.jobs.client import resolve_connection
+        from tandem.server.daemon import ping
 
-    url, token = resolve_connection(a.address, a.token)
-    link = f"{url}/?token={quote(token or '')}"
-    print(link)
+        try:
+            url, token = resolve_connection(a.address, a.token)
+        except TandemError:
+            url, token = None, None
+        if url and (a.address or ping(url, token or "")):
+            link = f"{url}/login#token={quote(token or '')}"
+            print(link)
+            if a.open:
+                import webbrowser
+
+                webbrowser.open(link)
+            return 0
+        if a.address:
+            raise TandemError(f"no train server answers at {a.address}; start one with "
+                              f"`tandem server start`, or give a results folder: "
+                              f"`tandem dashboard ~/tandem_results`")
+    return _serve_results_dashboard(a)
+
+
+def _serve_results_dashboard(a: argparse.Namespace) -> int:
+    import secrets
+    import socket
+
+    import uvicorn
+
+    from tandem.server.dashboard.local_app import check_paths, local_app
+    from tandem.train.api.trainer import default_storage_path
+
+    paths = check_paths(a.paths or [default_storage_path()]) if a.paths else []
+    if not paths:
+        default = default_storage_path()
+        os.makedirs(default, exist_ok=True)
+        paths = [default]
+    token = secrets.token_urlsafe(24)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((a.host, a.port))
+    except OSError as e:
+        raise TandemError(f"cannot listen on {a.host}:{a.port} ({e}); pick another --port") from e
+    host, port = sock.getsockname()[:2]
+    link = f"http://{host}:{port}/login#token={token}"
+    print(f"tandem dashboard over {', '.join(paths)}")
+    print(link, flush=True)
     if a.open:
         import webbrowser
 
         webbrowser.open(link)
+    config = uvicorn.Config(local_app(paths, token), log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
     return 0
 
 
@@ -522,8 +574,15 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("args", nargs=argparse.REMAINDER)
     submit.set_defaults(fn=cmd_submit)
 
-    dash = sub.add_parser("dashboard", parents=[client], help="print the dashboard's URL")
+    dash = sub.add_parser(
+        "dashboard", parents=[client],
+        help="the server's dashboard link, or a dashboard over results on disk (PATH)")
+    dash.add_argument("paths", nargs="*", metavar="PATH",
+                      help="results folders to show without a server (default, when no server "
+                           "runs: ~/tandem_results)")
     dash.add_argument("--open", action="store_true", help="open it in a browser")
+    dash.add_argument("--host", default="127.0.0.1", help="with PATH: the address to listen on")
+    dash.add_argument("--port", type=int, default=0, help="with PATH: the port (default: a free one)")
     dash.set_defaults(fn=cmd_dashboard)
     add_model_commands(sub, client)  # tandem models ..., tandem serve
     return p

@@ -15,7 +15,7 @@
 ``GET  /api/jobs/{id}/usage``              resource-use samples per worker
 ``GET  /api/cluster``                      resources, what is free, running jobs' usage
 ``PUT  /api/packages/{id}``                upload a working_dir (zip)
-``GET  /``                                 the dashboard (token as ``?token=`` or cookie)
+``GET  /``                                 the dashboard (``dashboard/``; login at ``/login``)
 =========================================  =============================================
 
 Every request needs ``Authorization: Bearer <token>`` (see ``auth.py``).
@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import html
 import math
 import os
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -36,14 +34,14 @@ import cloudpickle
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tandem._core.errors import ConfigError, JobNotFoundError, ResourcesUnavailableError
 from tandem.jobs.spec import JobStatus
 from tandem.jobs.store import JobRecord, JobStoreError
 from tandem.jobs.store.base import encode_json
-from tandem.server.auth import COOKIE, TokenAuth
+from tandem.server.auth import TokenAuth
 from tandem.server.core import (
     PayloadError,
     RunFolderBusyError,
@@ -456,36 +454,15 @@ def create_app(server: TrainServer, token: str) -> Any:
 
     # ----------------------------------------------------------------- dashboard
 
-    @app.get("/", response_class=HTMLResponse)
-    def dashboard(request: Request) -> Any:
-        recs = server.store.list_jobs(limit=200)
-        rows = "".join(
-            f"<tr><td>{html.escape(r.job_id)}</td><td>{html.escape(r.name)}</td>"
-            f"<td>{html.escape(server.live_state(r.job_id) or r.state)}</td><td>{r.priority}</td>"
-            f"<td>{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(r.submitted_at))}</td>"
-            f"<td>{html.escape(r.error or '')[:200]}</td></tr>"
-            for r in recs
-        )
-        info = server.cluster_info()
-        res = ", ".join(f"{k}={v:g}" for k, v in info["resources"].items() if k != "memory")
-        page = f"""<!doctype html><html><head><meta charset="utf-8">
-<meta http-equiv="refresh" content="5"><title>tandem</title>
-<style>body{{font-family:sans-serif;margin:2em}}td,th{{padding:4px 10px;text-align:left}}
-tr:nth-child(even){{background:#f3f3f3}}</style></head><body>
-<h1>tandem train server</h1><p>Resources: {html.escape(res)} &middot;
-running {info['num_running']} &middot; pending {info['num_pending']}</p>
-<table><tr><th>job</th><th>name</th><th>state</th><th>priority</th><th>submitted</th>
-<th>error</th></tr>{rows}</table></body></html>"""
-        resp = HTMLResponse(page)
-        if request.query_params.get("token"):
-            resp.set_cookie(COOKIE, request.query_params["token"], httponly=True,
-                            samesite="strict")
-        return resp
+    from tandem.server.dashboard import DashboardGate, mount
 
     add_model_routes(app, server)  # /api/models... (the model registry)
+    mount(app, server)
     # The token is checked first (a stranger learns nothing, not even the size limit),
-    # then the body size: declared, and counted while it streams in.
-    return TokenAuth(_BodyLimit(app, int(limit_bytes * 4 / 3) + 65536), token)
+    # then the body size: declared, and counted while it streams in. The dashboard's
+    # login gate sits outside both (its login form is the one page without the token).
+    return DashboardGate(TokenAuth(_BodyLimit(app, int(limit_bytes * 4 / 3) + 65536), token),
+                         token)
 
 
 class _BodyLimit:

@@ -44,6 +44,7 @@ class TuneTrial(Trial):
 
     __slots__ = (
         "action",
+        "decisions",
         "error",
         "gen",
         "index",
@@ -66,6 +67,8 @@ class TuneTrial(Trial):
         self.error: BaseException | None = None
         self.time_total_s = 0.0
         self.result: Result | None = None
+        # scheduler decisions other than CONTINUE, for the dashboard's learning curves
+        self.decisions: list[dict[str, Any]] = []
 
     @property
     def iteration(self) -> int:
@@ -375,6 +378,8 @@ class TuneController:
             act = decision.action
             if act is Action.CONTINUE:
                 continue
+            trial.decisions.append({"iteration": trial.iteration, "time": time.time(),
+                                    "action": act.name, "reason": decision.reason})
             if act is Action.STOP:
                 self._end_trial(trial, TrialStatus.TERMINATED, stop_job=True, note=decision.reason)
                 return
@@ -460,6 +465,8 @@ class TuneController:
             "name_prefix": self.name_prefix,
             "created": self._created,
             "search_done": self._search_done,
+            "metric": self.metric,
+            "mode": self.mode,
             "timestamp": time.time(),
             "trials": [_trial_state(t) for t in self.trials],
         }
@@ -497,6 +504,7 @@ def _trial_state(t: TuneTrial) -> dict:
         "checkpoint": t.checkpoint.path if t.checkpoint is not None else None,
         "num_failures": t.num_failures,
         "error": f"{type(t.error).__name__}: {t.error}" if t.error is not None else None,
+        "decisions": t.decisions[-100:],
     }
 
 
@@ -517,6 +525,7 @@ def trial_from_state(d: dict) -> TuneTrial:
     t.num_failures = d.get("num_failures", 0)
     if d.get("error"):
         t.error = TuneError(d["error"])
+    t.decisions = list(d.get("decisions") or [])
     return t
 
 

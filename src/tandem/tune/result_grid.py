@@ -137,5 +137,87 @@ class ResultGrid:
             rows.append(row)
         return pd.DataFrame(rows)
 
+    def plot(self, metric: str | None = None, mode: str | None = None, *,
+             kind: str = "both", x: str = "training_iteration",
+             path: str | None = None) -> Any:
+        """Learning curves of every trial and the best-so-far over trials (matplotlib).
+
+        Args:
+            metric: the reported key (default: the experiment's metric, else a loss or
+                accuracy reported).
+            mode: ``"min"`` or ``"max"`` for best-so-far (default: the experiment's).
+            kind: ``"curves"``, ``"best"`` or ``"both"`` (side by side).
+            x: the x axis of the curves.
+            path: save the figure there (PNG by its extension).
+
+        Scheduler decisions recorded in the experiment (ASHA stops, PBT exploits) are
+        marked on the curves. Returns the matplotlib ``Figure`` (a notebook shows it).
+        """
+        import json
+        import os
+
+        from tandem.train.api import _plot
+        from tandem.train.api.result import read_result_rows
+
+        if kind not in ("curves", "best", "both"):
+            raise ValueError(f"kind={kind!r} is not known; use 'curves', 'best' or 'both'")
+        mode = mode or self._mode or "max"
+        check_mode(mode, "ResultGrid.plot")
+        runs = [read_result_rows(r.path) if r.path else [] for r in self._results]
+        metric = _plot.pick_metric(runs, metric or self._metric)
+        decisions: dict[str, list[dict[str, Any]]] = {}
+        try:
+            with open(os.path.join(self.experiment_path, "experiment_state.json")) as f:
+                for t in json.load(f).get("trials") or []:
+                    decisions[os.path.basename(str(t.get("path", "")).rstrip("/"))] = \
+                        t.get("decisions") or []
+        except (OSError, ValueError, TypeError):
+            pass
+        panels = ["curves", "best"] if kind == "both" else [kind]
+        fig = _plot.figure(1, len(panels))
+        axes = fig.subplots(1, len(panels), squeeze=False)[0]
+        for ax, panel in zip(axes, panels):
+            if panel == "curves":
+                marked = False
+                for r, rows in zip(self._results, runs):
+                    xs, ys = _plot.curve(rows, metric, x)
+                    name = os.path.basename((r.path or "").rstrip("/"))
+                    ax.plot(xs, ys, linewidth=1.3, label=name)
+                    for d in decisions.get(name, []):
+                        it = d.get("iteration")
+                        if it in xs:
+                            ax.plot([it], [ys[xs.index(it)]], "o", color="#d93025"
+                                    if d.get("action") == "STOP" else "#7048e8",
+                                    markersize=7, zorder=5,
+                                    label=None if marked else "scheduler decision")
+                            marked = True
+                ax.set_xlabel(x)
+                ax.set_ylabel(metric)
+                ax.set_title(f"learning curves ({len(runs)} trials)")
+                if len(runs) <= 12 or marked:
+                    ax.legend(fontsize=7)
+            else:
+                best: float | None = None
+                tx, ty, bx, by = [], [], [], []
+                for i, rows in enumerate(runs):
+                    _, ys = _plot.curve(rows, metric, x)
+                    if not ys:
+                        continue
+                    v = min(ys) if mode == "min" else max(ys)
+                    tx.append(i)
+                    ty.append(v)
+                    best = v if best is None or (v < best if mode == "min" else v > best) \
+                        else best
+                    bx.append(i)
+                    by.append(best)
+                ax.scatter(tx, ty, s=18, color="#9aa3b2", label="trial's best")
+                ax.step(bx, by, where="post", color="#2b8a3e", label="best so far")
+                ax.set_xlabel("trial")
+                ax.set_ylabel(f"{metric} ({mode})")
+                ax.set_title("best so far")
+                ax.legend(fontsize=8)
+            ax.grid(alpha=0.3)
+        return _plot.save(fig, path)
+
     def __repr__(self) -> str:
         return f"ResultGrid<{len(self)} trials, {self.num_errors} errors, path={self.experiment_path!r}>"

@@ -44,7 +44,7 @@ def test_daemon_start_status_second_start_stop(home, tmp_path):
         listed = tandem(home, "jobs", "list")
         assert listed.returncode == 0 and "(no jobs)" in listed.stdout
         dash = tandem(home, "dashboard")
-        assert dash.stdout.strip() == f"http://127.0.0.1:{port}/?token={info['token']}"
+        assert dash.stdout.strip() == f"http://127.0.0.1:{port}/login#token={info['token']}"
     finally:
         stop = tandem(home, "server", "stop")
     assert stop.returncode == 0 and "stopped" in stop.stdout

@@ -75,6 +75,37 @@ class Result:
         return cls(metrics=metrics, checkpoint=checkpoint, path=path, error=error,
                    best_checkpoints=[(Checkpoint(c), {}) for c in checkpoints], config=config)
 
+    def plot(self, metric: str | None = None, *, x: str = "training_iteration",
+             path: str | None = None, ax: Any = None) -> Any:
+        """The learning curve of ``metric`` (default: a loss or accuracy reported) over
+        ``x``, from every report of the run (matplotlib).
+
+        Args:
+            metric: the reported key to plot.
+            x: the key for the x axis (``training_iteration``, ``time_total_s``, ...).
+            path: save the figure there (PNG by its extension).
+            ax: draw into this matplotlib ``Axes`` instead of a new figure.
+
+        Returns:
+            The matplotlib ``Figure`` (a notebook shows it).
+        """
+        from tandem.train.api import _plot
+
+        rows: list[dict[str, Any]] = (
+            [{str(k): v for k, v in r.items()} for r in self._dataframe.to_dict("records")]
+            if self._dataframe is not None else read_result_rows(self.path))
+        metric = _plot.pick_metric([rows], metric)
+        fig = ax.figure if ax is not None else _plot.figure()
+        ax = ax if ax is not None else fig.add_subplot()
+        xs, ys = _plot.curve(rows, metric, x)
+        ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, label=os.path.basename(
+            self.path.rstrip("/")) or "run")
+        ax.set_xlabel(x)
+        ax.set_ylabel(metric)
+        ax.set_title(f"{metric} over {x}")
+        ax.grid(alpha=0.3)
+        return _plot.save(fig, path)
+
     def __repr__(self) -> str:
         err = f", error={type(self.error).__name__}" if self.error is not None else ""
         return f"Result(metrics={self.metrics!r}, checkpoint={self.checkpoint!r}, path={self.path!r}{err})"
