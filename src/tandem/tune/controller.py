@@ -102,6 +102,7 @@ class TuneController:
         strict_metric: str | None = None,
         queue_depth: int = 2,
         stop_service: Callable[[Any], None] | None = None,
+        fail_fast: bool | str = False,
     ) -> None:
         self._launch_job = launch
         self.searcher = searcher
@@ -120,6 +121,7 @@ class TuneController:
         self.exp_uid = exp_uid
         self.strict_metric = strict_metric
         self.queue_depth = max(1, queue_depth)
+        self.fail_fast = fail_fast.upper() if isinstance(fail_fast, str) else bool(fail_fast)
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         self.trials: list[TuneTrial] = list(restored or [])
         self._by_id = {t.trial_id: t for t in self.trials}
@@ -335,6 +337,8 @@ class TuneController:
             trial.num_failures += 1
             first = str(trial.error).strip().splitlines()[0] if str(trial.error).strip() else ""
             self._end_trial(trial, TrialStatus.ERROR, note=first[:200])
+            if self.fail_fast:
+                self._fail_fast(trial)
         else:
             self._end_trial(trial, TrialStatus.TERMINATED)
 
@@ -363,7 +367,8 @@ class TuneController:
                 cb.on_trial_result(iteration=self._iteration, trials=self.trials, trial=trial,
                                    result=result)
             self.searcher.on_trial_result(trial.trial_id, result)
-            if self.stopper is not None and self.stopper(trial.trial_id, result):
+            if (self.stopper is not None and self.stopper(trial.trial_id, result)) or \
+                    result.get("done") is True:
                 self._end_trial(trial, TrialStatus.TERMINATED, stop_job=True, note="stop criteria")
                 if getattr(self.stopper, "stop_all", None) and self.stopper.stop_all():
                     self._stop_everything()
@@ -401,6 +406,15 @@ class TuneController:
         for cb in self.callbacks:
             hook = cb.on_trial_error if status is TrialStatus.ERROR else cb.on_trial_complete
             hook(iteration=self._iteration, trials=self.trials, trial=trial)
+
+    def _fail_fast(self, trial: TuneTrial) -> None:
+        """``FailureConfig(fail_fast=...)``: the first trial error ends the experiment; with
+        ``"raise"`` its error is raised from ``fit()`` (Ray Tune's semantics)."""
+        logger.info("FailureConfig(fail_fast=%r): trial %s failed; stopping the experiment.",
+                    self.fail_fast, trial.name)
+        if self.fail_fast == "RAISE" and self._fatal is None and trial.error is not None:
+            self._fatal = trial.error
+        self._stop_everything()
 
     def _stop_job(self, trial: TuneTrial) -> None:
         job = trial.job

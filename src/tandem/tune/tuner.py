@@ -16,10 +16,10 @@ import cloudpickle
 from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
 from tandem.jobs.handle import JobHandle
-from tandem.jobs.runtime import get_service
+from tandem.jobs.runtime import get_service, log_to_driver
 from tandem.train.api._files import join_path, make_dirs, read_file, remove_dir, write_file
 from tandem.train.api.checkpoint import Checkpoint
-from tandem.train.api.config import CheckpointConfig, RunConfig, ScalingConfig
+from tandem.train.api.config import CheckpointConfig, RunConfig, ScalingConfig, as_search_dict
 from tandem.train.api.result import Result
 from tandem.train.api.trainer import DataParallelTrainer, check_train_fn
 from tandem.train.context import StorageContext
@@ -131,6 +131,8 @@ class Tuner:
             raise ConfigError("Tuner() needs a trainable: a function, a Trainable class or a Trainer.")
         self.trainable = trainable
         self.param_space = dict(param_space or {})
+        if isinstance(self.param_space.get("scaling_config"), ScalingConfig):
+            self.param_space["scaling_config"] = as_search_dict(self.param_space["scaling_config"])
         self.tune_config = tune_config if tune_config is not None else TuneConfig()
         self.run_config = run_config if run_config is not None else RunConfig()
         if not isinstance(self.tune_config, TuneConfig):
@@ -221,6 +223,7 @@ class Tuner:
             max_concurrent_trials=tc.max_concurrent_trials, stopper=self._stopper,
             time_budget_s=tc.time_budget_s, callbacks=callbacks, reporter=reporter,
             name_prefix=name_prefix, exp_uid=exp_uid, restored=restored, strict_metric=strict,
+            fail_fast=rc.failure_config.fail_fast if rc.failure_config is not None else False,
         )
         if r is not None:
             controller._created = r.get("created", len(restored))
@@ -233,13 +236,17 @@ class Tuner:
         return self._results
 
     def get_results(self) -> ResultGrid:
+        """The results of ``fit()``; after ``Tuner.restore(path, ...)``, without ``fit()``,
+        the results saved in that experiment folder (as Ray's ``Tuner.get_results``)."""
+        if self._results is None and self._restore is not None:
+            return _restored_results(self._restore, self.tune_config)
         if self._results is None:
             raise ConfigError("Tuner.get_results(): call fit() first (or Tuner.restore(...).fit()).")
         return self._results
 
     @staticmethod
     def _result_of(t: TuneTrial) -> Result:
-        metrics = dict(t.last_result) if t.last_result else None
+        metrics = dict(t.last_result or {})
         best = t.result.best_checkpoints if t.result is not None else []
         return Result(metrics=metrics, checkpoint=t.checkpoint, path=t.path, error=t.error,
                       best_checkpoints=best, config=t.config)
@@ -297,7 +304,7 @@ class Tuner:
             spec = trainer._job_spec(
                 storage=storage, trial_id=trial.trial_id, trial_name=trial.name,
                 config=config, checkpoint=checkpoint,
-                echo_prefix=f"{trial.name}, " if verbose >= 2 else None,
+                echo_prefix=f"{trial.name}, " if verbose >= 2 or log_to_driver() else None,
                 listener=listener, fn_bytes=fb, start_iteration=trial.iteration,
                 time_offset_s=trial.time_total_s,
                 preload=("tandem.tune",),
@@ -399,6 +406,12 @@ class Tuner:
         rc = saved.get("run_config") or RunConfig()
         tc = saved.get("tune_config") or TuneConfig()
         return cls(trainable, param_space=ps, tune_config=tc, run_config=rc, _restore=restore)
+
+
+def _restored_results(restore: Mapping[str, Any], tc: TuneConfig) -> ResultGrid:
+    trials: list[TuneTrial] = list(restore["trials"])
+    return ResultGrid([Tuner._result_of(t) for t in trials], restore["experiment_path"],
+                      tc.metric, tc.mode, trial_ids=[t.trial_id for t in trials])
 
 
 def _expand(path: str) -> str:

@@ -13,7 +13,7 @@ import cloudpickle
 from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
 from tandem.jobs.handle import JobHandle
-from tandem.jobs.runtime import get_service
+from tandem.jobs.runtime import get_service, log_to_driver
 from tandem.jobs.spec import JobSpec
 from tandem.train._internal.controller import RunSpec, TrainController
 from tandem.train.api.checkpoint import Checkpoint
@@ -178,6 +178,7 @@ class DataParallelTrainer:
         preload: tuple[str, ...] = (),
     ) -> JobSpec:
         rc = self.run_config
+        self.scaling_config.check_resolved()
         if storage is None:
             storage = StorageContext(rc.resolved_storage_path(), rc.name or self._default_run_name())
         try:
@@ -190,7 +191,7 @@ class DataParallelTrainer:
                 f"refers to) must be picklable by cloudpickle: avoid capturing locks, open "
                 f"files or sockets; create them inside the function."
             ) from e
-        if rc.verbose == 0:
+        if rc.verbose == 0 or log_to_driver() is False:
             echo_prefix = None
         run = RunSpec(
             fn_bytes=fn_bytes,
