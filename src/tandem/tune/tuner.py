@@ -7,6 +7,7 @@ import datetime
 import json
 import logging
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -305,7 +306,7 @@ class Tuner:
                 storage=storage, trial_id=trial.trial_id, trial_name=trial.name,
                 config=config, checkpoint=checkpoint,
                 echo_prefix=f"{trial.name}, " if verbose >= 2 or log_to_driver() else None,
-                listener=listener, fn_bytes=fb, start_iteration=trial.iteration,
+                listener=listener, fn_bytes=fb, start_iteration=_resume_iteration(checkpoint),
                 time_offset_s=trial.time_total_s,
                 preload=("tandem.tune",),
             )
@@ -412,6 +413,15 @@ def _restored_results(restore: Mapping[str, Any], tc: TuneConfig) -> ResultGrid:
     trials: list[TuneTrial] = list(restore["trials"])
     return ResultGrid([Tuner._result_of(t) for t in trials], restore["experiment_path"],
                       tc.metric, tc.mode, trial_ids=[t.trial_id for t in trials])
+
+
+def _resume_iteration(checkpoint: Checkpoint | None) -> int:
+    """Where a (re)started trial's ``training_iteration`` count goes on, as in Ray: from the
+    iteration its checkpoint was reported at, or from 0 when it starts without one."""
+    if checkpoint is None:
+        return 0
+    m = re.search(r"checkpoint_(\d+)$", checkpoint.path.rstrip("/"))
+    return int(m.group(1)) if m else 0
 
 
 def _expand(path: str) -> str:

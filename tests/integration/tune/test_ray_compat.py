@@ -196,3 +196,91 @@ def test_enable_reproducibility_makes_runs_repeat(storage):
         got.append(r.metrics)
     assert got[0] == got[1]
     assert got[0] != got[2]
+
+
+# -- a resumed trial's iteration count (item 3) ---------------------------------------------------
+from tandem.tune.schedulers import FIFOScheduler  # noqa: E402
+from tandem.tune.schedulers.base import Decision, TrialSuggestion  # noqa: E402
+
+
+class _PauseOnceAt3(FIFOScheduler):
+    """Pauses every trial once, at its result with training_iteration 3, then resumes it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused: list[str] = []
+        self.waiting: list[str] = []
+
+    def on_trial_result(self, trial, result):
+        if result["training_iteration"] == 3 and trial.trial_id not in self.paused:
+            self.paused.append(trial.trial_id)
+            self.waiting.append(trial)
+            return Decision.pause("pause once")
+        return Decision.continue_()
+
+    def suggest(self):
+        from tandem.tune.trial import TrialStatus
+
+        if self.waiting and self.waiting[0].status is TrialStatus.PAUSED:
+            return TrialSuggestion.resume(self.waiting.pop(0).trial_id)
+        return None
+
+
+def _steps(config):
+    import tempfile
+
+    start = 0
+    ckpt = tune.get_checkpoint()
+    if ckpt is not None:
+        with ckpt.as_directory() as d, open(os.path.join(d, "step")) as f:
+            start = int(f.read())
+    for step in range(start, 8):
+        gate = os.path.join(config["dir"], f"go_{step}")
+        deadline = time.monotonic() + 30
+        # each step waits for the driver to have seen the previous result, so the pause
+        # at iteration 3 lands while the trial is still running
+        while step >= 3 and not os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if config["checkpoint"]:
+            with tempfile.TemporaryDirectory() as d:
+                with open(os.path.join(d, "step"), "w") as f:
+                    f.write(str(step + 1))
+                tune.report({"step": step}, checkpoint=tune.Checkpoint.from_directory(d))
+        else:
+            tune.report({"step": step})
+
+
+class _OpenGates(tune.Callback):
+    def __init__(self, d: str) -> None:
+        self.d = d
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if result["training_iteration"] != 3 or os.path.exists(os.path.join(self.d, "p")):
+            for s in range(8):
+                open(os.path.join(self.d, f"go_{s}"), "w").close()
+        if result["training_iteration"] == 3:
+            open(os.path.join(self.d, "p"), "w").close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_a_resumed_trial_counts_iterations_as_ray(storage, tmp_path, checkpoint):
+    tandem.init(num_cpus=1)
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    sched = _PauseOnceAt3()
+    rg = tune.Tuner(
+        _steps, param_space={"dir": str(gates), "checkpoint": checkpoint},
+        tune_config=tune.TuneConfig(scheduler=sched),
+        run_config=RunConfig(storage_path=storage, name=f"resume{checkpoint}", verbose=0,
+                             callbacks=[_OpenGates(str(gates))]),
+    ).fit()
+    assert sched.paused, "the trial was never paused"
+    assert rg.num_errors == 0
+    its = [r["training_iteration"] for r in _rows(rg[0].path)]
+    steps = [r["step"] for r in _rows(rg[0].path)]
+    # without a checkpoint the function starts over and so does the count (Ray's Trainable
+    # resets its iteration); with one it goes on from the checkpoint's iteration. Either way
+    # each iteration is in result.json once.
+    assert its == list(range(1, 9)), its
+    assert steps == list(range(8)), steps

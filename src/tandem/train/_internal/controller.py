@@ -111,7 +111,8 @@ class TrainController(JobRunner):
     def __init__(self, spec: RunSpec) -> None:
         self.spec = spec
         self.policy = FailurePolicy(spec.failure_config)
-        self.checkpoints = CheckpointManager(spec.checkpoint_config, remove_dir)
+        self.checkpoints = CheckpointManager(spec.checkpoint_config, remove_dir,
+                                             owner=spec.storage.run_path)
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         self._attempt = 0
         self._workers: list[WorkerProcess] = []
@@ -379,6 +380,7 @@ class TrainController(JobRunner):
         latest = self.checkpoints.latest
         ckpt_path = latest[1].path if latest else None
         start_it = latest[0] if latest else self._base_iteration
+        self.storage.rewind(start_it)  # iterations after start_it are reported again
         self._done = {}
         self._rdzv = GangRendezvous()  # per gang: frames of old gangs are ignored
         self._rank_iter = [start_it] * n
