@@ -206,8 +206,7 @@ class Tuner:
             exp_path, exp_uid, name_prefix = r["experiment_path"], r["exp_uid"], r["name_prefix"]
         else:
             storage = rc.resolved_storage_path()
-            stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-            exp_name = rc.name or f"{name_prefix}_{stamp}"
+            exp_name = rc.name or _default_experiment_name(storage, name_prefix)
             exp_path = storage.rstrip("/") + "/" + exp_name
             exp_uid = short_uid(5)
             self._save_tuner(exp_path)
@@ -413,6 +412,16 @@ def _restored_results(restore: Mapping[str, Any], tc: TuneConfig) -> ResultGrid:
     trials: list[TuneTrial] = list(restore["trials"])
     return ResultGrid([Tuner._result_of(t) for t in trials], restore["experiment_path"],
                       tc.metric, tc.mode, trial_ids=[t.trial_id for t in trials])
+
+
+def _default_experiment_name(storage: str, prefix: str) -> str:
+    """``<trainable>_<date>_<time>_<uid>``: two experiments never share a folder by default,
+    even when started in the same second (name one yourself to resume it later)."""
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    while True:
+        name = f"{prefix}_{stamp}_{short_uid(4)}"
+        if "://" in storage or not os.path.exists(os.path.join(storage, name)):
+            return name
 
 
 def _resume_iteration(checkpoint: Checkpoint | None) -> int:

@@ -284,3 +284,19 @@ def test_a_resumed_trial_counts_iterations_as_ray(storage, tmp_path, checkpoint)
     # each iteration is in result.json once.
     assert its == list(range(1, 9)), its
     assert steps == list(range(8)), steps
+
+
+# -- default experiment names (item 5) -----------------------------------------------------------
+def _one_report(config):
+    tune.report({"x": 1})
+
+
+@pytest.mark.slow
+def test_two_unnamed_experiments_in_one_second_get_their_own_folders(storage):
+    tandem.init(num_cpus=2)
+    paths = []
+    for _ in range(3):
+        rg = tune.Tuner(_one_report, run_config=RunConfig(storage_path=storage, verbose=0)).fit()
+        paths.append(rg.experiment_path)
+    assert len(set(paths)) == 3, paths
+    assert all(os.path.basename(p).startswith("_one_report_") for p in paths)

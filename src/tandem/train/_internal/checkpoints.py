@@ -31,9 +31,11 @@ class CheckpointManager:
         config: CheckpointConfig | None,
         delete: Callable[[str], None],
         owner: str | None = None,
+        on_commit: Callable[[], None] | None = None,
     ) -> None:
         self.config = config or CheckpointConfig()
         self._delete = delete
+        self._on_commit = on_commit  # e.g. records the committed set in the run folder
         self.owner = owner  # the run folder: only checkpoints inside it are ever deleted
         self._pending: dict[int, str] = {}
         self._pending_metrics: dict[int, dict] = {}
@@ -68,6 +70,8 @@ class CheckpointManager:
             new.append(entry)
         if new:
             self._enforce_limit()
+            if self._on_commit is not None:
+                self._on_commit()
         return new
 
     def drop_pending(self) -> list[str]:
@@ -163,3 +167,37 @@ def reported_metrics(checkpoint_path: str) -> dict:
     except OSError:
         return {}
     return found
+
+
+def committed_checkpoints(run_path: str) -> list[tuple[int, str]] | None:
+    """``(iteration, path)`` of the checkpoints a run in ``run_path`` committed (its
+    ``checkpoint_state.json``), latest last; None when no run there recorded any."""
+    import json
+
+    if "://" in run_path:
+        return None
+    try:
+        with open(os.path.join(run_path, "checkpoint_state.json")) as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        return None
+    out = []
+    for it, name in state.get("committed") or []:
+        path = os.path.join(run_path, name)
+        if os.path.isdir(path):
+            out.append((int(it), path))
+    return sorted(out) or None
+
+
+def announce_resume(run_path: str, checkpoint_path: str, given: Checkpoint | None) -> None:
+    """Says on the console that ``fit()`` resumes the earlier run in ``run_path``."""
+    import os.path
+
+    ended = "failed" if os.path.exists(os.path.join(run_path, "error.txt")) else "ended or stopped"
+    extra = (f" (it takes precedence over resume_from_checkpoint={given.path!r}, as in Ray "
+             f"Train)") if given is not None else ""
+    logger.warning(
+        "%s already holds a run (%s): resuming it from its latest committed checkpoint %s%s. "
+        "To start afresh, give RunConfig(name=...) a new name or delete that folder.",
+        run_path, ended, os.path.basename(checkpoint_path.rstrip("/")), extra,
+    )

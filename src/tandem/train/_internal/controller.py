@@ -26,6 +26,8 @@ from tandem.jobs.spec import JobContext, JobOutcome, JobRunner, JobStatus
 from tandem.train._internal import data as data_mod
 from tandem.train._internal.checkpoints import (
     CheckpointManager,
+    announce_resume,
+    committed_checkpoints,
     checkpoint_iteration,
     existing_checkpoints,
 )
@@ -112,7 +114,8 @@ class TrainController(JobRunner):
         self.spec = spec
         self.policy = FailurePolicy(spec.failure_config)
         self.checkpoints = CheckpointManager(spec.checkpoint_config, remove_dir,
-                                             owner=spec.storage.run_path)
+                                             owner=spec.storage.run_path,
+                                             on_commit=self._record_checkpoints)
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         self._attempt = 0
         self._workers: list[WorkerProcess] = []
@@ -317,6 +320,10 @@ class TrainController(JobRunner):
             self._committed_upto = low
             self._commit(low)
 
+    def _record_checkpoints(self) -> None:
+        if self.storage is not None:
+            self.storage.write_checkpoint_state(self.checkpoints.kept, self.checkpoints.latest)
+
     def _commit(self, upto: int) -> None:
         new = self.checkpoints.commit_upto(upto)
         if new:
@@ -361,7 +368,12 @@ class TrainController(JobRunner):
         existing = existing_checkpoints(spec.storage.run_path)
         if existing:
             base = max(base, existing[-1][0])
-        if spec.resume_latest_in_run_path and existing and spec.resume_from_checkpoint is None:
+        earlier = committed_checkpoints(spec.storage.run_path) if spec.resume_latest_in_run_path \
+            else None
+        if earlier:  # a run with this (storage_path, name) went before: resume it (Ray Train)
+            announce_resume(spec.storage.run_path, earlier[-1][1], spec.resume_from_checkpoint)
+            self.checkpoints.seed(Checkpoint(earlier[-1][1]), earlier[-1][0])
+        elif spec.resume_latest_in_run_path and existing and spec.resume_from_checkpoint is None:
             self.checkpoints.seed(Checkpoint(existing[-1][1]), existing[-1][0])
         elif spec.resume_from_checkpoint is not None:
             it = checkpoint_iteration(spec.resume_from_checkpoint.path) or 0

@@ -19,6 +19,10 @@ from typing import Any
 from tandem.train.api.checkpoint import _is_url, get_fs
 from tandem.train.api.result import ERROR_FILE, PARAMS_FILE, PROGRESS_FILE, RESULT_FILE
 
+CHECKPOINT_STATE_FILE = "checkpoint_state.json"
+"""The run's committed checkpoints (iteration, folder name), rewritten at every commit: what
+a later ``fit()`` with the same ``(storage_path, name)`` resumes from."""
+
 
 def _json_default(o: Any) -> Any:
     item = getattr(o, "item", None)
@@ -112,6 +116,20 @@ class RunStorage:
             self._csv = csv.DictWriter(self._progress, self._csv_fields, extrasaction="ignore")
         self.sync()
         return dropped
+
+    def write_checkpoint_state(self, kept: Iterable[tuple[int, Any, dict]],
+                               latest: tuple[int, Any, dict] | None) -> None:
+        state = {
+            "committed": [[it, os.path.basename(c.path.rstrip("/"))] for it, c, _ in kept],
+            "latest": ([latest[0], os.path.basename(latest[1].path.rstrip("/"))]
+                       if latest is not None else None),
+        }
+        path = os.path.join(self.local_dir, CHECKPOINT_STATE_FILE)
+        with open(path + ".tmp", "w") as f:
+            json.dump(state, f)
+        os.replace(path + ".tmp", path)
+        if self.remote:
+            self.upload([CHECKPOINT_STATE_FILE])
 
     def write_error(self, text: str) -> None:
         with open(os.path.join(self.local_dir, ERROR_FILE), "w") as f:

@@ -183,7 +183,10 @@ class RunConfig:
     """Where a run's results go and how it behaves.
 
     Args:
-        name: the run folder's name (default: ``<Trainer>_<date>_<time>``).
+        name: the run folder's name (default: ``<Trainer>_<date>_<time>_<uid>``, new each
+            time). A ``fit()`` whose ``<storage_path>/<name>`` holds an earlier run resumes it
+            from its latest committed checkpoint (as Ray Train does); use a new name to start
+            afresh. For a Tuner: the experiment folder (default ``<trainable>_<date>_<time>_<uid>``).
         storage_path: a local folder or an fsspec URL (default ``~/tandem_results`` or
             ``$TANDEM_STORAGE_PATH``). Every worker must be able to reach it.
         failure_config: restarts after worker failures.

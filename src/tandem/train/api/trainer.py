@@ -211,6 +211,8 @@ class DataParallelTrainer:
             metadata=self.metadata,
             call_handlers=dict(call_handlers or {}),
             start_iteration=start_iteration,
+            # a fit() whose (storage_path, name) holds an earlier run resumes it (Ray Train)
+            resume_latest_in_run_path=trial_id is None,
             time_offset_s=time_offset_s,
             preload=preload,
         )
