@@ -44,6 +44,7 @@ class TuneTrial(Trial):
     __slots__ = (
         "action",
         "error",
+        "gang_reports",
         "gen",
         "index",
         "job",
@@ -61,6 +62,7 @@ class TuneTrial(Trial):
         self.index = index
         self.job: Any = None
         self.gen = 0
+        self.gang_reports = 0  # reports seen from the trial's current job
         self.action: Any = None  # the decision being carried out while its job ends
         self.error: BaseException | None = None
         self.time_total_s = 0.0
@@ -140,6 +142,9 @@ class TuneController:
         self._live_jobs = 0  # trials whose job is queued or running
         self._paused: set[str] = set()
         self._relaunch = [t for t in self.trials if t.status is TrialStatus.PENDING]
+        # reports whose worker waits for the verdict on them: trial id -> [((iteration,
+        # reports made by that gang), reply)]
+        self._verdicts: dict[str, list[tuple[tuple[int, int], Callable[[bool, str], None]]]] = {}
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> list[TuneTrial]:
@@ -193,6 +198,10 @@ class TuneController:
                 trial.checkpoint = payload[1]
             elif kind == "status":
                 self._on_status(trial, payload)
+            elif kind == "verdict":
+                self._verdicts.setdefault(trial.trial_id, []).append(payload)
+        if self._verdicts:
+            self._answer_verdicts()
         self.reporter.refresh(self.trials)
         self._save_state()
 
@@ -273,6 +282,8 @@ class TuneController:
 
         trial.status = TrialStatus.PENDING
         trial.action = None
+        trial.gang_reports = 0
+        self._verdicts.pop(tid, None)  # the old job's workers are gone
         try:
             trial.job = self._launch_job(trial, checkpoint, listener)
         except (ConfigError, TandemError) as e:
@@ -348,6 +359,7 @@ class TuneController:
         self._state_dirty = True
         for row in rows:
             result = row
+            trial.gang_reports += 1
             result["trial_id"] = trial.trial_id
             trial.last_result = result
             trial.time_total_s = result.get("time_total_s", trial.time_total_s)
@@ -406,6 +418,28 @@ class TuneController:
         for cb in self.callbacks:
             hook = cb.on_trial_error if status is TrialStatus.ERROR else cb.on_trial_complete
             hook(iteration=self._iteration, trials=self.trials, trial=trial)
+
+    def _answer_verdicts(self) -> None:
+        """Answers each waiting worker once its report was handled: ``"stop"`` when a
+        decision ended, paused or is restarting its trial, else ``"continue"``."""
+        for tid in list(self._verdicts):
+            trial = self._by_id.get(tid)
+            waiting = self._verdicts[tid]
+            decided = (trial is None or trial.action is not None or self._stopping_all
+                       or trial.status not in (TrialStatus.RUNNING, TrialStatus.PENDING))
+            keep = []
+            for (iteration, count), reply in waiting:
+                if decided:
+                    reply(True, "stop")
+                elif trial is not None and (trial.iteration >= iteration
+                                            or trial.gang_reports >= count):
+                    reply(True, "continue")
+                else:
+                    keep.append(((iteration, count), reply))
+            if keep:
+                self._verdicts[tid] = keep
+            else:
+                del self._verdicts[tid]
 
     def _fail_fast(self, trial: TuneTrial) -> None:
         """``FailureConfig(fail_fast=...)``: the first trial error ends the experiment; with

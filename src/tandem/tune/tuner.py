@@ -16,6 +16,7 @@ import cloudpickle
 
 from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
+from tandem.jobs.client import RemoteJobService
 from tandem.jobs.handle import JobHandle
 from tandem.jobs.runtime import get_service, log_to_driver
 from tandem.train.api._files import join_path, make_dirs, read_file, remove_dir, write_file
@@ -23,7 +24,7 @@ from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, RunConfig, ScalingConfig, as_search_dict
 from tandem.train.api.result import Result
 from tandem.train.api.trainer import DataParallelTrainer, check_train_fn
-from tandem.train.context import StorageContext
+from tandem.train.context import AWAIT_VERDICT, StorageContext
 from tandem.tune.callback import Callback
 from tandem.tune.controller import (
     SCHEDULER_FILE,
@@ -215,7 +216,11 @@ class Tuner:
         callbacks = [cb for cb in (rc.callbacks or []) if isinstance(cb, Callback)
                      or hasattr(cb, "on_trial_result")]
         reporter = ProgressReporter(verbose, metric, mode, self._param_keys(), exp_path)
-        launch = self._make_launcher(exp_path, exp_name, verbose)
+        # a stopper or a scheduler other than FIFO can decide at any result: each report then
+        # waits for the verdict, so a decision takes effect at the result that triggered it
+        verdicts = self._stopper is not None or (
+            type(scheduler).on_trial_result is not FIFOScheduler.on_trial_result)
+        launch = self._make_launcher(exp_path, exp_name, verbose, verdicts=verdicts)
         controller = TuneController(
             launch=launch, searcher=searcher, scheduler=scheduler,
             num_samples=tc.num_samples if tc.num_samples != -1 else 10**12,
@@ -259,7 +264,8 @@ class Tuner:
                 (isinstance(v, Mapping) and "grid_search" in v) or k.endswith("grid_search")]
         return [k.removesuffix("/grid_search") for k in keys]
 
-    def _make_launcher(self, exp_path: str, exp_name: str, verbose: int) -> Callable:
+    def _make_launcher(self, exp_path: str, exp_name: str, verbose: int,
+                       verdicts: bool = False) -> Callable:
         service = get_service()
         rc = self.run_config
         kind, fn = self._kind, self._fn
@@ -301,13 +307,17 @@ class Tuner:
                 trainer.metadata = {}
                 config = trial.config
                 fb = fn_bytes
+            handlers: dict[str, Any] = {}
+            if verdicts and not isinstance(service, RemoteJobService):
+                trainer.metadata = {**trainer.metadata, AWAIT_VERDICT: True}
+                handlers["tune_verdict"] = _verdict_handler(listener)
             spec = trainer._job_spec(
                 storage=storage, trial_id=trial.trial_id, trial_name=trial.name,
                 config=config, checkpoint=checkpoint,
                 echo_prefix=f"{trial.name}, " if verbose >= 2 or log_to_driver() else None,
                 listener=listener, fn_bytes=fb, start_iteration=_resume_iteration(checkpoint),
                 time_offset_s=trial.time_total_s,
-                preload=("tandem.tune",),
+                preload=("tandem.tune",), call_handlers=handlers,
             )
             job = service.submit(spec)
             return _TrialJob(JobHandle(job, service), job)
@@ -412,6 +422,16 @@ def _restored_results(restore: Mapping[str, Any], tc: TuneConfig) -> ResultGrid:
     trials: list[TuneTrial] = list(restore["trials"])
     return ResultGrid([Tuner._result_of(t) for t in trials], restore["experiment_path"],
                       tc.metric, tc.mode, trial_ids=[t.trial_id for t in trials])
+
+
+def _verdict_handler(listener: Callable[[str, Any], None]) -> Callable[..., None]:
+    """The driver call a trial's rank 0 makes after each report: the request goes to the
+    tune controller, which replies once it has handled that report."""
+
+    def handle(controller: Any, rank: int, payload: Any, reply: Callable[[bool, Any], None]) -> None:
+        listener("verdict", (tuple(payload), reply))
+
+    return handle
 
 
 def _default_experiment_name(storage: str, prefix: str) -> str:

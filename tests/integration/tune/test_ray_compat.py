@@ -300,3 +300,44 @@ def test_two_unnamed_experiments_in_one_second_get_their_own_folders(storage):
         paths.append(rg.experiment_path)
     assert len(set(paths)) == 3, paths
     assert all(os.path.basename(p).startswith("_one_report_") for p in paths)
+
+
+# -- a decision takes effect at the result that triggered it (item 2) ---------------------------
+def _tight(config):
+    for i in range(100_000):
+        tune.report({"i": i})
+
+
+@pytest.mark.slow
+def test_stop_at_iteration_k_leaves_exactly_k_rows(storage):
+    tandem.init(num_cpus=2)
+    rg = tune.Tuner(_tight, param_space={"x": tune.grid_search([1, 2])},
+                    run_config=RunConfig(storage_path=storage, name="k", verbose=0,
+                                         stop={"training_iteration": 8})).fit()
+    for r in rg:
+        assert [row["training_iteration"] for row in _rows(r.path)] == list(range(1, 9))
+        assert len(r.metrics_dataframe) == 8
+        assert r.metrics["i"] == 7
+
+
+class _PauseAt(FIFOScheduler):
+    def __init__(self, k: int) -> None:
+        super().__init__()
+        self.k = k
+        self.decided: list[int] = []
+
+    def on_trial_result(self, trial, result):
+        if result["training_iteration"] == self.k and not self.decided:
+            self.decided.append(self.k)
+            return Decision.stop("decided at k")
+        return Decision.continue_()
+
+
+@pytest.mark.slow
+def test_a_scheduler_decision_at_k_takes_effect_at_k(storage):
+    tandem.init(num_cpus=1)
+    sched = _PauseAt(5)
+    rg = tune.Tuner(_tight, tune_config=tune.TuneConfig(scheduler=sched),
+                    run_config=RunConfig(storage_path=storage, name="sk", verbose=0)).fit()
+    assert sched.decided == [5]
+    assert [row["training_iteration"] for row in _rows(rg[0].path)] == [1, 2, 3, 4, 5]
