@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-
 AWAIT_VERDICT = "__tandem_await_verdict__"
 """Metadata key a tuner sets on a trial's run: rank 0 waits, after each report, for the
 tuner's verdict on it (driver call ``tune_verdict``), so a stop, pause or exploit decided at

@@ -51,8 +51,8 @@ def test_a_resume_checkpoint_keeps_its_metrics_for_top_k(tmp_path):
     donor = str(tmp_path / "donor")
     os.makedirs(donor)
     with open(os.path.join(donor, "result.json"), "w") as f:
-        for i in range(1, 6):
-            f.write(json.dumps({"acc": i / 10, "training_iteration": i}) + "\n")
+        f.writelines(json.dumps({"acc": i / 10, "training_iteration": i}) + "\n"
+                     for i in range(1, 6))
     path = _ckpt(donor, 5)
     assert reported_metrics(path)["acc"] == 0.5
     own = str(tmp_path / "own")

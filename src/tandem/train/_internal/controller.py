@@ -27,8 +27,8 @@ from tandem.train._internal import data as data_mod
 from tandem.train._internal.checkpoints import (
     CheckpointManager,
     announce_resume,
-    committed_checkpoints,
     checkpoint_iteration,
+    committed_checkpoints,
     existing_checkpoints,
 )
 from tandem.train._internal.failure import FailureDecision, FailurePolicy, FailureStatus
