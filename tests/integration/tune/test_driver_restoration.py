@@ -40,7 +40,7 @@ def _loop(config):
                 config["log"] + ".killed"):
             # wait until this step's checkpoint is committed, then kill the trial's driver
             state = os.path.join(train.get_context().get_storage().run_path,
-                                 "checkpoint_state.json")
+                                 "checkpoints.json")
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 try:

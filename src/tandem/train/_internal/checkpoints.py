@@ -171,13 +171,13 @@ def reported_metrics(checkpoint_path: str) -> dict:
 
 def committed_checkpoints(run_path: str) -> list[tuple[int, str]] | None:
     """``(iteration, path)`` of the checkpoints a run in ``run_path`` committed (its
-    ``checkpoint_state.json``), latest last; None when no run there recorded any."""
+    ``checkpoints.json``), latest last; None when no run there recorded any."""
     import json
 
     if "://" in run_path:
         return None
     try:
-        with open(os.path.join(run_path, "checkpoint_state.json")) as f:
+        with open(os.path.join(run_path, "checkpoints.json")) as f:
             state = json.load(f)
     except (OSError, ValueError):
         return None

@@ -344,6 +344,8 @@ class TrainController(JobRunner):
 
     def _on_call(self, rank: int, frame: tuple) -> None:
         _, call_id, method, payload = frame
+        if rank >= len(self._workers):
+            return  # a call from a gang already killed (frames drained after its end)
         worker = self._workers[rank]
         if method in RENDEZVOUS_METHODS:
             self._rdzv.handle(method, payload, worker, call_id)

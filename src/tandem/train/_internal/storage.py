@@ -19,7 +19,7 @@ from typing import Any
 from tandem.train.api.checkpoint import _is_url, get_fs
 from tandem.train.api.result import ERROR_FILE, PARAMS_FILE, PROGRESS_FILE, RESULT_FILE
 
-CHECKPOINT_STATE_FILE = "checkpoint_state.json"
+CHECKPOINT_STATE_FILE = "checkpoints.json"
 """The run's committed checkpoints (iteration, folder name), rewritten at every commit: what
 a later ``fit()`` with the same ``(storage_path, name)`` resumes from."""
 
