@@ -436,8 +436,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--out",
         type=Path,
-        default=Path("docs/benchmarks"),
-        help="results.json and chart.png go here",
+        default=None,
+        help="results.json and chart.png go here (default: docs/benchmarks, the published "
+        "figures; with --smoke a fresh temp dir, so a smoke run never overwrites them)",
     )
     p.add_argument("--logs", type=Path, help="per-measurement logs (default: a fresh temp dir)")
     p.add_argument("--no-chart", action="store_true", help="skip chart.png")
@@ -458,6 +459,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.overrides = parsed
     if args.repeats < 1:
         p.error("--repeats must be at least 1")
+    if args.out is None:
+        args.out = (Path(tempfile.mkdtemp(prefix="tandem-bench-smoke-")) if args.smoke
+                    else Path("docs/benchmarks"))
     return args
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +22,13 @@ def init(
     ray_address: str | None = None,
     ignore_reinit_error: bool = False,
     runtime_env: Mapping[str, Any] | None = None,
+    configure_logging: bool = True,
+    logging_level: int | str = "info",
+    logging_format: str | None = None,
+    log_to_driver: bool | None = None,
+    include_dashboard: bool | None = None,
+    local_mode: bool = False,
+    **ray_kwargs: Any,
 ) -> None:
     """Starts tandem's job service in this process, with the resources you declare.
 
@@ -34,10 +42,25 @@ def init(
             cluster, as ``ray.init(num_cpus=...)`` declares them (default: this machine's).
         cluster: ``"local"`` (processes on this machine) or ``"ray"`` (a Ray cluster).
         ray_address: the Ray cluster for ``cluster="ray"`` (``"auto"`` or ``host:port``).
+        configure_logging, logging_level, logging_format: as in ``ray.init``: with
+            ``configure_logging`` (default) the ``tandem`` logger gets a console handler at
+            ``logging_level`` (default ``"info"``) in ``logging_format``; False leaves
+            logging to you.
+        log_to_driver: as in ``ray.init``: False never echoes workers' output here (it
+            stays in each run's logs, ``tandem jobs logs``); True echoes it, tuning trials'
+            too; None keeps the defaults (a trainer's ``fit()`` echoes, a Tuner does at
+            ``RunConfig(verbose=2)``).
+        include_dashboard: None or False (tandem starts no dashboard in your process);
+            True is refused with where the dashboard is (``tandem server start``).
+        local_mode: False only (Ray deprecated it; tandem runs workers as processes).
+    Other ``ray.init`` keywords are refused with what to do instead.
     """
     from tandem.jobs import runtime
     from tandem.jobs.service import LocalJobService
 
+    _check_ray_keywords(ray_kwargs, include_dashboard=include_dashboard, local_mode=local_mode,
+                        log_to_driver=log_to_driver)
+    level = _logging_level(logging_level)
     if runtime.current_service() is not None:
         if ignore_reinit_error:
             return
@@ -52,6 +75,9 @@ def init(
             raise ConfigError(f"tandem.init({name}={value!r}): give a number >= 0.")
     if resources is not None:
         validate_bundle(resources, "tandem.init(resources)")
+    if configure_logging:
+        _configure_logging(level, logging_format)
+    runtime.set_log_to_driver(log_to_driver)
     if address is not None:
         given = [n for n, v in (("num_cpus", num_cpus), ("num_gpus", num_gpus),
                                 ("memory", memory), ("resources", resources)) if v is not None]
@@ -91,6 +117,85 @@ def init(
     runtime.set_service(LocalJobService(c))
 
 
+_RAY_ONLY: dict[str, str] = {
+    "object_store_memory": "tandem has no object store: workers read data from your "
+                           "datasets or storage; declare memory with memory=",
+    "namespace": "tandem has no named actors; drop it",
+    "dashboard_host": "the dashboard is served by `tandem server start --host ...`",
+    "dashboard_port": "the dashboard is served by `tandem server start --port ...`",
+    "logging_config": "use logging_level= and logging_format=",
+    "job_config": "give runtime_env= (with address=) for jobs sent to a train server",
+    "labels": "declare custom resources with resources={...}",
+    "_temp_dir": "tandem writes runs under RunConfig(storage_path=...)",
+    "_system_config": "drop it; tandem has no Ray system config",
+}
+
+
+def _check_ray_keywords(extra: Mapping[str, Any], *, include_dashboard: bool | None,
+                        local_mode: bool, log_to_driver: bool | None) -> None:
+    for key, value in extra.items():
+        hint = _RAY_ONLY.get(key)
+        if hint is None:
+            raise ConfigError(
+                f"tandem.init({key}={value!r}): unknown keyword. tandem.init takes address, "
+                f"num_cpus, num_gpus, memory, resources, token, cluster, ray_address, "
+                f"ignore_reinit_error, runtime_env and ray.init's configure_logging, "
+                f"logging_level, logging_format, log_to_driver, include_dashboard, local_mode."
+            )
+        raise ConfigError(f"tandem.init({key}={value!r}) is a ray.init option with no "
+                          f"equivalent here: {hint}.")
+    if include_dashboard:
+        raise ConfigError(
+            "tandem.init(include_dashboard=True): tandem starts no dashboard inside your "
+            "process; run `tandem server start` (dashboard at its address) or `tandem "
+            "dashboard PATH` for results on disk, and drop include_dashboard."
+        )
+    if local_mode:
+        raise ConfigError(
+            "tandem.init(local_mode=True): Ray deprecated local mode and tandem has none; "
+            "workers are processes. To debug, call your train function directly, or use "
+            "ScalingConfig(num_workers=1); drop local_mode."
+        )
+    if log_to_driver is not None and not isinstance(log_to_driver, bool):
+        raise ConfigError(f"tandem.init(log_to_driver={log_to_driver!r}): use True or False.")
+
+
+def _logging_level(level: int | str) -> int:
+    if isinstance(level, int) and not isinstance(level, bool):
+        return level
+    if isinstance(level, str):
+        got = logging.getLevelName(level.upper())
+        if isinstance(got, int):
+            return got
+    raise ConfigError(
+        f"tandem.init(logging_level={level!r}): use a logging level such as logging.INFO, "
+        f"'info', 'debug' or 'warning'."
+    )
+
+
+_HANDLER_NAME = "tandem.init"
+DEFAULT_LOGGING_FORMAT = "%(asctime)s\t%(levelname)s %(filename)s:%(lineno)s -- %(message)s"
+
+
+def _configure_logging(level: int, fmt: str | None) -> None:
+    """As ``ray.init(configure_logging=True)`` does for the ``ray`` logger: the ``tandem``
+    logger at ``level`` with one console handler (replaced, not stacked, on a second call);
+    where the program already configured the root logger, its handlers are used instead,
+    unless a ``logging_format`` is given."""
+    log = logging.getLogger("tandem")
+    log.setLevel(level)
+    for h in list(log.handlers):
+        if h.get_name() == _HANDLER_NAME:
+            log.removeHandler(h)
+    if logging.getLogger().handlers and fmt is None:
+        return  # the program configured logging itself: tandem's records reach its handlers
+    handler = logging.StreamHandler()
+    handler.set_name(_HANDLER_NAME)
+    handler.setFormatter(logging.Formatter(fmt or DEFAULT_LOGGING_FORMAT))
+    log.addHandler(handler)
+    log.propagate = not fmt and not logging.getLogger().handlers
+
+
 def is_initialized() -> bool:
     from tandem.jobs import runtime
 
@@ -102,3 +207,4 @@ def shutdown() -> None:
     from tandem.jobs import runtime
 
     runtime.shutdown_service()
+    runtime.set_log_to_driver(None)

@@ -86,3 +86,17 @@ def list_jobs() -> list[JobHandle]:
 
 
 atexit.register(shutdown_service)
+
+
+_log_to_driver: bool | None = None
+
+
+def set_log_to_driver(value: bool | None) -> None:
+    """``tandem.init(log_to_driver=...)``: False never echoes workers' output on this
+    console; True echoes it for tuning trials too; None keeps each entry point's default."""
+    global _log_to_driver
+    _log_to_driver = value
+
+
+def log_to_driver() -> bool | None:
+    return _log_to_driver

@@ -6,6 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+AWAIT_VERDICT = "__tandem_await_verdict__"
+"""Metadata key a tuner sets on a trial's run: rank 0 waits, after each report, for the
+tuner's verdict on it (driver call ``tune_verdict``), so a stop, pause or exploit decided at
+a result takes effect there."""
+
 
 @dataclass(frozen=True)
 class StorageContext:
@@ -71,4 +76,4 @@ class TrainContext:
         return self.storage.run_path if self.storage else None
 
     def get_metadata(self) -> Mapping[str, Any]:
-        return self.metadata
+        return {k: v for k, v in self.metadata.items() if k != AWAIT_VERDICT}

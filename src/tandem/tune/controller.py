@@ -46,6 +46,7 @@ class TuneTrial(Trial):
         "action",
         "decisions",
         "error",
+        "gang_reports",
         "gen",
         "index",
         "job",
@@ -63,6 +64,7 @@ class TuneTrial(Trial):
         self.index = index
         self.job: JobView | None = None
         self.gen = 0
+        self.gang_reports = 0  # reports seen from the trial's current job
         self.action: Any = None  # the decision being carried out while its job ends
         self.error: BaseException | None = None
         self.time_total_s = 0.0
@@ -107,6 +109,7 @@ class TuneController:
         queue_depth: int = 2,
         stop_service: Callable[[Any], None] | None = None,
         forget_job: Callable[[str], None] | None = None,
+        fail_fast: bool | str = False,
     ) -> None:
         self._launch_job = launch
         self._forget_job = forget_job or (lambda job_id: None)
@@ -126,6 +129,7 @@ class TuneController:
         self.exp_uid = exp_uid
         self.strict_metric = strict_metric
         self.queue_depth = max(1, queue_depth)
+        self.fail_fast = fail_fast.upper() if isinstance(fail_fast, str) else bool(fail_fast)
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         self.trials: list[TuneTrial] = list(restored or [])
         self._by_id = {t.trial_id: t for t in self.trials}
@@ -144,6 +148,9 @@ class TuneController:
         self._live_jobs = 0  # trials whose job is queued or running
         self._paused: set[str] = set()
         self._relaunch = [t for t in self.trials if t.status is TrialStatus.PENDING]
+        # reports whose worker waits for the verdict on them: trial id -> [((iteration,
+        # reports made by that gang), reply)]
+        self._verdicts: dict[str, list[tuple[tuple[int, int], Callable[[bool, str], None]]]] = {}
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> list[TuneTrial]:
@@ -197,6 +204,10 @@ class TuneController:
                 trial.checkpoint = payload[1]
             elif kind == "status":
                 self._on_status(trial, payload)
+            elif kind == "verdict":
+                self._verdicts.setdefault(trial.trial_id, []).append(payload)
+        if self._verdicts:
+            self._answer_verdicts()
         self.reporter.refresh(self.trials)
         self._save_state()
 
@@ -277,6 +288,8 @@ class TuneController:
 
         trial.status = TrialStatus.PENDING
         trial.action = None
+        trial.gang_reports = 0
+        self._verdicts.pop(tid, None)  # the old job's workers are gone
         try:
             trial.job = self._launch_job(trial, checkpoint, listener)
         except (ConfigError, TandemError) as e:
@@ -341,6 +354,8 @@ class TuneController:
             trial.num_failures += 1
             first = str(trial.error).strip().splitlines()[0] if str(trial.error).strip() else ""
             self._end_trial(trial, TrialStatus.ERROR, note=first[:200])
+            if self.fail_fast:
+                self._fail_fast(trial)
         else:
             self._end_trial(trial, TrialStatus.TERMINATED)
 
@@ -350,6 +365,7 @@ class TuneController:
         self._state_dirty = True
         for row in rows:
             result = row
+            trial.gang_reports += 1
             result["trial_id"] = trial.trial_id
             trial.last_result = result
             trial.time_total_s = result.get("time_total_s", trial.time_total_s)
@@ -369,7 +385,8 @@ class TuneController:
                 cb.on_trial_result(iteration=self._iteration, trials=self.trials, trial=trial,
                                    result=result)
             self.searcher.on_trial_result(trial.trial_id, result)
-            if self.stopper is not None and self.stopper(trial.trial_id, result):
+            if (self.stopper is not None and self.stopper(trial.trial_id, result)) or \
+                    result.get("done") is True:
                 self._end_trial(trial, TrialStatus.TERMINATED, stop_job=True, note="stop criteria")
                 if getattr(self.stopper, "stop_all", None) and self.stopper.stop_all():
                     self._stop_everything()
@@ -409,6 +426,37 @@ class TuneController:
         for cb in self.callbacks:
             hook = cb.on_trial_error if status is TrialStatus.ERROR else cb.on_trial_complete
             hook(iteration=self._iteration, trials=self.trials, trial=trial)
+
+    def _answer_verdicts(self) -> None:
+        """Answers each waiting worker once its report was handled: ``"stop"`` when a
+        decision ended, paused or is restarting its trial, else ``"continue"``."""
+        for tid in list(self._verdicts):
+            trial = self._by_id.get(tid)
+            waiting = self._verdicts[tid]
+            decided = (trial is None or trial.action is not None or self._stopping_all
+                       or trial.status not in (TrialStatus.RUNNING, TrialStatus.PENDING))
+            keep = []
+            for (iteration, count), reply in waiting:
+                if decided:
+                    reply(True, "stop")
+                elif trial is not None and (trial.iteration >= iteration
+                                            or trial.gang_reports >= count):
+                    reply(True, "continue")
+                else:
+                    keep.append(((iteration, count), reply))
+            if keep:
+                self._verdicts[tid] = keep
+            else:
+                del self._verdicts[tid]
+
+    def _fail_fast(self, trial: TuneTrial) -> None:
+        """``FailureConfig(fail_fast=...)``: the first trial error ends the experiment; with
+        ``"raise"`` its error is raised from ``fit()`` (Ray Tune's semantics)."""
+        logger.info("FailureConfig(fail_fast=%r): trial %s failed; stopping the experiment.",
+                    self.fail_fast, trial.name)
+        if self.fail_fast == "RAISE" and self._fatal is None and trial.error is not None:
+            self._fatal = trial.error
+        self._stop_everything()
 
     def _stop_job(self, trial: TuneTrial) -> None:
         job = trial.job

@@ -202,7 +202,12 @@ class ClassTrainableRunner:
     def _should_stop(self, result: Mapping[str, Any]) -> bool:
         if not self.stop:
             return False
-        return any(k in result and result[k] >= v for k, v in self.stop.items())
+        stopper = self.__dict__.get("_stopper")
+        if stopper is None:
+            from tandem.tune.stopper import DictStopper
+
+            stopper = self.__dict__["_stopper"] = DictStopper(self.stop)
+        return bool(stopper("", dict(result)))
 
 
 class _WithParameters:

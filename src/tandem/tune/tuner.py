@@ -6,6 +6,7 @@ import datetime
 import json
 import logging
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -15,14 +16,15 @@ import cloudpickle
 from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
 from tandem.jobs.contract import JobService, JobView
-from tandem.jobs.runtime import get_service
+from tandem.jobs.client import RemoteJobService
+from tandem.jobs.runtime import get_service, log_to_driver
 from tandem.train.api.checkpoint import Checkpoint
-from tandem.train.api.config import CheckpointConfig, RunConfig, ScalingConfig
+from tandem.train.api.config import CheckpointConfig, RunConfig, ScalingConfig, as_search_dict
 from tandem.train.api.files import join_path, make_dirs, read_file, remove_dir, write_file
 from tandem.train.api.result import Result
 from tandem.train.api.run import RunDescription, job_spec, pickle_train_fn
 from tandem.train.api.trainer import DataParallelTrainer
-from tandem.train.context import StorageContext
+from tandem.train.context import AWAIT_VERDICT, StorageContext
 from tandem.tune.callback import Callback
 from tandem.tune.controller import (
     SCHEDULER_FILE,
@@ -131,6 +133,8 @@ class Tuner:
             raise ConfigError("Tuner() needs a trainable: a function, a Trainable class or a Trainer.")
         self.trainable = trainable
         self.param_space = dict(param_space or {})
+        if isinstance(self.param_space.get("scaling_config"), ScalingConfig):
+            self.param_space["scaling_config"] = as_search_dict(self.param_space["scaling_config"])
         self.tune_config = tune_config if tune_config is not None else TuneConfig()
         self.run_config = run_config if run_config is not None else RunConfig()
         if not isinstance(self.tune_config, TuneConfig):
@@ -206,8 +210,7 @@ class Tuner:
             exp_path, exp_uid, name_prefix = r["experiment_path"], r["exp_uid"], r["name_prefix"]
         else:
             storage = rc.resolved_storage_path()
-            stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-            exp_name = rc.name or f"{name_prefix}_{stamp}"
+            exp_name = rc.name or _default_experiment_name(storage, name_prefix)
             exp_path = storage.rstrip("/") + "/" + exp_name
             exp_uid = short_uid(5)
             self._save_tuner(exp_path)
@@ -216,7 +219,11 @@ class Tuner:
         callbacks = [cb for cb in (rc.callbacks or []) if isinstance(cb, Callback)]
         reporter = ProgressReporter(verbose, metric, mode, self._param_keys(), exp_path)
         service = get_service()
-        launch = self._make_launcher(service, exp_path, exp_name, verbose)
+        # a stopper or a scheduler other than FIFO can decide at any result: each report then
+        # waits for the verdict, so a decision takes effect at the result that triggered it
+        verdicts = self._stopper is not None or (
+            type(scheduler).on_trial_result is not FIFOScheduler.on_trial_result)
+        launch = self._make_launcher(service, exp_path, exp_name, verbose, verdicts=verdicts)
         controller = TuneController(
             launch=launch, searcher=searcher, scheduler=scheduler,
             num_samples=tc.num_samples if tc.num_samples != -1 else 10**12,
@@ -225,6 +232,7 @@ class Tuner:
             time_budget_s=tc.time_budget_s, callbacks=callbacks, reporter=reporter,
             name_prefix=name_prefix, exp_uid=exp_uid, restored=restored, strict_metric=strict,
             forget_job=service.forget,
+            fail_fast=rc.failure_config.fail_fast if rc.failure_config is not None else False,
         )
         if r is not None:
             controller._created = r.get("created", len(restored))
@@ -237,13 +245,17 @@ class Tuner:
         return self._results
 
     def get_results(self) -> ResultGrid:
+        """The results of ``fit()``; after ``Tuner.restore(path, ...)``, without ``fit()``,
+        the results saved in that experiment folder (as Ray's ``Tuner.get_results``)."""
+        if self._results is None and self._restore is not None:
+            return _restored_results(self._restore, self.tune_config)
         if self._results is None:
             raise ConfigError("Tuner.get_results(): call fit() first (or Tuner.restore(...).fit()).")
         return self._results
 
     @staticmethod
     def _result_of(t: TuneTrial) -> Result:
-        metrics = dict(t.last_result) if t.last_result else None
+        metrics = dict(t.last_result or {})
         best = t.result.best_checkpoints if t.result is not None else []
         return Result(metrics=metrics, checkpoint=t.checkpoint, path=t.path, error=t.error,
                       best_checkpoints=best, config=t.config)
@@ -257,7 +269,7 @@ class Tuner:
         return [k.removesuffix("/grid_search") for k in keys]
 
     def _make_launcher(self, service: JobService, exp_path: str, exp_name: str,
-                       verbose: int) -> Callable[
+                       verbose: int, verdicts: bool = False) -> Callable[
             [TuneTrial, Checkpoint | None, Callable[[str, Any], None]], JobView]:
         rc = self.run_config
         kind, fn = self._kind, self._fn
@@ -292,13 +304,17 @@ class Tuner:
                 scaling = res if isinstance(res, ScalingConfig) else ScalingConfig(
                     num_workers=1, resources_per_worker=res)
                 fields = {"config": trial.config, "scaling_config": scaling}
+            handlers: dict[str, Any] = {}
+            if verdicts and not isinstance(service, RemoteJobService):
+                fields["metadata"] = {**base.metadata, AWAIT_VERDICT: True}
+                handlers["tune_verdict"] = _verdict_handler(listener)
             run = replace(
                 base, **fields, storage=StorageContext(exp_path, trial.name, exp_name),
                 trial_id=trial.trial_id, trial_name=trial.name,
                 resume_from_checkpoint=checkpoint or base.resume_from_checkpoint,
-                echo_prefix=f"{trial.name}, " if verbose >= 2 else None,
-                start_iteration=trial.iteration, time_offset_s=trial.time_total_s,
-                preload=("tandem.tune",),
+                echo_prefix=f"{trial.name}, " if verbose >= 2 or log_to_driver() else None,
+                start_iteration=_resume_iteration(checkpoint), time_offset_s=trial.time_total_s,
+                preload=("tandem.tune",), call_handlers=handlers,
             )
             return service.submit(job_spec(run, listener=listener, fn_bytes=fn_bytes))
 
@@ -399,6 +415,41 @@ class Tuner:
         rc = saved.get("run_config") or RunConfig()
         tc = saved.get("tune_config") or TuneConfig()
         return cls(trainable, param_space=ps, tune_config=tc, run_config=rc, _restore=restore)
+
+
+def _restored_results(restore: Mapping[str, Any], tc: TuneConfig) -> ResultGrid:
+    trials: list[TuneTrial] = list(restore["trials"])
+    return ResultGrid([Tuner._result_of(t) for t in trials], restore["experiment_path"],
+                      tc.metric, tc.mode, trial_ids=[t.trial_id for t in trials])
+
+
+def _verdict_handler(listener: Callable[[str, Any], None]) -> Callable[..., None]:
+    """The driver call a trial's rank 0 makes after each report: the request goes to the
+    tune controller, which replies once it has handled that report."""
+
+    def handle(controller: Any, rank: int, payload: Any, reply: Callable[[bool, Any], None]) -> None:
+        listener("verdict", (tuple(payload), reply))
+
+    return handle
+
+
+def _default_experiment_name(storage: str, prefix: str) -> str:
+    """``<trainable>_<date>_<time>_<uid>``: two experiments never share a folder by default,
+    even when started in the same second (name one yourself to resume it later)."""
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    while True:
+        name = f"{prefix}_{stamp}_{short_uid(4)}"
+        if "://" in storage or not os.path.exists(os.path.join(storage, name)):
+            return name
+
+
+def _resume_iteration(checkpoint: Checkpoint | None) -> int:
+    """Where a (re)started trial's ``training_iteration`` count goes on, as in Ray: from the
+    iteration its checkpoint was reported at, or from 0 when it starts without one."""
+    if checkpoint is None:
+        return 0
+    m = re.search(r"checkpoint_(\d+)$", checkpoint.path.rstrip("/"))
+    return int(m.group(1)) if m else 0
 
 
 def _expand(path: str) -> str:

@@ -95,3 +95,14 @@ def test_every_case_declares_figures_and_a_tandem_variant() -> None:
 def test_error_headline_finds_the_exception_line() -> None:
     err = "exit code 1\nTraceback (most recent call last):\n  File x\nValueError: bad\n\n(log: /tmp/x)"
     assert error_headline(err) == "ValueError: bad"
+
+
+def test_smoke_output_goes_to_a_temp_dir_not_the_published_figures() -> None:
+    from benchmarks.run import parse_args
+
+    smoke = parse_args(["--smoke"])
+    assert smoke.out.resolve() != (Path("docs") / "benchmarks").resolve()
+    assert "tandem-bench-smoke-" in str(smoke.out)
+    smoke.out.rmdir()
+    assert parse_args([]).out == Path("docs/benchmarks")
+    assert parse_args(["--smoke", "--out", "x"]).out == Path("x")

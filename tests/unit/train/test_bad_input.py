@@ -16,7 +16,7 @@ from tandem.train import (
     RunConfig,
     ScalingConfig,
 )
-from tandem.train.torch import TorchConfig, TorchTrainer
+from tandem.train.torch import TorchConfig
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -30,9 +30,13 @@ class CheckpointManager:
         self,
         config: CheckpointConfig | None,
         delete: Callable[[str], None],
+        owner: str | None = None,
+        on_commit: Callable[[], None] | None = None,
     ) -> None:
         self.config = config or CheckpointConfig()
         self._delete = delete
+        self._on_commit = on_commit  # e.g. records the committed set in the run folder
+        self.owner = owner  # the run folder: only checkpoints inside it are ever deleted
         self._pending: dict[int, str] = {}
         self._pending_metrics: dict[int, dict] = {}
         self.kept: list[tuple[int, Checkpoint, dict]] = []  # oldest first
@@ -40,7 +44,11 @@ class CheckpointManager:
         self._warned_missing = False
 
     def seed(self, checkpoint: Checkpoint, iteration: int, metrics: dict | None = None) -> None:
-        """Registers an already-committed checkpoint (resume, restore)."""
+        """Registers an already-committed checkpoint (resume, restore). Without ``metrics``,
+        the ones reported with it are read back from its run's ``result.json``, so top-k
+        ranking keeps it where it belongs instead of ranking it lowest."""
+        if metrics is None:
+            metrics = reported_metrics(checkpoint.path)
         entry = (iteration, checkpoint, metrics or {})
         self.kept.append(entry)
         self.latest = entry
@@ -62,6 +70,8 @@ class CheckpointManager:
             new.append(entry)
         if new:
             self._enforce_limit()
+            if self._on_commit is not None:
+                self._on_commit()
         return new
 
     def drop_pending(self) -> list[str]:
@@ -97,10 +107,22 @@ class CheckpointManager:
         while len(self.kept) > k and candidates:
             worst = candidates.pop(0)
             self.kept.remove(worst)
+            if not self._owns(worst[1].path):
+                # e.g. a PBT donor's checkpoint this trial resumed from: another run's (or a
+                # paused trial's) to keep; this run only stops counting it
+                continue
             try:
                 self._delete(worst[1].path)
             except OSError as e:
                 logger.warning("could not delete checkpoint %s: %s", worst[1].path, e)
+
+    def _owns(self, path: str) -> bool:
+        if self.owner is None:
+            return True
+        root = self.owner.rstrip("/") + "/"
+        if "://" in root or "://" in path:
+            return path.startswith(root)
+        return os.path.abspath(path).startswith(os.path.abspath(root.rstrip("/")) + os.sep)
 
     @property
     def best_checkpoints(self) -> list[tuple[Checkpoint, dict]]:
@@ -117,3 +139,65 @@ def existing_checkpoints(run_path: str) -> list[tuple[int, str]]:
         if it is not None and os.path.isdir(os.path.join(run_path, name)):
             out.append((it, os.path.join(run_path, name)))
     return sorted(out)
+
+
+def reported_metrics(checkpoint_path: str) -> dict:
+    """The metrics reported with a checkpoint: the row of its run's ``result.json`` (in the
+    folder holding ``checkpoint_NNNNNN``) whose ``training_iteration`` is NNNNNN. Empty when
+    that cannot be found (a checkpoint from elsewhere, a URL)."""
+    import json
+
+    it = checkpoint_iteration(checkpoint_path)
+    if it is None or "://" in checkpoint_path:
+        return {}
+    result = os.path.join(os.path.dirname(os.path.abspath(checkpoint_path.rstrip("/"))),
+                          "result.json")
+    found: dict = {}
+    try:
+        with open(result) as f:
+            for line in f:
+                if f'"training_iteration": {it}' not in line:
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if row.get("training_iteration") == it:
+                    found = row  # the last such row: the one of the lineage that kept it
+    except OSError:
+        return {}
+    return found
+
+
+def committed_checkpoints(run_path: str) -> list[tuple[int, str]] | None:
+    """``(iteration, path)`` of the checkpoints a run in ``run_path`` committed (its
+    ``checkpoints.json``), latest last; None when no run there recorded any."""
+    import json
+
+    if "://" in run_path:
+        return None
+    try:
+        with open(os.path.join(run_path, "checkpoints.json")) as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        return None
+    out = []
+    for it, name in state.get("committed") or []:
+        path = os.path.join(run_path, name)
+        if os.path.isdir(path):
+            out.append((int(it), path))
+    return sorted(out) or None
+
+
+def announce_resume(run_path: str, checkpoint_path: str, given: Checkpoint | None) -> None:
+    """Says on the console that ``fit()`` resumes the earlier run in ``run_path``."""
+    import os.path
+
+    ended = "failed" if os.path.exists(os.path.join(run_path, "error.txt")) else "ended or stopped"
+    extra = (f" (it takes precedence over resume_from_checkpoint={given.path!r}, as in Ray "
+             f"Train)") if given is not None else ""
+    logger.warning(
+        "%s already holds a run (%s): resuming it from its latest committed checkpoint %s%s. "
+        "To start afresh, give RunConfig(name=...) a new name or delete that folder.",
+        run_path, ended, os.path.basename(checkpoint_path.rstrip("/")), extra,
+    )

@@ -27,7 +27,9 @@ from tandem.jobs.spec import JobContext, JobOutcome, JobRunner, JobStatus
 from tandem.train._internal import data as data_mod
 from tandem.train._internal.checkpoints import (
     CheckpointManager,
+    announce_resume,
     checkpoint_iteration,
+    committed_checkpoints,
     existing_checkpoints,
 )
 from tandem.train._internal.failure import FailureDecision, FailurePolicy, FailureStatus
@@ -111,7 +113,9 @@ class TrainController(JobRunner):
     def __init__(self, spec: RunSpec) -> None:
         self.spec = spec
         self.policy = FailurePolicy(spec.failure_config)
-        self.checkpoints = CheckpointManager(spec.checkpoint_config, remove_dir)
+        self.checkpoints = CheckpointManager(spec.checkpoint_config, remove_dir,
+                                             owner=spec.storage.run_path,
+                                             on_commit=self._record_checkpoints)
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         self._attempt = 0
         self._workers: list[WorkerProcess] = []
@@ -328,6 +332,10 @@ class TrainController(JobRunner):
             self._committed_upto = low
             self._commit(low)
 
+    def _record_checkpoints(self) -> None:
+        if self.storage is not None:
+            self.storage.write_checkpoint_state(self.checkpoints.kept, self.checkpoints.latest)
+
     def _commit(self, upto: int) -> None:
         new = self.checkpoints.commit_upto(upto)
         if new:
@@ -346,6 +354,8 @@ class TrainController(JobRunner):
 
     def _on_call(self, rank: int, frame: tuple) -> None:
         _, call_id, method, payload = frame
+        if rank >= len(self._workers):
+            return  # a call from a gang already killed (frames drained after its end)
         worker = self._workers[rank]
         if method in RENDEZVOUS_METHODS:
             self._rdzv.handle(method, payload, worker, call_id)
@@ -370,7 +380,12 @@ class TrainController(JobRunner):
         existing = existing_checkpoints(spec.storage.run_path)
         if existing:
             base = max(base, existing[-1][0])
-        if spec.resume_latest_in_run_path and existing and spec.resume_from_checkpoint is None:
+        earlier = committed_checkpoints(spec.storage.run_path) if spec.resume_latest_in_run_path \
+            else None
+        if earlier:  # a run with this (storage_path, name) went before: resume it (Ray Train)
+            announce_resume(spec.storage.run_path, earlier[-1][1], spec.resume_from_checkpoint)
+            self.checkpoints.seed(Checkpoint(earlier[-1][1]), earlier[-1][0])
+        elif spec.resume_latest_in_run_path and existing and spec.resume_from_checkpoint is None:
             self.checkpoints.seed(Checkpoint(existing[-1][1]), existing[-1][0])
         elif spec.resume_from_checkpoint is not None:
             it = checkpoint_iteration(spec.resume_from_checkpoint.path) or 0
@@ -389,6 +404,7 @@ class TrainController(JobRunner):
         latest = self.checkpoints.latest
         ckpt_path = latest[1].path if latest else None
         start_it = latest[0] if latest else self._base_iteration
+        self.storage.rewind(start_it)  # iterations after start_it are reported again
         self._done = {}
         self._rdzv = GangRendezvous()  # per gang: frames of old gangs are ignored
         self._rank_iter = [start_it] * n

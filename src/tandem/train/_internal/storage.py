@@ -19,6 +19,10 @@ from typing import Any
 from tandem.train.api.checkpoint import _is_url, get_fs
 from tandem.train.api.result import ERROR_FILE, PARAMS_FILE, PROGRESS_FILE, RESULT_FILE
 
+CHECKPOINT_STATE_FILE = "checkpoints.json"
+"""The run's committed checkpoints (iteration, folder name), rewritten at every commit: what
+a later ``fit()`` with the same ``(storage_path, name)`` resumes from."""
+
 
 def _json_default(o: Any) -> Any:
     item = getattr(o, "item", None)
@@ -78,6 +82,55 @@ class RunStorage:
         self._result.flush()
         self._progress.flush()
 
+    def rewind(self, iteration: int) -> int:
+        """Drops the rows after ``iteration`` from ``result.json`` and ``progress.csv``: a run
+        (re)started from the checkpoint of ``iteration`` (or from scratch, 0) reports those
+        iterations again, and each is kept once, from the lineage that goes on. Returns how
+        many rows were dropped."""
+        self._result.flush()
+        self._progress.flush()
+        result_path = os.path.join(self.local_dir, RESULT_FILE)
+        with open(result_path) as f:
+            lines = f.readlines()
+        keep = [ln for ln in lines if _row_iteration(ln) <= iteration]
+        dropped = len(lines) - len(keep)
+        if not dropped:
+            return 0
+        self._result.close()
+        self._progress.close()
+        with open(result_path, "w") as f:
+            f.writelines(keep)
+        progress_path = os.path.join(self.local_dir, PROGRESS_FILE)
+        if self._csv_fields is not None and os.path.exists(progress_path):
+            with open(progress_path, newline="") as f:
+                reader = csv.DictReader(f)
+                rows = [r for r in reader
+                        if _int_or(r.get("training_iteration"), 0) <= iteration]
+            with open(progress_path, "w", newline="") as f:
+                w = csv.DictWriter(f, self._csv_fields, extrasaction="ignore")
+                w.writeheader()
+                w.writerows(rows)
+        self._result = open(result_path, "a", buffering=1 << 16)  # noqa: SIM115
+        self._progress = open(progress_path, "a", newline="", buffering=1 << 16)  # noqa: SIM115
+        if self._csv_fields is not None:
+            self._csv = csv.DictWriter(self._progress, self._csv_fields, extrasaction="ignore")
+        self.sync()
+        return dropped
+
+    def write_checkpoint_state(self, kept: Iterable[tuple[int, Any, dict]],
+                               latest: tuple[int, Any, dict] | None) -> None:
+        state = {
+            "committed": [[it, os.path.basename(c.path.rstrip("/"))] for it, c, _ in kept],
+            "latest": ([latest[0], os.path.basename(latest[1].path.rstrip("/"))]
+                       if latest is not None else None),
+        }
+        path = os.path.join(self.local_dir, CHECKPOINT_STATE_FILE)
+        with open(path + ".tmp", "w") as f:
+            json.dump(state, f)
+        os.replace(path + ".tmp", path)
+        if self.remote:
+            self.upload([CHECKPOINT_STATE_FILE])
+
     def write_error(self, text: str) -> None:
         with open(os.path.join(self.local_dir, ERROR_FILE), "w") as f:
             f.write(text)
@@ -115,3 +168,19 @@ def _read_csv_header(path: str) -> list[str] | None:
     with open(path, newline="") as f:
         first = f.readline()
     return next(csv.reader(io.StringIO(first))) if first.strip() else None
+
+
+def _int_or(value: Any, default: int) -> int:
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return default
+
+
+def _row_iteration(line: str) -> int:
+    if not line.strip():
+        return 0
+    try:
+        return _int_or(json.loads(line).get("training_iteration"), 0)
+    except ValueError:
+        return 0

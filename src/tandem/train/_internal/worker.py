@@ -30,7 +30,7 @@ import cloudpickle
 
 from tandem.train import session as session_mod
 from tandem.train.api.checkpoint import Checkpoint, _is_url, get_fs
-from tandem.train.context import TrainContext
+from tandem.train.context import AWAIT_VERDICT, TrainContext
 
 CHECKPOINT_DIR = "checkpoint_{:06d}"
 CHECKPOINT_ONLY = "_tandem_checkpoint_only"
@@ -123,6 +123,9 @@ class WorkerTask:
         return code
 
 
+VERDICT_STOP_GRACE_S = 300.0
+
+
 class WorkerSession:
     """The state behind ``tandem.train.report`` & co. in one worker process."""
 
@@ -142,6 +145,8 @@ class WorkerSession:
         self._call_ids = 0
         self._call_lock = threading.Lock()
         self._handlers: dict[str, Callable[[Any], None]] = {}
+        self._await_verdict = self._rank == 0 and bool(task.context.metadata.get(AWAIT_VERDICT))
+        self._start_iteration = task.start_iteration
         channel.on_message(self._on_driver_message)
 
     # -- reports ---------------------------------------------------------------------
@@ -160,6 +165,21 @@ class WorkerSession:
         # Sent inline: once report() returns, the report is in the kernel's socket buffer and
         # reaches the driver even if this process is killed the next instant.
         self._send(("reports", self._rank, [(self.iteration, time.monotonic() - self._t0, clean, path)]))
+        if self._await_verdict:
+            self._wait_for_verdict()
+
+    def _wait_for_verdict(self) -> None:
+        """In a tuning trial whose scheduler or stopper can decide at any result: returns once
+        the tuner has seen this report and lets the trial go on; when it stopped, paused or
+        exploited the trial at this report, blocks until the driver ends this gang."""
+        verdict = self.call("tune_verdict", (self.iteration, self.iteration - self._start_iteration))
+        if verdict == "continue":
+            return
+        time.sleep(VERDICT_STOP_GRACE_S)
+        raise RuntimeError(
+            f"the tuner ended this trial at iteration {self.iteration}, but its workers were "
+            f"not stopped within {VERDICT_STOP_GRACE_S:.0f} s"
+        )
 
     def _persist(self, checkpoint: Checkpoint) -> str:
         if self._run_path is None:

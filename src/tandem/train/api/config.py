@@ -14,6 +14,23 @@ from tandem.train.api.callback import Callback, check_callbacks
 DEFAULT_STORAGE_PATH = os.path.join("~", "tandem_results")
 
 
+def is_search_space(value: Any) -> bool:
+    """A tune search space (a ``Domain`` such as ``tune.choice``, or ``tune.grid_search``'s
+    ``{"grid_search": [...]}``), recognised without importing the tune layer."""
+    if isinstance(value, Mapping) and "grid_search" in value:
+        return True
+    return any(c.__name__ == "Domain" and c.__module__.startswith("tandem.tune.")
+               for c in type(value).__mro__)
+
+
+def as_search_dict(config: Any) -> dict[str, Any]:
+    """A config dataclass as the dict of its fields, for a Tuner's param_space (Ray turns
+    ``param_space["scaling_config"]`` into a dict the same way)."""
+    import dataclasses
+
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+
+
 @dataclass(frozen=True)
 class ScalingConfig:
     """How many workers and what each gets.
@@ -33,6 +50,8 @@ class ScalingConfig:
     trainer_resources: Mapping[str, float] | None = None  # accepted for compatibility; unused
 
     def __post_init__(self) -> None:
+        if self.search_space_fields():
+            return  # resolved per trial by the Tuner; checked when a trial builds its config
         n = self.num_workers
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(
@@ -47,6 +66,24 @@ class ScalingConfig:
             )
         if self.resources_per_worker is not None:
             validate_bundle(self.resources_per_worker, "ScalingConfig(resources_per_worker)")
+
+    def search_space_fields(self) -> list[str]:
+        """The fields holding a tune search space (``tune.grid_search([1, 2])``,
+        ``tune.choice(...)``): such a config goes in ``Tuner(trainer, param_space={
+        "scaling_config": ScalingConfig(...)})``, which samples it per trial as Ray does."""
+        return [f for f in ("num_workers", "use_gpu", "resources_per_worker",
+                            "placement_strategy", "trainer_resources")
+                if is_search_space(getattr(self, f))]
+
+    def check_resolved(self) -> None:
+        fields = self.search_space_fields()
+        if fields:
+            raise ConfigError(
+                f"ScalingConfig({', '.join(f'{f}={getattr(self, f)!r}' for f in fields)}) holds "
+                f"a search space, which only a Tuner resolves: pass it as Tuner(trainer, "
+                f"param_space={{'scaling_config': ScalingConfig(...)}}), and give the trainer "
+                f"itself fixed values."
+            )
 
     @property
     def worker_bundle(self) -> dict[str, float]:
@@ -69,9 +106,21 @@ class ScalingConfig:
 
 @dataclass(frozen=True)
 class FailureConfig:
-    """``max_failures``: how many times a run restarts after a worker fails (-1 = unlimited)."""
+    """How failures are handled.
+
+    Args:
+        max_failures: how many times a run restarts after a worker fails (-1 = unlimited).
+        fail_fast: in tuning, as in Ray Tune: ``True`` ends the whole experiment at the first
+            trial error (the other trials are stopped; ``fit()`` returns the results with the
+            error in them); ``"raise"`` stops them and raises that trial's error from
+            ``fit()``. Needs ``max_failures=0``. A single run stops at its first error
+            whenever ``max_failures=0``, so for a trainer's own ``fit()`` it changes nothing.
+    """
 
     max_failures: int = 0
+    fail_fast: bool | str = False
+
+    RAISE = "RAISE"
 
     def __post_init__(self) -> None:
         m = self.max_failures
@@ -80,6 +129,21 @@ class FailureConfig:
                 f"FailureConfig(max_failures={m!r}) is invalid: use 0 (never retry), a positive "
                 f"number of retries, or -1 (retry forever)."
             )
+        f = self.fail_fast
+        if not (isinstance(f, bool) or (isinstance(f, str) and f.upper() == self.RAISE)):
+            raise ConfigError(
+                f"FailureConfig(fail_fast={f!r}) is invalid: use True, False or 'raise'."
+            )
+        if f and m != 0:
+            raise ConfigError(
+                f"FailureConfig(max_failures={m}, fail_fast={f!r}): fail_fast ends the "
+                f"experiment at the first error, so it needs max_failures=0 (as in Ray)."
+            )
+
+    @property
+    def raises(self) -> bool:
+        """``fail_fast="raise"``: the first trial error is raised from ``fit()``."""
+        return isinstance(self.fail_fast, str) and self.fail_fast.upper() == self.RAISE
 
 
 @dataclass(frozen=True)
@@ -120,7 +184,10 @@ class RunConfig:
     """Where a run's results go and how it behaves.
 
     Args:
-        name: the run folder's name (default: ``<Trainer>_<date>_<time>``).
+        name: the run folder's name (default: ``<Trainer>_<date>_<time>_<uid>``, new each
+            time). A ``fit()`` whose ``<storage_path>/<name>`` holds an earlier run resumes it
+            from its latest committed checkpoint (as Ray Train does); use a new name to start
+            afresh. For a Tuner: the experiment folder (default ``<trainable>_<date>_<time>_<uid>``).
         storage_path: a local folder or an fsspec URL (default ``~/tandem_results`` or
             ``$TANDEM_STORAGE_PATH``). Every worker must be able to reach it.
         failure_config: restarts after worker failures.

@@ -31,7 +31,7 @@ import cloudpickle
 from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
 from tandem.jobs.handle import JobHandle
-from tandem.jobs.runtime import get_service
+from tandem.jobs.runtime import get_service, log_to_driver
 from tandem.jobs.spec import JobSpec
 from tandem.train._internal.controller import RunSpec, TrainController
 from tandem.train.api.checkpoint import Checkpoint
@@ -80,6 +80,8 @@ class RunDescription:
             batch))`` events to the listener (the 1.x ``Trainer`` gathers them).
         failure_setting: how error messages name the restart budget, with ``{}`` for its
             value (the 1.x ``Trainer`` says ``Trainer(max_retries={})``).
+        call_handlers: ``name -> handler(controller, rank, payload, reply)``: calls the
+            workers may make to this process (the tuner's ``tune_verdict``).
     """
 
     train_fn: Callable[..., Any]
@@ -102,6 +104,7 @@ class RunDescription:
     preload: tuple[str, ...] = ()
     report_all_ranks: bool = False
     failure_setting: str = "FailureConfig(max_failures={})"
+    call_handlers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     _takes_config: bool = field(default=True, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -200,6 +203,7 @@ def job_spec(
 
     ``fn_bytes``: ``run.train_fn`` already pickled with cloudpickle (a tuner pickles its
     trainable once for every trial of an experiment)."""
+    run.scaling_config.check_resolved()
     storage = run.run_storage()
     try:
         if fn_bytes is None:
@@ -226,7 +230,7 @@ def job_spec(
         resume_from_checkpoint=run.resume_from_checkpoint,
         trial_id=run.trial_id,
         trial_name=run.trial_name,
-        echo_prefix=None if rc.verbose == 0 else run.echo_prefix,
+        echo_prefix=None if rc.verbose == 0 or log_to_driver() is False else run.echo_prefix,
         callbacks=tuple(rc.callbacks or ()),
         metadata=run.metadata,
         start_iteration=run.start_iteration,
@@ -234,6 +238,10 @@ def job_spec(
         preload=run.preload,
         failure_setting=run.failure_setting,
         emit_rank_reports=run.report_all_ranks,
+        call_handlers=dict(run.call_handlers),
+        # a run whose (storage_path, name) holds an earlier run resumes it, as Ray Train's
+        # fit() does; a trial's restarts are the tuner's business
+        resume_latest_in_run_path=run.trial_id is None,
     )
     return JobSpec(
         name=storage.run_name,

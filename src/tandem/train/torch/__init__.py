@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from tandem.train.backends.torch import TorchConfig
 from tandem.train.torch.trainer import TorchTrainer
-from tandem.train.torch.utils import get_device, prepare_data_loader, prepare_model
+from tandem.train.torch.utils import (
+    enable_reproducibility,
+    get_device,
+    prepare_data_loader,
+    prepare_model,
+)
 
-__all__ = ["TorchConfig", "TorchTrainer", "get_device", "prepare_data_loader", "prepare_model"]
+__all__ = ["TorchConfig", "TorchTrainer", "enable_reproducibility", "get_device", "prepare_data_loader", "prepare_model"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -95,9 +96,66 @@ def prepare_data_loader(data_loader: Any, add_dist_sampler: bool = True,
             pin_memory=data_loader.pin_memory,
             drop_last=data_loader.drop_last,
             timeout=data_loader.timeout,
-            worker_init_fn=data_loader.worker_init_fn,
+            worker_init_fn=_seeded_worker_init(data_loader.worker_init_fn),
+            generator=_seeded_generator(data_loader.generator),
         )
     device = get_device()
     if move_to_device and device.type != "cpu":
         return _DeviceLoader(data_loader, device)
     return data_loader
+
+
+_seed: int | None = None
+
+
+def enable_reproducibility(seed: int = 0) -> None:
+    """As ``ray.train.torch.enable_reproducibility``: seeds torch, ``random`` and NumPy with
+    ``seed``, makes torch use deterministic algorithms (cuDNN benchmarking off, cuBLAS
+    workspace set), and makes ``prepare_data_loader`` seed its loader's workers and
+    generator. Call it at the top of the train function, on every worker. Results can
+    still differ across machines and library versions (see PyTorch's notes on randomness).
+    """
+    global _seed
+    import random
+
+    import numpy as np
+    import torch
+
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"enable_reproducibility(seed={seed!r}): give an integer seed.")
+    _seed = seed
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+
+
+def _seeded_worker_init(fn: Any) -> Any:
+    if _seed is None:
+        return fn
+    return functools.partial(_seed_data_worker, fn)
+
+
+def _seed_data_worker(fn: Any, worker_id: int) -> None:
+    import random
+
+    import numpy as np
+    import torch
+
+    worker_seed = torch.initial_seed() % 2**32
+    np.random.seed(worker_seed)
+    random.seed(worker_seed)
+    if fn is not None:
+        fn(worker_id)
+
+
+def _seeded_generator(generator: Any) -> Any:
+    if _seed is None:
+        return generator
+    import torch
+
+    g = torch.Generator()
+    g.manual_seed(_seed)
+    return g
