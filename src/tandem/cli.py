@@ -329,6 +329,7 @@ def _serve_results_dashboard(a: argparse.Namespace) -> int:
         sock.bind((a.host, a.port))
     except OSError as e:
         raise TandemError(f"cannot listen on {a.host}:{a.port} ({e}); pick another --port") from e
+    sock.listen(128)  # a browser (or script) that follows the link at once waits, not refused
     host, port = sock.getsockname()[:2]
     link = f"http://{host}:{port}/login#token={token}"
     print(f"tandem dashboard over {', '.join(paths)}")
@@ -355,7 +356,7 @@ def _models_backend(a: argparse.Namespace) -> Any:
     from tandem.jobs.client import ADDRESS_ENV
 
     if a.address or os.environ.get(ADDRESS_ENV):
-        from tandem.model.registry._remote import RemoteRegistry
+        from tandem.model.registry import RemoteRegistry
 
         return RemoteRegistry(_conn(a))
     from tandem.model.registry import local_registry

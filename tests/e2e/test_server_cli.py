@@ -25,7 +25,7 @@ def test_server_start_status_stop(user):
         assert "resources: CPU=2" in status
         link = user.cli("dashboard").stdout.strip()  # docs/server.md: prints the URL
         token = json.loads((Path(user.home) / ".tandem" / "server.json").read_text())["token"]
-        assert link == f"http://{srv.address}/?token={token}"
+        assert link == f"http://{srv.address}/login#token={token}"  # token in the fragment only
         assert user.cli("version").stdout.strip()
     finally:
         stop_server(srv)

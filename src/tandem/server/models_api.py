@@ -32,7 +32,9 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from tandem.model.registry import ModelNotFoundError, ModelRef, ModelStore, RegistryError
-from tandem.model.registry._store import unpack_to
+from tandem.model.registry import unpack_to
+
+MAX_VERSION = 2**31 - 1  # versions are INTEGER columns in the store (32-bit on PostgreSQL)
 
 NamePath = Path(..., min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$",
                 description="a model name")
@@ -40,13 +42,13 @@ NamePath = Path(..., min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z
 
 class AliasIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    version: int = Field(..., ge=1, description="the version the alias points at")
+    version: int = Field(..., ge=1, le=MAX_VERSION, description="the version the alias points at")
 
 
 class PutIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     meta: dict[str, Any] = Field(default_factory=dict)
-    version: int | None = Field(None, ge=1)
+    version: int | None = Field(None, ge=1, le=MAX_VERSION)
     files: str = Field(..., min_length=1, description="base64 of a gzipped tar of the files")
 
 
@@ -67,6 +69,20 @@ def models_store(server: Any) -> ModelStore:
 _open_lock = threading.Lock()
 
 
+_WHAT = {
+    401: "missing or wrong token",
+    404: "no such model, version or alias (the detail lists what exists)",
+    409: "refused by the registry (e.g. deleting a version an alias points at)",
+    413: "the upload is over the server's limit (--max-upload-mb)",
+    422: "invalid input: the field and the reason are named",
+}
+
+
+def _docs(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The error answers a route really gives, for the OpenAPI document."""
+    return {c: {"description": _WHAT[c]} for c in (401, *codes)}
+
+
 def _err(status: int, detail: str) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status)
 
@@ -84,27 +100,30 @@ def add_model_routes(app: Any, server: Any) -> None:
     async def _refused(_: Request, e: RegistryError) -> Response:
         return _err(409, str(e))
 
-    @router.get("")
+    @router.get("", responses=_docs())
     def list_models() -> dict[str, Any]:
         return {"models": models_store(server).names()}
 
-    @router.get("/{name}")
+    @router.get("/{name}", responses=_docs(404, 422))
     def list_versions(name: str = NamePath) -> dict[str, Any]:
         return {"name": name, "versions": [r.to_dict() for r in
                                            models_store(server).versions(name)]}
 
-    @router.get("/{name}/versions/{ref}")
+    @router.get("/{name}/versions/{ref}", responses=_docs(404, 422))
     def get_version(name: str = NamePath,
                     ref: str = Path(..., min_length=1, max_length=64)) -> dict[str, Any]:
         return models_store(server).resolve(ModelRef.parse(f"{name}@{ref}")).to_dict()
 
-    @router.get("/{name}/versions/{version}/files", response_class=Response)
-    def get_files(name: str = NamePath, version: int = Path(..., ge=1)) -> Response:
+    @router.get("/{name}/versions/{version}/files", response_class=Response,
+                responses=_docs(404, 422))
+    def get_files(
+        name: str = NamePath, version: int = Path(..., ge=1, le=MAX_VERSION)
+    ) -> Response:
         store = models_store(server)
         record = store.resolve(ModelRef(name, version))
         return Response(store.tar_bytes(record), media_type="application/gzip")
 
-    @router.post("/{name}/versions", status_code=201)
+    @router.post("/{name}/versions", status_code=201, responses=_docs(409, 413, 422))
     async def put_version(request: Request, name: str = NamePath) -> Any:
         size = int(request.headers.get("content-length") or 0)
         if size > limit:
@@ -133,13 +152,15 @@ def add_model_routes(app: Any, server: Any) -> None:
             record = models_store(server).add(name, tmp, body.meta, version=body.version)
         return JSONResponse(record.to_dict(), status_code=201)
 
-    @router.put("/{name}/aliases/{alias}")
+    @router.put("/{name}/aliases/{alias}", responses=_docs(404, 409, 422))
     def set_alias(body: AliasIn, name: str = NamePath,
                   alias: str = Path(..., min_length=1, max_length=64)) -> dict[str, Any]:
         return models_store(server).set_alias(name, alias, body.version).to_dict()
 
-    @router.delete("/{name}/versions/{version}")
-    def delete_version(name: str = NamePath, version: int = Path(..., ge=1)) -> dict[str, Any]:
+    @router.delete("/{name}/versions/{version}", responses=_docs(404, 409, 422))
+    def delete_version(
+        name: str = NamePath, version: int = Path(..., ge=1, le=MAX_VERSION)
+    ) -> dict[str, Any]:
         return models_store(server).delete(name, version).to_dict()
 
     app.include_router(router)

@@ -156,7 +156,7 @@ class ResultGrid:
         import json
         import os
 
-        from tandem.train.api import _plot
+        from tandem.train.api import plot as _plot
         from tandem.train.api.result import read_result_rows
 
         if kind not in ("curves", "best", "both"):

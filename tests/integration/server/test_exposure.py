@@ -108,7 +108,7 @@ def test_a_client_reaches_the_server_over_https(home, tmp_path):
         out = run_client(srv, CLIENT, str(tmp_path), TANDEM_ADDRESS=srv.url,
                          SSL_CERT_FILE=cert, RUNS=str(tmp_path / "runs"))
         assert out.returncode == 0, out.stderr
-        assert out.stdout.startswith("OK")
+        assert any(ln.startswith("OK") for ln in out.stdout.splitlines()), out.stdout
         with httpx.Client(verify=ssl.create_default_context(cafile=cert)) as c:
             r = c.get(f"{srv.url}/api/health", headers={"Authorization": f"Bearer {srv.token}"})
             assert r.status_code == 200 and r.json()["status"] == "ok"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tandem.model.registry._api import (
     RegistryBackend,
     alias,
@@ -15,7 +17,16 @@ from tandem.model.registry._api import (
     set_process_registry,
 )
 from tandem.model.registry._ref import ModelNotFoundError, ModelRef, RegistryError
-from tandem.model.registry._store import ModelStore, VersionRecord
+from tandem.model.registry._store import ModelStore, VersionRecord, unpack_to
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RemoteRegistry":  # the train server's registry (imports the HTTP client)
+        from tandem.model.registry._remote import RemoteRegistry
+
+        return RemoteRegistry
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ModelNotFoundError",
@@ -23,6 +34,7 @@ __all__ = [
     "ModelStore",
     "RegistryBackend",
     "RegistryError",
+    "RemoteRegistry",
     "VersionRecord",
     "alias",
     "delete",
@@ -33,4 +45,5 @@ __all__ = [
     "registry",
     "resolve",
     "set_process_registry",
+    "unpack_to",
 ]

@@ -24,6 +24,7 @@ class ServeHandle:
         self.name = name
         self.version = version
         self._last: dict[str, Any] = {}
+        self._seen = 0  # the number of the next report status() reads
         self.url: str = ""
 
     @property
@@ -48,9 +49,10 @@ class ServeHandle:
 
     def status(self) -> dict[str, Any]:
         """``state`` (the job's), ``url``, ``replicas``, ``replicas_ready``, ``restarts``."""
-        reports = getattr(self.job._job, "reports", None)
-        if reports:
-            self._last = reports[-1]
+        window = self.job.job.read_reports(self._seen, 0)  # the latest, without waiting
+        if window.rows:
+            self._last = window.rows[-1]
+        self._seen = window.next
         return {"state": self.job.status(), "job_id": self.job_id, **self._last,
                 "url": self.url or self._last.get("url")}
 

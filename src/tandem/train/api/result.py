@@ -89,7 +89,7 @@ class Result:
         Returns:
             The matplotlib ``Figure`` (a notebook shows it).
         """
-        from tandem.train.api import _plot
+        from tandem.train.api import plot as _plot
 
         rows: list[dict[str, Any]] = (
             [{str(k): v for k, v in r.items()} for r in self._dataframe.to_dict("records")]
