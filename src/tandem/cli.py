@@ -237,7 +237,7 @@ def cmd_jobs_logs(a: argparse.Namespace) -> int:
 
 
 def cmd_jobs_stop(a: argparse.Namespace) -> int:
-    job = _conn(a).json("POST", f"/api/jobs/{a.job_id}/stop")
+    job = _conn(a).json("POST", f"/api/jobs/{a.job_id}/stop", params={"by": "cli"})
     if a.json:
         _print_json(job)
     else:

@@ -50,6 +50,8 @@ class Job(JobState):
         self.started_time: float | None = None
         self.ended_time: float | None = None
         self.transitions: list[tuple[str, float]] = [(JobStatus.PENDING.value, self.submitted_time)]
+        # Why the job last changed status (read by subscribers with the "status" event).
+        self.status_reason: str | None = None
         self.placement: Placement | None = None
         self.ctx: JobContext | None = None
         self.thread: threading.Thread | None = None
@@ -57,10 +59,11 @@ class Job(JobState):
     def stop(self) -> None:
         self._service.stop(self.job_id)
 
-    def _set_status(self, status: JobStatus) -> None:
+    def _set_status(self, status: JobStatus, reason: str | None = None) -> None:
         """A non-terminal status change (the service ends jobs with ``_finish``)."""
         if not self._change_status(status):
             return
+        self.status_reason = reason
         self.transitions.append((status.value, time.time()))
         self._emit("status", status)
 
@@ -216,7 +219,8 @@ class LocalJobService:
                 job.thread = threading.Thread(
                     target=self._run_job, args=(job,), name=f"tandem-job-{job.name}", daemon=True
                 )
-                job._set_status(JobStatus.RUNNING)
+                job._set_status(JobStatus.RUNNING,
+                                f"placed on the cluster ({len(job.bundles)} bundle(s))")
                 job.thread.start()
 
     def _run_job(self, job: Job) -> None:

@@ -51,9 +51,10 @@ class JobContext:
         self.placement = placement
         self.stop_event = threading.Event()
 
-    def set_status(self, status: JobStatus) -> None:
-        """Marks the job RUNNING or RESTARTING (the service sets terminal states)."""
-        self._job._set_status(status)
+    def set_status(self, status: JobStatus, reason: str | None = None) -> None:
+        """Marks the job RUNNING or RESTARTING (the service sets terminal states); ``reason``
+        says why (a train server records it with the transition)."""
+        self._job._set_status(status, reason)
 
     def publish(self, reports: list[dict]) -> None:
         """Makes reports visible to ``JobHandle.results()`` and to listeners."""

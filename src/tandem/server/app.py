@@ -6,7 +6,7 @@
 ``GET  /api/jobs``                         list; filters ``state`` (repeatable), ``name``,
                                            ``tag``; paging ``limit``/``offset``
 ``GET  /api/jobs/{id}``                    one job with its transitions and result summary
-``POST /api/jobs/{id}/stop``               stop (a pending job leaves the queue)
+``POST /api/jobs/{id}/stop[?by=cli]``      stop (a pending job leaves the queue)
 ``GET  /api/jobs/{id}/results``            reports, paged by ``after_seq``/``limit``
 ``GET  /api/jobs/{id}/logs``               a rank's output, paged by byte ``offset``;
                                            ``follow=true`` streams it until the job ends
@@ -28,7 +28,7 @@ import base64
 import math
 import os
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 import cloudpickle
 from fastapi import FastAPI, Path, Query, Request
@@ -346,14 +346,19 @@ def create_app(server: TrainServer, token: str) -> Any:
         out.update(
             traceback=rec.traceback, result=rec.result, spec=rec.spec_json,
             transitions=[{"from_state": t.from_state, "to_state": t.to_state, "time": t.time,
-                          "reason": t.reason} for t in server.store.transitions(job_id)],
+                          "reason": t.reason or ("submitted" if t.from_state is None else None)}
+                         for t in server.store.transitions(job_id)],
         )
         return out
 
     @app.post("/api/jobs/{job_id}/stop", response_model=JobOut,
               responses=_answers(404, 422, 503))
-    def stop_job(job_id: str = JobIdPath) -> Any:
-        server.stop(job_id)
+    def stop_job(
+        job_id: str = JobIdPath,
+        by: Literal["api", "cli", "dashboard"] = Query(
+            "api", description="who asks (recorded as the reason of the STOPPED transition)"),
+    ) -> Any:
+        server.stop(job_id, by)
         try:
             rec = server.get(job_id)
         except JobStoreError as e:

@@ -361,7 +361,9 @@ class TrainServer:
             rec = self.get(job_id)
         return rec, live
 
-    def stop(self, job_id: str) -> None:
+    def stop(self, job_id: str, by: str = "api") -> None:
+        """Stops a job; ``by`` (api, cli, dashboard) is recorded as the stop's reason."""
+        self.projection.note_stop(job_id, by)
         try:
             self.service.stop(job_id)
             return

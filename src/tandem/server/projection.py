@@ -47,6 +47,7 @@ class EventProjection:
         self._lock = threading.Lock()
         self._summaries: dict[str, dict[str, Any]] = {}
         self._outcomes: OrderedDict[str, bytes | None] = OrderedDict()
+        self._stopped_by: dict[str, str] = {}
         self.detached = False
 
     # ----------------------------------------------------------------- tracking
@@ -61,6 +62,12 @@ class EventProjection:
 
     def tracks(self, job_id: str) -> bool:
         return job_id in self._summaries
+
+    def note_stop(self, job_id: str, by: str) -> None:
+        """Remembers who asked a job to stop (the reason its STOPPED transition carries)."""
+        with self._lock:
+            if job_id in self._summaries:
+                self._stopped_by.setdefault(job_id, by)
 
     def outcome(self, job_id: str) -> bytes | None:
         with self._lock:
@@ -81,7 +88,8 @@ class EventProjection:
                 return
             if status is JobStatus.PENDING:
                 return  # recorded at submission (or at re-queue)
-            self.writer.put(("state", job_id, status.value, now, None, None, None))
+            self.writer.put(("state", job_id, status.value, now, None, None,
+                             getattr(job, "status_reason", None)))
             self.hub.status(job_id, status.value, now)
         elif kind == "reports":
             first = self.hub.reports(job_id, payload)
@@ -145,8 +153,10 @@ class EventProjection:
             self._outcomes[job_id] = pickled
             while len(self._outcomes) > _OUTCOMES_KEPT:
                 self._outcomes.popitem(last=False)
+            stopped_by = self._stopped_by.pop(job_id, None)
+        reason = _end_reason(status, error, stopped_by, getattr(job, "started_time", 1.0))
         self.writer.put(("update", job_id, {"result": summary}))
-        self.writer.put(("state", job_id, status.value, now, error, tb, None))
+        self.writer.put(("state", job_id, status.value, now, error, tb, reason))
         self.hub.status(job_id, status.value, now)
         self.hub.end(job_id, status.value, error)
         self.writer.put(("call", lambda: self._after_stored(job_id)))
@@ -155,6 +165,24 @@ class EventProjection:
         self.hub.drop(job_id)
         self._forget(job_id)
         self.untrack(job_id)
+
+
+_STOPPED_BY = {"api": "through the API", "cli": "with `tandem jobs stop`",
+               "dashboard": "from the dashboard"}
+
+
+def _end_reason(status: JobStatus, error: str | None, stopped_by: str | None,
+                started_time: float | None) -> str:
+    """Why a job ended, as its last transition records it."""
+    if status is JobStatus.FAILED:
+        first = (error or "").strip().splitlines()
+        return f"failed: {first[0]}" if first else "failed (no error message)"
+    if status is JobStatus.STOPPED:
+        what = "cancelled while pending" if started_time is None else "stopped"
+        if stopped_by is None:
+            return f"{what} (by the job itself or a server shutdown)"
+        return f"{what} {_STOPPED_BY.get(stopped_by, 'by ' + stopped_by)}"
+    return "finished: the job's function returned"
 
 
 def jsonable(d: dict[str, Any]) -> dict[str, Any]:

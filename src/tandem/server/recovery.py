@@ -69,7 +69,8 @@ def recover(server: TrainServer) -> list[str]:
         except Exception as e:  # noqa: BLE001
             store.set_state(rec.job_id, "FAILED", now,
                             f"could not re-queue the job after a server restart: {e}",
-                            traceback=traceback.format_exc())
+                            traceback=traceback.format_exc(),
+                            reason=f"failed: could not re-queue after a server restart: {e}")
             continue
         summary = dict(full.result or {})
         if rec.state != "PENDING":

@@ -215,6 +215,10 @@ def test_dashboard_end_to_end(srv, tmp_path):
         _poll(lambda: "STOPPED" in page.inner_text("h1 + .badge, .row .badge"), 30,
               "STOPPED on the job page")
         _poll(lambda: "STOPPED" in page.inner_text("#transitions"), 20, "STOPPED transition")
+        # each transition says why: who stopped it, and how it started
+        transitions = page.inner_text("#transitions")
+        assert "stopped from the dashboard" in transitions, transitions
+        assert "submitted" in transitions and "placed on the cluster" in transitions, transitions
         _shot(page, "4_job_stopped")
 
         # ---- cluster: allocation down again, and the history shows both

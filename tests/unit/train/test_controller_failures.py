@@ -73,6 +73,7 @@ class FakeJob:
 
     next_placements: list[Placement] = field(default_factory=list)
     statuses: list[JobStatus] = field(default_factory=list)
+    reasons: list[str | None] = field(default_factory=list)
     job_id: str = "job1"
     priority: int = 0
     log_paths: dict = field(default_factory=dict)
@@ -81,8 +82,9 @@ class FakeJob:
     def _service(self) -> FakeJob:
         return self
 
-    def _set_status(self, status: JobStatus) -> None:
+    def _set_status(self, status: JobStatus, reason: str | None = None) -> None:
         self.statuses.append(status)
+        self.reasons.append(reason)
 
     def _publish(self, rows: list) -> None:
         pass
@@ -130,6 +132,9 @@ def test_retry_restarts_the_gang_on_the_same_placement(tmp_path):
     assert c.num_failures == 1 and all(w.killed for w in old)
     assert len(cluster.gangs) == 2 and cluster.gangs[1][0] is ONE_HOST
     assert job.statuses == [JobStatus.RESTARTING, JobStatus.RUNNING]
+    # the recorded reasons name the failed rank, the error and the restart
+    assert job.reasons[0].startswith("rank 1 failed (ValueError: boom); failure 1, ")
+    assert job.reasons[1].startswith("all 2 workers restarted from ")
     old[0].frame("done", 0, None)  # a late frame of the replaced gang changes nothing
     new = cluster.gangs[1][1]
     new[0].frame("done", 0, None)

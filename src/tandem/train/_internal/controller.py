@@ -555,7 +555,10 @@ class TrainController(JobRunner):
             self.spec.num_workers, resume,
         )
         self.state = TrainControllerState.RESTARTING
-        ctx.set_status(JobStatus.RESTARTING)
+        why = (f"{_where(failure)} failed ({failure.exc_type}: "
+               f"{str(failure.message).splitlines()[0] if failure.message else ''}); "
+               f"failure {self.num_failures}, {decision.value}")
+        ctx.set_status(JobStatus.RESTARTING, why)
         # The failed gang's nested jobs have no one waiting on them; the new gang lends
         # its resources again when it starts one (a lent Ray placement is gone: the
         # policy sees it dead and the job is placed anew).
@@ -572,7 +575,8 @@ class TrainController(JobRunner):
             if refused is not None:
                 return refused, TrainControllerState.ERRORED  # type: ignore[return-value]
         self._start_gang()
-        ctx.set_status(JobStatus.RUNNING)
+        ctx.set_status(JobStatus.RUNNING,
+                       f"all {self.spec.num_workers} workers restarted from {resume}")
         return None, TrainControllerState.RUNNING
 
     def _raise(self, failure: _Failure) -> TrainingFailedError:

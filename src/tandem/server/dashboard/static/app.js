@@ -119,7 +119,7 @@
       (pending ? " It leaves the queue." : " Its workers are stopped; checkpoints stay."),
       pending ? "Cancel job" : "Stop job").then(function (ok) {
       if (!ok) return null;
-      return api("/api/jobs/" + encodeURIComponent(job.job_id) + "/stop", { method: "POST" });
+      return api("/api/jobs/" + encodeURIComponent(job.job_id) + "/stop?by=dashboard", { method: "POST" });
     });
   }
 
