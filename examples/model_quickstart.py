@@ -5,12 +5,15 @@
 Seed 000's flow on scikit-learn's digits: a model class (setup, forward, training and
 validation steps, its own hyperparameter space) and a data class whose setup() runs on
 each worker; train on 2 workers without blocking, wait, predict with the trained model,
-then tune it with ASHA, every trial a model.train job.
+then tune it with ASHA, every trial a model.train job; register the best model in the
+model registry and serve it over HTTP.
 """
 
 from __future__ import annotations
 
 import argparse
+
+import httpx
 
 import torch
 import torch.nn.functional as F
@@ -101,6 +104,12 @@ def main() -> None:
           f"val_accuracy {best.metrics['val_accuracy']:.3f} after {best.metrics['epoch']} epochs")
     print(f"best model predicts: {best.model.predict(X[:5] / 16.0).tolist()} "
           f"(true: {y[:5].tolist()})")
+
+    # 4. register the best model (a new version of "digits"), then serve it over HTTP
+    ref = model.put(best, name="digits")
+    with model.serve(ref, serve_settings={"max_batch_size": 32, "batch_wait_ms": 2}) as served:
+        answer = httpx.post(served.url + "/predict", json={"inputs": (X[:5] / 16.0).tolist()})
+        print(f"registered {ref}; served at {served.url}: {answer.json()['outputs']}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ def python_blocks(path: str) -> list[str]:
 
 
 def run(args: list[str], tmp_path, timeout: int = 300) -> str:
-    env = {**os.environ, "TANDEM_STORAGE_PATH": str(tmp_path / "results")}
+    env = {**os.environ, "TANDEM_STORAGE_PATH": str(tmp_path / "results"),
+           "TANDEM_MODELS_PATH": str(tmp_path / "models")}
     proc = subprocess.run([sys.executable, *args], cwd=str(tmp_path), env=env,
                           capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -84,3 +85,7 @@ def test_model_quickstart_example(tmp_path):
     assert acc and acc.group(1) == acc.group(2)
     assert "best config:" in out and "best model predicts:" in out
     assert "epoch 3/3" in out  # the progress, one line per epoch when piped
+    served = re.search(r"registered (digits@\d+); served at (http://\S+): (\[.*\])", out)
+    assert served and served.group(1) == "digits@1", out[-2000:]
+    best = re.search(r"best model predicts: (\[.*?\])", out)
+    assert best and served.group(3) == best.group(1)  # the server answers as the model does
