@@ -43,7 +43,7 @@ def train_loop(config: dict) -> None:
     if checkpoint is not None:  # resuming after a failure (or a PBT exploit)
         with checkpoint.as_directory() as d:
             state = torch.load(os.path.join(d, "state.pt"))
-        model.load_state_dict(state["model"])
+        (model.module if hasattr(model, "module") else model).load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start = state["epoch"] + 1
 

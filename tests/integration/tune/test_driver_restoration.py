@@ -73,6 +73,10 @@ def test_second_fit_with_the_same_name_resumes_the_first(storage, tmp_path):
     with open(os.path.join(storage, "same", "result.json")) as f:
         its = [json.loads(line)["training_iteration"] for line in f]
     assert its == [1, 2, 3, 4, 5]
+    # the same run once more: nothing is left to do, and its result is the last one reported
+    again = DataParallelTrainer(_loop, train_loop_config={"steps": 5, "log": log},
+                                run_config=rc).fit()
+    assert _steps(log) == [0, 1, 2, 3, 4] and again.metrics["step"] == 4
     # a new name starts afresh
     DataParallelTrainer(_loop, train_loop_config={"steps": 2, "log": log},
                         run_config=RunConfig(name="other", storage_path=storage,

@@ -385,6 +385,10 @@ class TrainController(JobRunner):
         if earlier:  # a run with this (storage_path, name) went before: resume it (Ray Train)
             announce_resume(spec.storage.run_path, earlier[-1][1], spec.resume_from_checkpoint)
             self.checkpoints.seed(Checkpoint(earlier[-1][1]), earlier[-1][0])
+            # until the resumed run reports, its result is what the earlier run reported with
+            # that checkpoint (a finished run resumed again reports nothing new)
+            self.last_metrics = dict(self.checkpoints.latest[2]) if (
+                self.checkpoints.latest and self.checkpoints.latest[2]) else self.last_metrics
         elif spec.resume_latest_in_run_path and existing and spec.resume_from_checkpoint is None:
             self.checkpoints.seed(Checkpoint(existing[-1][1]), existing[-1][0])
         elif spec.resume_from_checkpoint is not None:
