@@ -152,16 +152,15 @@ def ray_names(module: str, how: str) -> list[str]:
                 if re.fullmatch(r"[A-Z][A-Z0-9_]*", n)]
     names: list[str] = []
     for node in _source_tree(module).body:
-        if how == DEFINED and isinstance(node, (ast.ClassDef, ast.FunctionDef)):
-            if not node.name.startswith("_"):
-                names.append(node.name)
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and not node.name.startswith("_"):
+            names.append(node.name)
     return list(dict.fromkeys(names))
 
 
 def air_integration_modules() -> list[str]:
     import pkgutil
 
-    import ray.air.integrations as integrations
+    from ray.air import integrations
 
     return sorted(f"ray.air.integrations.{m.name}" for m in pkgutil.iter_modules(
         integrations.__path__) if not m.name.startswith("_"))
@@ -459,21 +458,21 @@ def _counts(statuses: list[str], keys: tuple[str, ...]) -> str:
 
 def render(table: Table) -> str:
     out = [BEGIN, "",
-           f"_Generated from Ray {table.ray_version} (installed by the `all` extra) by "
-           "`python -m tests.tools.compat_table --write`; the notes come from "
-           "`docs/compat_notes.yaml`. Do not edit between the markers._", ""]
+           (f"_Generated from Ray {table.ray_version} (installed by the `all` extra) by "
+            "`python -m tests.tools.compat_table --write`; the notes come from "
+            "`docs/compat_notes.yaml`. Do not edit between the markers._"), ""]
     statuses = [r.status for r in table.names]
     param_statuses = [r.status for prs in table.params.values() for r in prs]
     out += [
-        f"**Names:** {len(statuses)} public names in Ray's modules: "
-        f"{_counts(statuses, (SAME, DIFFERS, MISSING))}.",
-        f"**Parameters** of the {len(table.params)} config classes and entry points below: "
-        f"{len([s for s in param_statuses if s != EXTRA])} in Ray: "
-        f"{_counts(param_statuses, (SAME, DIFFERS, MISSING))}; "
-        f"{param_statuses.count(EXTRA)} more that only tandem has.", "",
-        "\"same\" means the name exists under the mirrored path (`ray.X` → `tandem.X`) with "
-        "Ray's parameters and defaults, and its note found no difference in behaviour; "
-        "\"differs\" says how in the note; \"missing\" means `import tandem.X` fails.", ""]
+        (f"**Names:** {len(statuses)} public names in Ray's modules: "
+         f"{_counts(statuses, (SAME, DIFFERS, MISSING))}."),
+        (f"**Parameters** of the {len(table.params)} config classes and entry points below: "
+         f"{len([s for s in param_statuses if s != EXTRA])} in Ray: "
+         f"{_counts(param_statuses, (SAME, DIFFERS, MISSING))}; "
+         f"{param_statuses.count(EXTRA)} more that only tandem has."), "",
+        ("\"same\" means the name exists under the mirrored path (`ray.X` → `tandem.X`) with "
+         "Ray's parameters and defaults, and its note found no difference in behaviour; "
+         "\"differs\" says how in the note; \"missing\" means `import tandem.X` fails."), ""]
     by_module: dict[str, list[NameRow]] = {}
     for row in table.names:
         by_module.setdefault(row.module, []).append(row)
