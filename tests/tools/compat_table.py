@@ -191,10 +191,102 @@ def resolve(path: str) -> tuple[bool, Any]:
     return False, None
 
 
+# Ray modules read from source instead of imported: they import their library (MLflow, W&B,
+# TensorFlow) at import time, which costs seconds (or fails) and tells nothing more.
+SOURCE_ONLY = "ray.air.integrations."
+
+
+class _Source:
+    """A default value as written in Ray's source (where it is not a literal)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+class _SourceCallable:
+    """Stands for a Ray function or class read from source: only its signature is known."""
+
+    def __init__(self, signature: inspect.Signature | None) -> None:
+        if signature is not None:
+            self.__signature__ = signature
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("read from Ray's source only")
+
+
+def _default(node: ast.expr, names: dict[str, Any]) -> Any:
+    """A default's value: a literal, or a name the module assigns or imports from a Ray
+    module that is already loaded; else its source text."""
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        if isinstance(node, ast.Name) and node.id in names:
+            return names[node.id]
+        return _Source(ast.unparse(node))
+
+
+def _module_names(tree: ast.Module) -> dict[str, Any]:
+    names: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name):
+            try:
+                names[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
+        elif isinstance(node, ast.ImportFrom) and node.module in sys.modules:
+            for alias in node.names:
+                if hasattr(sys.modules[node.module], alias.name):
+                    names[alias.asname or alias.name] = getattr(sys.modules[node.module],
+                                                                alias.name)
+    return names
+
+
+def _source_signature(fn: ast.FunctionDef, drop_self: bool,
+                      names: dict[str, Any]) -> inspect.Signature:
+    a = fn.args
+    P = inspect.Parameter
+    positional = [(x, P.POSITIONAL_ONLY) for x in a.posonlyargs]
+    positional += [(x, P.POSITIONAL_OR_KEYWORD) for x in a.args]
+    if drop_self:
+        positional = positional[1:]
+    defaults = [_EMPTY] * (len(positional) - len(a.defaults)) + [_default(d, names)
+                                                            for d in a.defaults]
+    params = [P(x.arg, kind, default=d) for (x, kind), d in zip(positional, defaults)]
+    if a.vararg:
+        params.append(P(a.vararg.arg, P.VAR_POSITIONAL))
+    params += [P(x.arg, P.KEYWORD_ONLY, default=_EMPTY if d is None else _default(d, names))
+               for x, d in zip(a.kwonlyargs, a.kw_defaults)]
+    if a.kwarg:
+        params.append(P(a.kwarg.arg, P.VAR_KEYWORD))
+    return inspect.Signature(params)
+
+
+def _from_source(path: str) -> tuple[bool, Any]:
+    module, name = path.rsplit(".", 1)
+    tree = _source_tree(module)
+    names = _module_names(tree)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return True, _SourceCallable(_source_signature(node, False, names))
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            init = [n for n in node.body
+                    if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
+            sig = _source_signature(init[0], True, names) if init else None
+            return True, _SourceCallable(sig)
+    return False, None
+
+
 def ray_object(path: str) -> tuple[bool, Any]:
+    module = path.rsplit(".", 1)[0]
+    if path.startswith(SOURCE_ONLY) and module not in sys.modules:
+        return _from_source(path)
     try:
         return resolve(path)
-    except ImportError:  # e.g. ray.air.integrations.keras without TensorFlow
+    except ImportError:
         return False, None
 
 
