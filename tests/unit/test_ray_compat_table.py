@@ -117,3 +117,29 @@ def test_splice_replaces_only_the_generated_part() -> None:
     assert ct.splice(doc, f"{ct.BEGIN}\nnew\n{ct.END}\n") == \
         f"intro\n\n{ct.BEGIN}\nnew\n{ct.END}\nafter\n"
     assert ct.splice("intro\n", "T\n") == "intro\n\nT\n"
+
+
+def _setup_mlflow_like(config=None, tracking_uri=None, registry_uri=None, experiment_id=None,
+                       experiment_name=None, tracking_token=None, artifact_location=None,
+                       run_name=None, create_experiment_if_not_exists=False, tags=None,
+                       rank_zero_only=True):
+    """Has Ray's ``setup_mlflow`` signature (as tandem's will once it lands)."""
+
+
+def test_integrations_read_from_source_and_notes_switch_once_tandem_has_them() -> None:
+    """Ray's MLflow module is compared from its source (importing it imports MLflow); a row
+    noted as "being added" shows its ``note`` once tandem has the name."""
+    notes = ct.load_notes()
+
+    def lookup(path: str) -> tuple[bool, Any]:
+        if path == "tandem.air.integrations.mlflow.setup_mlflow":
+            return True, _setup_mlflow_like
+        return False, None
+
+    table = ct.build(notes=notes, modules=[("ray.air.integrations.mlflow", ct.DEFINED)],
+                     signatures=[], lookup=lookup)
+    rows = {r.name: r for r in table.names}
+    assert rows["setup_mlflow"].status == ct.SAME
+    assert "rank 0 only" in rows["setup_mlflow"].note
+    assert rows["MLflowLoggerCallback"].status == ct.MISSING
+    assert "Being added" in rows["MLflowLoggerCallback"].note
