@@ -573,7 +573,7 @@ def render(table: Table) -> str:
         out += [f"#### `{module}` → `{tandem_path(module)}` ({counts})", "",
                 "| Ray name | status | how it differs |", "|---|---|---|"]
         for row in rows:
-            text = "; ".join(t for t in (row.detail, row.note) if t)
+            text = " — ".join(t for t in (row.detail, row.note) if t)
             out.append(f"| `{row.name}` | {row.status} | {_cell(text)} |")
         out.append("")
     out += ["### Parameters of the config classes and entry points", ""]
@@ -586,7 +586,7 @@ def render(table: Table) -> str:
                 "| parameter | Ray default | tandem default | status | how it differs |",
                 "|---|---|---|---|---|"]
         for r in prs:
-            text = "; ".join(t for t in (r.detail, r.note) if t)
+            text = " — ".join(t for t in (r.detail, r.note) if t)
             out.append(f"| `{r.name}` | `{_cell(r.ray_default)}` | `{_cell(r.tandem_default)}` "
                        f"| {r.status} | {_cell(text)} |")
         out.append("")
