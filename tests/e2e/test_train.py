@@ -38,3 +38,16 @@ def test_fit_without_blocking_streams_results_and_stops(user):
     assert line(out, "LOGS_HAVE_RANK1") == "True"
     assert line(out, "STOPPED_STATUS") == "STOPPED"
     assert os.path.isdir(os.path.join(user.storage, "nonblocking"))
+
+
+@pytest.mark.slow
+def test_program_using_rays_v2_module_paths(user):
+    """docs/migration.md: code importing from Ray's documented module paths
+    (``ray.train.v2.api.*``, ``ray.tune.logger``, ...) runs with ``ray`` swapped for
+    ``tandem``."""
+    out = user.python("ray_v2_paths.py")
+    assert line(out, "STEPS") == "[0, 1, 2] WORLD 2"
+    assert line(out, "KEPT") == "['checkpoint_000003']"
+    assert line(out, "FAILED") == "TrainingFailedError True"
+    assert line(out, "BEST") == "3 2"
+    assert line(out, "TB_EVENTS") == "3"

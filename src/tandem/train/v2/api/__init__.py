@@ -1,0 +1,1 @@
+"""``ray.train.v2.api.*`` paths (the ones Ray's docs and API reference use), re-exported."""

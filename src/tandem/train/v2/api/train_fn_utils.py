@@ -1,0 +1,7 @@
+"""``ray.train.v2.api.train_fn_utils``: the calls a train function makes on its worker."""
+
+from __future__ import annotations
+
+from tandem.train.session import get_checkpoint, get_context, get_dataset_shard, report
+
+__all__ = ["get_checkpoint", "get_context", "get_dataset_shard", "report"]

@@ -1,0 +1,11 @@
+"""``ray.tune.logger``'s path: the TensorBoard logger callback.
+
+Every trial writes ``result.json`` and ``progress.csv`` anyway (what Ray's
+``JsonLoggerCallback`` and ``CSVLoggerCallback`` add), so only ``TBXLoggerCallback`` is here.
+"""
+
+from __future__ import annotations
+
+from tandem.tune.callback import TBXLoggerCallback
+
+__all__ = ["TBXLoggerCallback"]
