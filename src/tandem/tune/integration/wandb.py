@@ -355,7 +355,7 @@ class WandbLoggerCallback(LoggerCallback):
         # several runs live in this one process, one per trial: W&B's "create_new"
         init_kwargs["reinit"] = "create_new"
         if "settings" not in init_kwargs:  # the driver's console is tandem's, not a trial's
-            init_kwargs["settings"] = self._wandb.Settings(console="off")
+            init_kwargs["settings"] = self._wandb.Settings(console="off", quiet=True)
         thread = _TrialLogger(self._wandb, path, exclude, self.AUTO_CONFIG_KEYS, init_kwargs)
         self._loggers[trial.trial_id] = thread
         thread.start()
@@ -433,7 +433,7 @@ def setup_wandb(
         "allow_val_change": True, "config": _clean_log(dict(config or {})),
         "project": _get_wandb_project(kwargs.pop("project", None)), "group": group,
     }
-    run_dir = ctx.trial_dir
+    run_dir = ctx.trial_dir or ctx.get_run_path()  # beside the trial's / run's results
     if run_dir is not None and "://" not in run_dir:
         os.makedirs(run_dir, exist_ok=True)
         init_kwargs["dir"] = run_dir
