@@ -104,7 +104,8 @@ def _check_tracking_uri(mlflow: ModuleType, tracking_uri: str | None, where: str
 def _store_error(where: str, uri: str | None, e: BaseException) -> ConfigError:
     first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     return ConfigError(
-        f"{where}(tracking_uri={uri!r}): MLflow cannot use this tracking store: {first[:400]} "
+        f"{where}(tracking_uri={uri!r}): MLflow cannot use this tracking store: "
+        f"{first[:400].rstrip('. ')}. "
         f"Give a store MLflow can open, e.g. tracking_uri='sqlite:///mlflow.db' (a SQLite "
         f"file), or the http:// address of an MLflow server."
     )
@@ -157,7 +158,7 @@ class _MLflowSession:
                 self.experiment_id = self.client.create_experiment(
                     experiment_name, artifact_location=artifact_location)
                 return
-        except MlflowException as e:
+        except (MlflowException, OSError) as e:  # OSError: e.g. a SQLite path under a file
             raise _store_error(self.where, tracking_uri, e) from e
         except ConfigError:
             raise
