@@ -14,7 +14,7 @@ from tandem.train import Checkpoint, RunConfig, ScalingConfig
 from tandem.train.torch import TorchTrainer
 
 mlflow = pytest.importorskip("mlflow")
-from mlflow.tracking import MlflowClient  # noqa: E402
+from mlflow.tracking import MlflowClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -131,7 +131,8 @@ def _checkpointing(config):
 
     for i in range(2):
         with tempfile.TemporaryDirectory() as d:
-            open(os.path.join(d, "w"), "w").write(str(i))
+            with open(os.path.join(d, "w"), "w") as f:
+                f.write(str(i))
             tune.report({"i": i}, checkpoint=Checkpoint.from_directory(d))
 
 

@@ -219,7 +219,7 @@ class WorkerSession:
             hook = self.exit_hooks.pop()
             try:
                 hook(failed)
-            except Exception:
+            except Exception:  # noqa: BLE001 - a hook's error is printed, not raised
                 traceback.print_exc()
 
     def finish(self, final: tuple) -> None:
