@@ -429,7 +429,8 @@ def setup_wandb(
     group = kwargs.pop("group", None) or ctx.get_experiment_name() or \
         os.environ.get(WANDB_GROUP_ENV_VAR)
     init_kwargs: dict[str, Any] = {
-        "id": trial_id, "name": trial_name, "resume": True, "reinit": True,
+        "id": trial_id, "name": trial_name, "resume": True,
+        "reinit": "finish_previous",  # Ray's reinit=True, in W&B's current spelling
         "allow_val_change": True, "config": _clean_log(dict(config or {})),
         "project": _get_wandb_project(kwargs.pop("project", None)), "group": group,
     }
