@@ -65,6 +65,7 @@ class OfflineRun:
     config: dict[str, Any] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
     exit_code: int | None = None
+    artifacts: list[str] = field(default_factory=list)  # names of logged artifacts
 
     def metric(self, key: str) -> list[tuple[int, Any]]:
         """``(step, value)`` of every history row holding ``key``."""
@@ -90,6 +91,8 @@ def read_run(path: str) -> OfflineRun:
                 run.config[_key(item)] = json.loads(item.value_json)
         elif kind == "history":
             run.history.append({_key(i): json.loads(i.value_json) for i in rec.history.item})
+        elif kind == "artifact":
+            run.artifacts.append(rec.artifact.name)
         elif kind == "exit":
             run.exit_code = rec.exit.exit_code
     run.config.pop("_wandb", None)

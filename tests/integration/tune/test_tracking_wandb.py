@@ -5,6 +5,7 @@ back (tests/wandb_offline.py)."""
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
@@ -35,7 +36,12 @@ def _trainable(config):
     run = setup_wandb(config, project="inner", mode="offline")
     for i in range(3):
         run.log({"inner": i * config["x"]}, step=i)
-        tune.report({"loss": config["x"] / (i + 1), "nested": {"a": i}, "label": "text"})
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "weights"), "w") as f:
+                f.write(str(i))
+            checkpoint = train.Checkpoint.from_directory(d) if i == 1 else None
+            tune.report({"loss": config["x"] / (i + 1), "nested": {"a": i}, "label": "text"},
+                        checkpoint=checkpoint)
     if config["x"] == 3:
         raise RuntimeError("trial x=3 fails on purpose")
 
@@ -47,7 +53,8 @@ def test_callback_and_setup_wandb_write_one_offline_run_per_trial(tmp_path):
         run_config=tune.RunConfig(
             name="tracked", storage_path=str(tmp_path / "results"), verbose=0,
             callbacks=[WandbLoggerCallback(project="outer", mode="offline",
-                                           excludes=["time_total_s"])]),
+                                           excludes=["time_total_s"],
+                                           upload_checkpoints=True)]),
     ).fit()
     assert len(grid) == 3
     for result in grid:
@@ -67,6 +74,7 @@ def test_callback_and_setup_wandb_write_one_offline_run_per_trial(tmp_path):
         assert not outer.metric("label")  # strings are not logged, as Ray
         assert outer.config.get("trial_id") == result.metrics["trial_id"]  # AUTO_CONFIG_KEYS
         assert outer.exit_code == (1 if x == 3 else 0)
+        assert outer.artifacts == [f"checkpoint_{trial_name}"]  # upload_checkpoints=True
 
         inner = by_project["inner"]  # setup_wandb in the trial
         assert inner.run_id == outer.run_id and inner.name == trial_name

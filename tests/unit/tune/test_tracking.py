@@ -122,3 +122,37 @@ def test_air_paths_are_the_tune_classes():
     assert air_mlflow.MLflowLoggerCallback is tune.MLflowLoggerCallback
     assert air_wandb.WandbLoggerCallback is tune.WandbLoggerCallback
     assert issubclass(tune.MLflowLoggerCallback, tune.LoggerCallback)
+
+
+# -- the callbacks driven hook by hook (no workers), as the tune controller calls them ----------
+def test_mlflow_callback_keeps_one_run_across_restarts_and_kills_open_runs(tmp_path,
+                                                                         _mlflow_defaults):
+    from mlflow.tracking import MlflowClient
+
+    from tandem.tune.controller import TuneTrial
+
+    uri = f"sqlite:///{tmp_path}/m.db"
+    cb = MLflowLoggerCallback(uri, experiment_name="pbt")
+    cb.setup(stop=None, num_samples=2, total_num_samples=2)
+    a = TuneTrial("a1", {"lr": 0.1}, name="f_a1", path=str(tmp_path / "f_a1"), index=0)
+    b = TuneTrial("b2", {"lr": 0.2}, name="f_b2", path=str(tmp_path / "f_b2"), index=1)
+    for trial in (a, b):
+        cb.on_trial_start(iteration=0, trials=[a, b], trial=trial)
+        cb.on_trial_result(iteration=1, trials=[a, b], trial=trial,
+                           result={"training_iteration": 1, "loss": 1.0, "timesteps_total": 64})
+    a.config = {"lr": 0.05, "momentum": 0.9}  # a PBT exploit restarts "a" with a new config
+    cb.on_trial_start(iteration=2, trials=[a, b], trial=a)
+    cb.on_trial_result(iteration=3, trials=[a, b], trial=a,
+                       result={"training_iteration": 2, "loss": 0.5})
+    cb.on_trial_complete(iteration=4, trials=[a, b], trial=a)
+    cb.on_experiment_end(trials=[a, b])  # "b" was still running: interrupted
+
+    client = MlflowClient(uri)
+    runs = {r.info.run_name: r for r in client.search_runs(
+        [client.get_experiment_by_name("pbt").experiment_id])}
+    assert sorted(runs) == ["f_a1", "f_b2"]  # one run per trial, restarts included
+    ra = runs["f_a1"]
+    assert ra.data.params == {"lr": "0.1", "momentum": "0.9"}  # params are write-once
+    steps = [(m.step, m.value) for m in client.get_metric_history(ra.info.run_id, "loss")]
+    assert steps == [(64, 1.0), (2, 0.5)]  # timesteps_total is the step when reported
+    assert ra.info.status == "FINISHED" and runs["f_b2"].info.status == "KILLED"
