@@ -85,6 +85,21 @@ class LoggerCallback(Callback):
         self.log_trial_end(trial, failed=True)
 
 
+def refuse_in_train_run(callback: Callback, setup_fn: str) -> None:
+    """Raises for an experiment logger given to a train run's ``RunConfig`` (a Trainer's
+    ``fit()``): it only hears a Tuner's trials there, so it would log nothing. Ray Train
+    refuses Tune callbacks in its ``RunConfig`` too."""
+    from tandem._core.errors import ConfigError
+
+    name = type(callback).__name__
+    raise ConfigError(
+        f"{name} is a tuning callback: it logs a Tuner's trials, and a Trainer's fit() has "
+        f"none, so it would log nothing. Put it in a Tuner's "
+        f"tune.RunConfig(callbacks=[{name}(...)]), or call {setup_fn}(...) inside the train "
+        f"function to log a train run."
+    )
+
+
 class TBXLoggerCallback(Callback):
     """Writes each trial's numeric metrics as TensorBoard scalars into its trial folder
     (needs ``tensorboardX``: ``pip install "tandem-ml[tensorboard]"``)."""

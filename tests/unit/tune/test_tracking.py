@@ -156,3 +156,20 @@ def test_mlflow_callback_keeps_one_run_across_restarts_and_kills_open_runs(tmp_p
     steps = [(m.step, m.value) for m in client.get_metric_history(ra.info.run_id, "loss")]
     assert steps == [(64, 1.0), (2, 0.5)]  # timesteps_total is the step when reported
     assert ra.info.status == "FINISHED" and runs["f_b2"].info.status == "KILLED"
+
+
+def test_a_tuning_logger_in_a_trainers_run_config_is_refused_before_workers_start(tmp_path):
+    from tandem.train import DataParallelTrainer, RunConfig
+
+    marker = tmp_path / "worker-ran"
+
+    def loop(config):
+        open(config["marker"], "w").close()
+
+    trainer = DataParallelTrainer(
+        loop, train_loop_config={"marker": str(marker)},
+        run_config=RunConfig(storage_path=str(tmp_path), callbacks=[
+            WandbLoggerCallback(project="p", mode="offline")]))
+    with pytest.raises(ConfigError, match=r"setup_wandb\(\.\.\.\) inside the train function"):
+        trainer.fit()
+    assert not marker.exists()

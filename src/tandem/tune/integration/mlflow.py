@@ -32,7 +32,7 @@ from typing import Any
 
 from tandem._core.errors import ConfigError
 from tandem.train import session as train_session
-from tandem.tune.callback import LoggerCallback
+from tandem.tune.callback import LoggerCallback, refuse_in_train_run
 from tandem.tune.search.variant_generator import flatten_dict
 
 logger = logging.getLogger(__name__)
@@ -269,6 +269,10 @@ class MLflowLoggerCallback(LoggerCallback):
         if self.mlflow_util.client is None:  # used without Tuner.fit() calling setup()
             self.setup()
         return self.mlflow_util.client
+
+    def check_run(self) -> None:
+        """In a Trainer's ``RunConfig``: refused (see ``refuse_in_train_run``)."""
+        refuse_in_train_run(self, "setup_mlflow")
 
     def log_trial_start(self, trial: Any) -> None:
         client = self._client()

@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 
 from tandem._core.errors import ConfigError
 from tandem.train import session as train_session
-from tandem.tune.callback import LoggerCallback
+from tandem.tune.callback import LoggerCallback, refuse_in_train_run
 from tandem.tune.search.variant_generator import flatten_dict
 
 logger = logging.getLogger(__name__)
@@ -331,6 +331,10 @@ class WandbLoggerCallback(LoggerCallback):
             )
         if not self.group and os.environ.get(WANDB_GROUP_ENV_VAR):
             self.group = os.environ.get(WANDB_GROUP_ENV_VAR)
+
+    def check_run(self) -> None:
+        """In a Trainer's ``RunConfig``: refused (see ``refuse_in_train_run``)."""
+        refuse_in_train_run(self, "setup_wandb")
 
     def log_trial_start(self, trial: Any) -> None:
         if trial.trial_id in self._loggers:
