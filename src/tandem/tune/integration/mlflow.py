@@ -22,11 +22,14 @@ What a run holds (``MLflowLoggerCallback``):
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import queue
 import tempfile
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -188,16 +191,6 @@ class _MLflowSession:
             self.client.log_batch(run_id, params=[Param(k, _param_value(v)) for k, v in batch])
         skip.update(flat)
 
-    def log_metrics(self, run_id: str, metrics: Mapping[str, Any], step: int) -> None:
-        from mlflow.entities import Metric
-
-        values = _float_metrics(metrics)
-        now = int(time.time() * 1000)
-        items = list(values.items())
-        for start in range(0, len(items), 1000):
-            self.client.log_batch(run_id, metrics=[Metric(k, v, now, step)
-                                                   for k, v in items[start:start + 1000]])
-
 
 class MLflowLoggerCallback(LoggerCallback):
     """Logs each trial to MLflow from the driver: one run per trial, its config as params,
@@ -250,6 +243,7 @@ class MLflowLoggerCallback(LoggerCallback):
         self.mlflow_util = _MLflowSession(self._mlflow, "MLflowLoggerCallback")
         self._trial_runs: dict[str, str] = {}
         self._logged_params: dict[str, set[str]] = {}
+        self._writer: _Writer | None = None
 
     def setup(self, **info: Any) -> None:
         """Called by ``Tuner.fit()`` before trials start: opens the store and finds or
@@ -264,6 +258,10 @@ class MLflowLoggerCallback(LoggerCallback):
             self.tags = {}
         self._trial_runs = {}
         self._logged_params = {}
+        if self._writer is not None:
+            self._writer.close()
+        self._writer = _Writer(self.mlflow_util.client)
+        self._writer.start()
 
     def _client(self) -> Any:
         if self.mlflow_util.client is None:  # used without Tuner.fit() calling setup()
@@ -291,27 +289,39 @@ class MLflowLoggerCallback(LoggerCallback):
     def _log_params(self, trial: Any) -> None:
         # MLflow params are write-once: a trial restarted with a new config (PBT) keeps the
         # values it was first logged with; its config's later values are in its results.
-        self.mlflow_util.log_params(self._trial_runs[trial.trial_id], trial.config,
-                                    self._logged_params[trial.trial_id])
+        run_id, config = self._trial_runs[trial.trial_id], dict(trial.config)
+        skip = self._logged_params[trial.trial_id]
+        assert self._writer is not None
+        self._writer.call(lambda: self.mlflow_util.log_params(run_id, config, skip))
 
     def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
         if trial.trial_id not in self._trial_runs:
             self.log_trial_start(trial)
-        step = result.get("timesteps_total") or result.get("training_iteration", 0)
-        self.mlflow_util.log_metrics(self._trial_runs[trial.trial_id], result, int(step))
+        from mlflow.entities import Metric
+
+        step = int(result.get("timesteps_total") or result.get("training_iteration", 0))
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, v, now, step) for k, v in _float_metrics(result).items()]
+        assert self._writer is not None
+        self._writer.metrics(self._trial_runs[trial.trial_id], metrics)
 
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
         run_id = self._trial_runs.pop(trial.trial_id, None)
         if run_id is None:
             return  # never started (stopped while pending)
         client = self._client()
-        if self.should_save_artifact:
-            self._save_artifacts(client, run_id, trial.path)
-        if self.log_params_on_trial_end:
-            self.mlflow_util.log_params(run_id, trial.config,
-                                        self._logged_params.get(trial.trial_id, set()))
-        self._logged_params.pop(trial.trial_id, None)
-        client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
+        skip = self._logged_params.pop(trial.trial_id, set())
+        config, path = dict(trial.config), str(trial.path)
+
+        def end() -> None:
+            if self.should_save_artifact:
+                self._save_artifacts(client, run_id, path)
+            if self.log_params_on_trial_end:
+                self.mlflow_util.log_params(run_id, config, skip)
+            client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
+
+        assert self._writer is not None
+        self._writer.call(end)
 
     @staticmethod
     def _save_artifacts(client: Any, run_id: str, path: str) -> None:
@@ -328,9 +338,75 @@ class MLflowLoggerCallback(LoggerCallback):
             client.log_artifacts(run_id, local_dir=local)
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
+        """Ends runs whose trial still runs (``KILLED``), then waits until everything is
+        written."""
+        writer = self._writer
+        if writer is None:
+            return
+        client = self.mlflow_util.client
         for trial_id, run_id in list(self._trial_runs.items()):
-            self.mlflow_util.client.set_terminated(run_id, status="KILLED")
+            writer.call(functools.partial(client.set_terminated, run_id, status="KILLED"))
             del self._trial_runs[trial_id]
+        writer.close()
+        self._writer = None
+
+
+class _Writer(threading.Thread):
+    """Makes one callback's MLflow calls in order, off the tune controller's thread (a
+    store write takes milliseconds; the controller must not wait on it). Results that
+    queued up meanwhile go to MLflow in one ``log_batch`` per run."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(name="mlflow-logger", daemon=True)
+        self._queue: queue.SimpleQueue[tuple[str, Any, Any]] = queue.SimpleQueue()
+        self._client = client
+
+    def call(self, fn: Callable[[], None]) -> None:
+        self._queue.put(("call", fn, None))
+
+    def metrics(self, run_id: str, metrics: list[Any]) -> None:
+        self._queue.put(("metrics", run_id, metrics))
+
+    def close(self, timeout_s: float = 600.0) -> None:
+        """Writes what is queued, then ends the thread."""
+        self._queue.put(("stop", None, None))
+        self.join(timeout_s)
+        if self.is_alive():
+            logger.warning("MLflowLoggerCallback: MLflow writes still pending after %s s.",
+                           timeout_s)
+
+    def run(self) -> None:
+        while True:
+            ops = [self._queue.get()]
+            while True:
+                try:
+                    ops.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            pending: dict[str, list[Any]] = {}
+            for kind, a, b in ops:
+                if kind == "metrics":
+                    pending.setdefault(a, []).extend(b)
+                    continue
+                self._flush(pending)  # keep the order: results before what follows them
+                if kind == "stop":
+                    return
+                self._guard(a)
+            self._flush(pending)
+
+    def _flush(self, pending: dict[str, list[Any]]) -> None:
+        for run_id, metrics in pending.items():
+            for start in range(0, len(metrics), 1000):  # MLflow's limit per batch
+                self._guard(functools.partial(self._client.log_batch, run_id,
+                                              metrics=metrics[start:start + 1000]))
+        pending.clear()
+
+    @staticmethod
+    def _guard(fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - a tracking failure must not stop trials
+            logger.error("MLflowLoggerCallback: an MLflow write failed: %s", e)
 
 
 def setup_mlflow(
