@@ -18,6 +18,10 @@ What a run holds (``MLflowLoggerCallback``):
   stopper), ``FAILED`` when it fails for good, ``KILLED`` for a trial still running when
   the experiment ends (interrupted) — Ray leaves that run ``RUNNING``;
 - artifacts: the trial's folder, with ``save_artifact=True``.
+
+The callback writes from a background thread, in order (results that queued up go in one
+``log_batch``), so the tune loop never waits on the store; ``on_experiment_end`` waits until
+everything is written.
 """
 
 from __future__ import annotations
