@@ -122,6 +122,11 @@ def test_air_paths_are_the_tune_classes():
     assert air_mlflow.MLflowLoggerCallback is tune.MLflowLoggerCallback
     assert air_wandb.WandbLoggerCallback is tune.WandbLoggerCallback
     assert issubclass(tune.MLflowLoggerCallback, tune.LoggerCallback)
+    import tandem.air
+    from tandem import train
+
+    assert tandem.air.RunConfig is train.RunConfig  # from ray.air import RunConfig ...
+    assert tandem.air.ScalingConfig is train.ScalingConfig
 
 
 # -- the callbacks driven hook by hook (no workers), as the tune controller calls them ----------
