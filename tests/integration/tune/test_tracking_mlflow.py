@@ -19,6 +19,12 @@ from mlflow.tracking import MlflowClient
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    """MLflow puts a SQLite store's artifacts under ./mlruns: keep them out of the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
 def _runs(uri: str, experiment: str) -> list:
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(experiment)

@@ -38,9 +38,10 @@ def _fit_refused(tmp_path, callback) -> ConfigError:
 
 
 @pytest.fixture
-def _mlflow_defaults():
+def _mlflow_defaults(tmp_path, monkeypatch):
     import mlflow
 
+    monkeypatch.chdir(tmp_path)  # MLflow's default artifact root is ./mlruns
     yield
     mlflow.set_tracking_uri(None)  # the callbacks set it process-wide, as Ray's do
 
