@@ -89,3 +89,19 @@ def test_model_quickstart_example(tmp_path):
     assert served and served.group(1) == "digits@1", out[-2000:]
     best = re.search(r"best model predicts: (\[.*?\])", out)
     assert best and served.group(3) == best.group(1)  # the server answers as the model does
+
+
+def test_tracking_docs_run(tmp_path):
+    """docs/tracking.md's python blocks, in order, as one script: MLflow into a SQLite file in
+    the script's folder, W&B offline (no account)."""
+    code = "\n".join(python_blocks(os.path.join(ROOT, "docs", "tracking.md")))
+    script = tmp_path / "tracking_doc.py"
+    script.write_text(code)
+    out = run([str(script)], tmp_path)
+    lines = [line for line in out.splitlines() if " lr " in line]
+    assert len(lines) == 3 and all("FINISHED" in line for line in lines), out[-2000:]
+    assert "1 MLflow run from 2 workers: {'lr': '0.1'} FINISHED" in out
+    import glob
+
+    runs = glob.glob(str(tmp_path / "results" / "tracked" / "*" / "wandb" / "offline-run-*"))
+    assert len(runs) == 3  # one W&B run per trial, in its trial folder

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import TandemError
@@ -83,6 +83,21 @@ def _keyword_metrics(
         kwargs["checkpoint"] = checkpoint
         checkpoint = None
     return kwargs, checkpoint
+
+
+def at_worker_exit(hook: Callable[[bool], None]) -> None:
+    """Calls ``hook(failed)`` once when this worker's train function has returned
+    (``failed=False``) or raised (``True``), before the worker reports its end; outside a
+    worker, at interpreter exit (``failed=False``). A hook's own error is printed, not
+    raised. ``setup_mlflow``/``setup_wandb`` end their runs with it (worker processes leave
+    without running ``atexit`` handlers)."""
+    hooks = getattr(_session, "exit_hooks", None)
+    if hooks is None:  # not in a worker (or the 1.x Trainer's worker)
+        import atexit
+
+        atexit.register(hook, False)
+        return
+    hooks.append(hook)
 
 
 def get_checkpoint() -> Checkpoint | None:

@@ -13,8 +13,10 @@ from tandem.train.api.config import CheckpointConfig, FailureConfig, RunConfig
 from tandem.train.api.result import Result
 from tandem.tune._run import run
 from tandem.tune.analysis import ExperimentAnalysis
-from tandem.tune.callback import Callback, TBXLoggerCallback
+from tandem.tune.callback import Callback, LoggerCallback, TBXLoggerCallback
 from tandem.tune.controller import TuneError
+from tandem.tune.integration.mlflow import MLflowLoggerCallback
+from tandem.tune.integration.wandb import WandbLoggerCallback
 from tandem.tune.result_grid import ResultGrid
 from tandem.tune.search.space import (
     choice,
@@ -41,6 +43,8 @@ __all__ = [
     "CheckpointConfig",
     "ExperimentAnalysis",
     "FailureConfig",
+    "LoggerCallback",
+    "MLflowLoggerCallback",
     "Result",
     "ResultGrid",
     "RunConfig",
@@ -51,6 +55,7 @@ __all__ = [
     "TuneContext",
     "TuneError",
     "Tuner",
+    "WandbLoggerCallback",
     "choice",
     "get_checkpoint",
     "get_context",

@@ -1,9 +1,17 @@
 """Experiment callbacks (``RunConfig(callbacks=[...])``) and the TensorBoard logger.
 
 Hooks are called by the tune controller with keyword arguments, as Ray Tune's are:
-``on_trial_start(iteration, trials, trial)``, ``on_trial_result(iteration, trials, trial,
-result)``, ``on_trial_complete(...)``, ``on_trial_error(...)``, ``on_experiment_end(trials)``.
+``setup(stop, num_samples, total_num_samples)`` once before any trial starts (an error
+raised there fails ``fit()`` before trials start), ``on_trial_start(iteration, trials,
+trial)``, ``on_trial_result(iteration, trials, trial, result)``, ``on_trial_save(iteration,
+trials, trial)`` (the trial committed a checkpoint: ``trial.checkpoint``),
+``on_trial_complete(...)``, ``on_trial_error(...)``, ``on_experiment_end(trials)``.
 Per-trial ``result.json`` and ``progress.csv`` are always written by the train layer.
+
+``LoggerCallback`` is Ray's base of the experiment loggers (``log_trial_start``,
+``log_trial_result``, ``log_trial_save``, ``log_trial_end(trial, failed)``); the MLflow and
+W&B callbacks (``tandem.tune.integration.mlflow`` / ``.wandb``, also importable from Ray's
+paths ``tandem.air.integrations.mlflow`` / ``.wandb``) build on it.
 """
 
 from __future__ import annotations
@@ -20,13 +28,17 @@ class Callback(RunCallback):
     a ``tandem.train.Callback`` too (its run hooks are no-ops unless overridden)."""
 
     def setup(self, **info: Any) -> None:
-        pass
+        """Called once by ``Tuner.fit()`` before any trial starts, with ``stop``,
+        ``num_samples`` and ``total_num_samples``; raise here to refuse the experiment."""
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         pass
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         pass
+
+    def on_trial_save(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """The trial committed a checkpoint (``trial.checkpoint``)."""
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         pass
@@ -36,6 +48,56 @@ class Callback(RunCallback):
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         pass
+
+
+class LoggerCallback(Callback):
+    """Ray Tune's base class of experiment loggers: override ``log_trial_start``,
+    ``log_trial_result``, ``log_trial_save`` and ``log_trial_end``; the ``on_trial_*`` hooks
+    call them (``on_trial_complete`` -> ``log_trial_end(trial, failed=False)``,
+    ``on_trial_error`` -> ``log_trial_end(trial, failed=True)``)."""
+
+    def log_trial_start(self, trial: Any) -> None:
+        """The trial started running (again, after a pause or restart)."""
+
+    def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
+        """The trial reported ``result``."""
+
+    def log_trial_save(self, trial: Any) -> None:
+        """The trial committed a checkpoint."""
+
+    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+        """The trial ended: finished or stopped (``failed=False``), or failed for good."""
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.log_trial_start(trial)
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
+                        **info: Any) -> None:
+        self.log_trial_result(iteration, trial, result)
+
+    def on_trial_save(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.log_trial_save(trial)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.log_trial_end(trial, failed=False)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.log_trial_end(trial, failed=True)
+
+
+def refuse_in_train_run(callback: Callback, setup_fn: str) -> None:
+    """Raises for an experiment logger given to a train run's ``RunConfig`` (a Trainer's
+    ``fit()``): it only hears a Tuner's trials there, so it would log nothing. Ray Train
+    refuses Tune callbacks in its ``RunConfig`` too."""
+    from tandem._core.errors import ConfigError
+
+    name = type(callback).__name__
+    raise ConfigError(
+        f"{name} is a tuning callback: it logs a Tuner's trials, and a Trainer's fit() has "
+        f"none, so it would log nothing. Put it in a Tuner's "
+        f"tune.RunConfig(callbacks=[{name}(...)]), or call {setup_fn}(...) inside the train "
+        f"function to log a train run."
+    )
 
 
 class TBXLoggerCallback(Callback):

@@ -154,6 +154,9 @@ class TuneController:
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> list[TuneTrial]:
+        for cb in self.callbacks:  # before any trial starts: a callback may refuse the run
+            cb.setup(stop=self.stopper, num_samples=self.num_samples,
+                     total_num_samples=self.num_samples)
         self.reporter.start(self.trials)
         for t in self.trials:
             if t.status is TrialStatus.PENDING:
@@ -202,6 +205,8 @@ class TuneController:
                 self._on_reports(trial, payload)
             elif kind == "checkpoint":
                 trial.checkpoint = payload[1]
+                for cb in self.callbacks:
+                    cb.on_trial_save(iteration=self._iteration, trials=self.trials, trial=trial)
             elif kind == "status":
                 self._on_status(trial, payload)
             elif kind == "verdict":

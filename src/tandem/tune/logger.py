@@ -1,4 +1,5 @@
-"""``ray.tune.logger``'s path: the TensorBoard logger callback.
+"""``ray.tune.logger``'s path: ``LoggerCallback`` (the base of experiment loggers) and the
+TensorBoard logger callback.
 
 Every trial writes ``result.json`` and ``progress.csv`` anyway (what Ray's
 ``JsonLoggerCallback`` and ``CSVLoggerCallback`` add), so only ``TBXLoggerCallback`` is here.
@@ -6,6 +7,6 @@ Every trial writes ``result.json`` and ``progress.csv`` anyway (what Ray's
 
 from __future__ import annotations
 
-from tandem.tune.callback import TBXLoggerCallback
+from tandem.tune.callback import LoggerCallback, TBXLoggerCallback
 
-__all__ = ["TBXLoggerCallback"]
+__all__ = ["LoggerCallback", "TBXLoggerCallback"]

@@ -103,6 +103,7 @@ class WorkerTask:
                 payload = cloudpickle.dumps(value) if value is not None else None
             except Exception:
                 payload = cloudpickle.dumps(repr(value))
+            session.run_exit_hooks(failed=False)
             session.finish(("done", rank, payload))
             code = 0
         except BaseException as e:  # noqa: BLE001 - everything goes back to the driver
@@ -113,6 +114,7 @@ class WorkerTask:
                 cloudpickle.loads(pickled)
             except Exception:
                 pickled = None
+            session.run_exit_hooks(failed=True)
             session.finish(("error", rank, ErrorInfo(type(e).__name__, str(e), tb, pickled)))
             code = 1
         finally:
@@ -147,6 +149,7 @@ class WorkerSession:
         self._handlers: dict[str, Callable[[Any], None]] = {}
         self._await_verdict = self._rank == 0 and bool(task.context.metadata.get(AWAIT_VERDICT))
         self._start_iteration = task.start_iteration
+        self.exit_hooks: list[Callable[[bool], None]] = []
         channel.on_message(self._on_driver_message)
 
     # -- reports ---------------------------------------------------------------------
@@ -210,6 +213,15 @@ class WorkerSession:
         return self._shards[name]
 
     # -- transport -------------------------------------------------------------------
+    def run_exit_hooks(self, failed: bool) -> None:
+        """Runs ``train.session.at_worker_exit`` hooks, last registered first."""
+        while self.exit_hooks:
+            hook = self.exit_hooks.pop()
+            try:
+                hook(failed)
+            except Exception:  # noqa: BLE001 - a hook's error is printed, not raised
+                traceback.print_exc()
+
     def finish(self, final: tuple) -> None:
         """Sends the final frame (after every report, which were sent inline)."""
         self._send(final)

@@ -61,6 +61,11 @@ class Callback:
     docstring for when each is called and where). Hooks run on the thread that follows
     the run and must return quickly; an exception raised by a hook fails the run."""
 
+    def check_run(self) -> None:
+        """Called by ``train.submit`` (so by ``fit()``) in the submitting process, before
+        the run is queued: raise ``ConfigError`` to refuse a run this callback cannot serve
+        (tandem's tuning loggers do: they only log a Tuner's trials)."""
+
     def on_run_start(self, context: RunCallbackContext) -> None:
         """The run was submitted (before its workers start)."""
 

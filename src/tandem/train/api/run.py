@@ -181,7 +181,8 @@ def submit(
             must return quickly.
 
     Raises:
-        ConfigError: the train function (or something it refers to) cannot be pickled.
+        ConfigError: the train function (or something it refers to) cannot be pickled; a
+            callback refuses the run (``Callback.check_run``).
         ResourcesUnavailableError: the gang could never fit on the cluster.
     """
     if not isinstance(run, RunDescription):
@@ -189,6 +190,8 @@ def submit(
             f"tandem.train.submit() takes a tandem.train.RunDescription, got "
             f"{type(run).__name__}; describe the run with RunDescription(train_fn=..., ...)."
         )
+    for cb in run.run_config.callbacks or ():
+        cb.check_run()  # a callback may refuse a run before anything is queued
     spec = job_spec(run, listener=listener)
     return JobHandle(get_service().submit(spec))
 

@@ -1,0 +1,6 @@
+"""Ray's ``ray.air.integrations`` paths: ``.mlflow`` and ``.wandb`` (experiment tracking).
+
+Each module needs its tracking package: ``pip install "tandem-ml[mlflow]"`` /
+``"tandem-ml[wandb]"``; importing the module does not (the package is imported when a
+callback is built or ``setup_*`` is called).
+"""
