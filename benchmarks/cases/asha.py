@@ -37,7 +37,9 @@ def _tandem_curve(config: dict[str, Any]) -> None:
     cfg = config["cfg"]
     for t in range(1, config["max_t"] + 1):
         time.sleep(config["step_s"])
-        tune.report({"loss": _curves.observed_loss(cfg, t, config["seed"]), "t": t})
+        tune.report(
+            {"loss": _curves.observed_loss(cfg, t, config["seed"]), "t": t, "wall": time.time()}
+        )
 
 
 def _ray_curve(config: dict[str, Any]) -> None:
@@ -46,7 +48,9 @@ def _ray_curve(config: dict[str, Any]) -> None:
     cfg = config["cfg"]
     for t in range(1, config["max_t"] + 1):
         time.sleep(config["step_s"])
-        tune.report({"loss": _curves.observed_loss(cfg, t, config["seed"]), "t": t})
+        tune.report(
+            {"loss": _curves.observed_loss(cfg, t, config["seed"]), "t": t, "wall": time.time()}
+        )
 
 
 def _tuner_run(framework: str, params: dict[str, Any], workdir: str) -> dict[str, Any]:
@@ -83,11 +87,23 @@ def _tuner_run(framework: str, params: dict[str, Any], workdir: str) -> dict[str
     grid = tuner.fit()
     wall_s = time.perf_counter() - t0
     finals = []
+    trace: list[dict[str, Any]] = []
     for r in grid:
         if r.error is not None:
             raise RuntimeError(f"trial failed: {r.error}")
         finals.append((r.config["cfg"], int(r.metrics["t"]), float(r.metrics["loss"])))
-    return _figures(finals, cfgs, params, wall_s)
+        if params.get("trace"):
+            df = r.metrics_dataframe
+            trace.append(
+                {
+                    "cfg": r.config["cfg"],
+                    "rows": [[int(t), float(w)] for t, w in zip(df["t"], df["wall"])],
+                }
+            )
+    figures = _figures(finals, cfgs, params, wall_s)
+    if params.get("trace"):
+        figures["trace"] = trace
+    return figures
 
 
 def run_tandem(params: dict[str, Any], workdir: str) -> dict[str, Any]:

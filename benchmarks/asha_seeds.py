@@ -1,0 +1,159 @@
+"""ASHA quality over many seeds: tandem vs Ray Tune vs Optuna, paired seed by seed.
+
+Runs the ``asha`` case (``benchmarks/cases/asha.py``: 81 synthetic learning curves, ASHA
+with grace 1, reduction factor 3, max_t 27, 2 trials at once) once per seed and system,
+each in a fresh subprocess, appending one JSON line per run to ``--out`` (so a long run
+can be polled and resumed: seeds already in the file are skipped). ``--table`` prints the
+per-system median and spread of regret, best loss, steps and wall time, and the paired
+per-seed comparison of tandem's regret with each peer's.
+
+    python -m benchmarks.asha_seeds --systems tandem,ray,optuna --seeds 0-23 \\
+        --out /tmp/asha_seeds.jsonl
+    python -m benchmarks.asha_seeds --table --out /tmp/asha_seeds.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.cases._common import quiet_ray_env
+
+_TARGETS = {
+    "tandem": "benchmarks.cases.asha:run_tandem",
+    "ray": "benchmarks.cases.asha:run_ray",
+    "optuna": "benchmarks.cases.asha:run_optuna",
+}
+_PARAMS = {"trials": 81, "max_t": 27, "grace": 1, "rf": 3, "step_s": 0.01}
+
+
+def _seeds(spec: str) -> list[int]:
+    out: list[int] = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def _done(path: Path) -> set[tuple[str, int]]:
+    if not path.exists():
+        return set()
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {(r["system"], int(r["seed"])) for r in rows if "error" not in r}
+
+
+def run_one(system: str, seed: int, params: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """One measurement in a fresh subprocess (``benchmarks._child``)."""
+    with tempfile.TemporaryDirectory(prefix=f"asha-{system}-{seed}-") as tmp:
+        result = Path(tmp) / "result.json"
+        workdir = Path(tmp) / "work"
+        workdir.mkdir()
+        env = {
+            **os.environ,
+            "BENCH_RESULT_FILE": str(result),
+            "BENCH_WORKDIR": str(workdir),
+            **(quiet_ray_env() if system == "ray" else {}),
+        }
+        args = [sys.executable, "-m", "benchmarks._child", _TARGETS[system]]
+        args.append(json.dumps({**params, "seed": seed, "trace": True}))
+        t0 = time.time()
+        proc = subprocess.run(
+            args, env=env, capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+        if proc.returncode != 0 or not result.exists():
+            return {"system": system, "seed": seed, "error": proc.stderr[-2000:]}
+        row: dict[str, Any] = json.loads(result.read_text())
+        row.update(system=system, seed=seed, started=t0)
+        return row
+
+
+def _summary(values: list[float]) -> str:
+    if not values:
+        return "—"
+    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return f"{statistics.median(values):.4g} ({q[0]:.4g}–{q[2]:.4g})"
+
+
+def table(path: Path) -> str:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if "error" not in r]
+    by: dict[str, dict[int, dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(r["system"], {})[int(r["seed"])] = r
+    lines = [
+        "| system | seeds | regret | best final loss | steps | wall s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for system in ("tandem", "ray", "optuna"):
+        runs = list(by.get(system, {}).values())
+        if not runs:
+            continue
+        cells = [_summary([float(r[k]) for r in runs]) for k in ("regret", "best_loss")]
+        cells += [_summary([float(r[k]) for r in runs]) for k in ("total_steps", "wall_s")]
+        lines.append(f"| {system} | {len(runs)} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("median (interquartile range) over the seeds")
+    lines.append("")
+    for peer in ("ray", "optuna"):
+        common = sorted(set(by.get("tandem", {})) & set(by.get(peer, {})))
+        if not common:
+            continue
+        t = [float(by["tandem"][s]["regret"]) for s in common]
+        p = [float(by[peer][s]["regret"]) for s in common]
+        same = sum(1 for a, b in zip(t, p) if abs(a - b) < 1e-12)
+        less = sum(1 for a, b in zip(t, p) if a < b - 1e-12)
+        more = sum(1 for a, b in zip(t, p) if a > b + 1e-12)
+        lines.append(
+            f"tandem vs {peer}, {len(common)} paired seeds: regret lower in {less}, "
+            f"equal in {same}, higher in {more} (<= in {less + same}); "
+            f"mean regret {statistics.mean(t):.4f} vs {statistics.mean(p):.4f}"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--systems", default="tandem,ray,optuna")
+    ap.add_argument("--seeds", default="0-23", help="e.g. 0-23 or 0,3,5-9")
+    ap.add_argument("--out", type=Path, default=Path("asha_seeds.jsonl"))
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a case parameter (JSON value), e.g. --set trials=27")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
+    ap.add_argument("--table", action="store_true", help="print the table of --out and exit")
+    args = ap.parse_args()
+    if args.table:
+        print(table(args.out))
+        return
+    params = dict(_PARAMS)
+    for kv in args.set:
+        key, _, value = kv.partition("=")
+        params[key] = json.loads(value)
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = [s for s in systems if s not in _TARGETS]
+    if unknown:
+        sys.exit(f"--systems {','.join(unknown)}: unknown; choose from {', '.join(_TARGETS)}")
+    done = _done(args.out)
+    for seed in _seeds(args.seeds):
+        for system in systems:
+            if (system, seed) in done:
+                continue
+            row = run_one(system, seed, params, args.timeout)
+            with args.out.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            shown = row.get("error", "")[-300:] or (
+                f"regret {row['regret']:.4f} best {row['best_loss']:.4f} "
+                f"steps {row['total_steps']} wall {row['wall_s']:.1f} s"
+            )
+            print(f"seed {seed} {system}: {shown}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
