@@ -71,7 +71,7 @@ def run_one(system: str, seed: int, params: dict[str, Any], timeout_s: float) ->
         if proc.returncode != 0 or not result.exists():
             return {"system": system, "seed": seed, "error": proc.stderr[-2000:]}
         row: dict[str, Any] = json.loads(result.read_text())
-        row.update(system=system, seed=seed, started=t0)
+        row.update(system=system, seed=seed, started=t0, params=params)
         return row
 
 
@@ -119,6 +119,88 @@ def table(path: Path) -> str:
     return "\n".join(lines)
 
 
+def replay(path: Path) -> str:
+    """Feeds each recorded run's results, in the order they arrived (their report times),
+    to tandem's and to Ray's ASHA scheduler and checks both stop every trial where the run
+    really stopped it: same decisions on the same order means any difference between the
+    systems' picks comes from the order results arrived in, not from the bookkeeping."""
+    import warnings
+
+    from benchmarks.cases import _curves
+
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = []
+    for r in rows:
+        if "trace" not in r:
+            continue
+        events = sorted(
+            (wall, i, t) for i, tr in enumerate(r["trace"]) for t, wall in tr["rows"]
+        )
+        actual = {i: max(t for t, _ in tr["rows"]) for i, tr in enumerate(r["trace"])}
+        verdicts = []
+        for system in ("tandem", "ray"):
+            sched, stop = _replay_scheduler(system, r)
+            last: dict[int, int] = {}
+            for _, i, t in events:
+                if i in last:
+                    continue  # stopped before: the run has no such row if it agrees
+                result = {
+                    "training_iteration": t,
+                    "loss": _curves.observed_loss(r["trace"][i]["cfg"], t, int(r["seed"])),
+                }
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    if stop(sched, i, result):
+                        last[i] = t
+            same = sum(1 for i, t in actual.items() if last.get(i, t) == t)
+            verdicts.append(f"{system} scheduler agrees on {same}/{len(actual)} trials")
+        lines.append(f"{r['system']} seed {r['seed']}: " + "; ".join(verdicts))
+    return "\n".join(lines)
+
+
+def _replay_scheduler(system: str, run: dict[str, Any]) -> tuple[Any, Any]:
+    p = {**_PARAMS, **run.get("params", {})}
+    kw = {
+        "metric": "loss",
+        "mode": "min",
+        "max_t": int(p["max_t"]),
+        "grace_period": int(p["grace"]),
+        "reduction_factor": p["rf"],
+    }
+    if system == "tandem":
+        from tandem.tune.schedulers import Action, ASHAScheduler
+        from tandem.tune.trial import Trial, TrialStatus
+
+        sched = ASHAScheduler(**kw)
+        sched.set_search_properties(None, None)
+        trials: dict[int, Trial] = {}
+
+        def stop(s: Any, i: int, result: dict[str, Any]) -> bool:
+            if i not in trials:
+                trials[i] = Trial(f"t{i}", {}, status=TrialStatus.RUNNING)
+                s.on_trial_add(trials[i])
+            return bool(s.on_trial_result(trials[i], result).action is Action.STOP)
+
+        return sched, stop
+    from ray.tune.schedulers import TrialScheduler
+    from ray.tune.schedulers.async_hyperband import AsyncHyperBandScheduler
+
+    class _T:
+        def __init__(self, trial_id: str) -> None:
+            self.trial_id = trial_id
+
+    ray_sched = AsyncHyperBandScheduler(**kw)
+    ray_trials: dict[int, _T] = {}
+
+    def ray_stop(s: Any, i: int, result: dict[str, Any]) -> bool:
+        if i not in ray_trials:
+            ray_trials[i] = _T(f"t{i}")
+            s.on_trial_add(None, ray_trials[i])
+        return bool(s.on_trial_result(None, ray_trials[i], result) == TrialScheduler.STOP)
+
+    return ray_sched, ray_stop
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--systems", default="tandem,ray,optuna")
@@ -128,9 +210,14 @@ def main() -> None:
                     help="override a case parameter (JSON value), e.g. --set trials=27")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
     ap.add_argument("--table", action="store_true", help="print the table of --out and exit")
+    ap.add_argument("--replay", action="store_true",
+                    help="replay each run of --out through both schedulers and exit")
     args = ap.parse_args()
     if args.table:
         print(table(args.out))
+        return
+    if args.replay:
+        print(replay(args.out))
         return
     params = dict(_PARAMS)
     for kv in args.set:
