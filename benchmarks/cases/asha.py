@@ -14,7 +14,14 @@ Each repeat uses the next seed.
 
 Why: a scheduler is only useful if it finds as good a config for the same compute, and
 its wall time should be bound by the steps, not by trial overhead. Ray Tune 2.60 needs
-≈ 120–145 s for ≈ 280 steps of 2,187 here (a floor of ≈ 1.4 s).
+≈ 100–300 s per run here (shared machine), against a floor of a few seconds.
+
+Both ASHAs are asynchronous: which trial is judged against which rung scores depends on
+the order results arrive in, so one seed's picks vary from run to run on either system.
+Quality is compared over many seeds with ``python -m benchmarks.asha_seeds`` (paired per
+seed; ``--replay`` feeds each run's results, in arrival order, to both schedulers to show
+the decisions are the same on the same order). ``params["trace"]`` adds every trial's
+rows with their report times to the figures.
 
 Target (issue): the same decisions (best loss, regret, steps comparable to Ray's), wall
 time bound by the steps.
