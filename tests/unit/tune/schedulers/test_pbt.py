@@ -253,3 +253,17 @@ def test_a_trial_still_stopping_is_not_resumed_before_it_is_paused():
     b.status = TrialStatus.PAUSED  # its job ended
     s2 = sched.suggest()
     assert s2 is not None and (s2.action, s2.trial_id) == (SuggestionAction.RESUME, "p1")
+
+
+def test_a_nan_score_is_neither_donor_nor_ranked():
+    # Ray leaves NaN scores out of the quantiles; sorted in, a NaN stayed where it was
+    # (here last, on top) and the diverged trial was cloned into a healthy one.
+    sched = _pbt()
+    p0, p1, p2, p3 = _population(sched)
+    for trial, acc in ((p1, 0.3), (p2, 0.9), (p3, float("nan"))):
+        _report(sched, trial, 10, acc)
+    d = _report(sched, p0, 10, 0.1)
+    assert d.action is Action.RESTART
+    assert d.checkpoint == FakeCheckpoint("/ckpt/p2/10")  # the top finite score, not p3
+    lower, upper = sched._quantiles()
+    assert "p3" not in lower + upper
