@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -82,39 +83,59 @@ def _summary(values: list[float]) -> str:
     return f"{statistics.median(values):.4g} ({q[0]:.4g}–{q[2]:.4g})"
 
 
+def _sign_test(less: int, more: int) -> float:
+    """Two-sided sign test p-value of ``less`` vs ``more`` (ties dropped)."""
+    n = less + more
+    if n == 0:
+        return 1.0
+    k = min(less, more)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
 def table(path: Path) -> str:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     rows = [r for r in rows if "error" not in r]
     by: dict[str, dict[int, dict[str, Any]]] = {}
     for r in rows:
         by.setdefault(r["system"], {})[int(r["seed"])] = r
+    systems = [s for s in ("tandem", "ray", "optuna") if by.get(s)]
+    common = sorted(set.intersection(*(set(by[s]) for s in systems))) if systems else []
     lines = [
         "| system | seeds | regret | best final loss | steps | wall s |",
         "|---|---|---|---|---|---|",
     ]
-    for system in ("tandem", "ray", "optuna"):
-        runs = list(by.get(system, {}).values())
-        if not runs:
-            continue
-        cells = [_summary([float(r[k]) for r in runs]) for k in ("regret", "best_loss")]
-        cells += [_summary([float(r[k]) for r in runs]) for k in ("total_steps", "wall_s")]
-        lines.append(f"| {system} | {len(runs)} | " + " | ".join(cells) + " |")
+
+    def row(system: str, seeds: list[int], label: str) -> str:
+        runs = [by[system][s] for s in seeds]
+        cells = [
+            _summary([float(r[k]) for r in runs])
+            for k in ("regret", "best_loss", "total_steps", "wall_s")
+        ]
+        return f"| {system} | {label} | " + " | ".join(cells) + " |"
+
+    for system in systems:
+        lines.append(row(system, common, f"{len(common)} (common)"))
+    for system in systems:
+        if len(by[system]) > len(common):
+            lines.append(row(system, sorted(by[system]), f"{len(by[system])} (all)"))
     lines.append("")
     lines.append("median (interquartile range) over the seeds")
     lines.append("")
     for peer in ("ray", "optuna"):
-        common = sorted(set(by.get("tandem", {})) & set(by.get(peer, {})))
-        if not common:
+        paired = sorted(set(by.get("tandem", {})) & set(by.get(peer, {})))
+        if not paired:
             continue
-        t = [float(by["tandem"][s]["regret"]) for s in common]
-        p = [float(by[peer][s]["regret"]) for s in common]
+        t = [float(by["tandem"][s]["regret"]) for s in paired]
+        p = [float(by[peer][s]["regret"]) for s in paired]
         same = sum(1 for a, b in zip(t, p) if abs(a - b) < 1e-12)
         less = sum(1 for a, b in zip(t, p) if a < b - 1e-12)
         more = sum(1 for a, b in zip(t, p) if a > b + 1e-12)
         lines.append(
-            f"tandem vs {peer}, {len(common)} paired seeds: regret lower in {less}, "
-            f"equal in {same}, higher in {more} (<= in {less + same}); "
-            f"mean regret {statistics.mean(t):.4f} vs {statistics.mean(p):.4f}"
+            f"tandem vs {peer}, {len(paired)} paired seeds: tandem's regret lower in {less}, "
+            f"equal in {same}, higher in {more} (<= in {less + same}; sign test "
+            f"p = {_sign_test(less, more):.2f}); mean regret {statistics.mean(t):.4f} vs "
+            f"{statistics.mean(p):.4f}"
         )
     return "\n".join(lines)
 
