@@ -57,4 +57,4 @@ def test_pbt_exploits_counts_a_tandem_run(tmp_path: Path) -> None:
     assert row["errors"] == []
     assert row["exploits"] == row["exploit_log_lines"]  # the counter and the log agree
     assert row["final_iterations"] == [15] * 4  # every trial ran to the stop; none hung
-    assert "| tandem | 1 |" in _run("benchmarks.pbt_exploits", "--table", "--out", str(out))
+    assert "| 15 | tandem | 1 |" in _run("benchmarks.pbt_exploits", "--table", "--out", str(out))
