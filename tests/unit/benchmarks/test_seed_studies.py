@@ -37,7 +37,7 @@ def test_asha_seeds_records_runs_tables_and_replays_them(tmp_path: Path) -> None
         if r["system"] == "tandem":  # every trial's rows with their report times
             assert len(r["trace"]) == 9
     table = _run("benchmarks.asha_seeds", "--table", "--out", str(out))
-    assert "| tandem | 2 |" in table and "tandem vs optuna, 2 paired seeds" in table
+    assert "| tandem | 2 (common) |" in table and "tandem vs optuna, 2 paired seeds" in table
     # the runs' own decisions are what both schedulers decide on the same result order
     replay = _run("benchmarks.asha_seeds", "--replay", "--out", str(out))
     tandem_lines = [line for line in replay.splitlines() if line.startswith("tandem seed")]
