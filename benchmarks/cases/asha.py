@@ -14,7 +14,14 @@ Each repeat uses the next seed.
 
 Why: a scheduler is only useful if it finds as good a config for the same compute, and
 its wall time should be bound by the steps, not by trial overhead. Ray Tune 2.60 needs
-≈ 120–145 s for ≈ 280 steps of 2,187 here (a floor of ≈ 1.4 s).
+≈ 100–300 s per run here (shared machine), against a floor of a few seconds.
+
+Both ASHAs are asynchronous: which trial is judged against which rung scores depends on
+the order results arrive in, so one seed's picks vary from run to run on either system.
+Quality is compared over many seeds with ``python -m benchmarks.asha_seeds`` (paired per
+seed; ``--replay`` feeds each run's results, in arrival order, to both schedulers to show
+the decisions are the same on the same order). ``params["trace"]`` adds every trial's
+rows with their report times to the figures.
 
 Target (issue): the same decisions (best loss, regret, steps comparable to Ray's), wall
 time bound by the steps.
@@ -37,7 +44,9 @@ def _tandem_curve(config: dict[str, Any]) -> None:
     cfg = config["cfg"]
     for t in range(1, config["max_t"] + 1):
         time.sleep(config["step_s"])
-        tune.report({"loss": _curves.observed_loss(cfg, t, config["seed"]), "t": t})
+        tune.report(
+            {"loss": _curves.observed_loss(cfg, t, config["seed"]), "t": t, "wall": time.time()}
+        )
 
 
 def _ray_curve(config: dict[str, Any]) -> None:
@@ -46,7 +55,9 @@ def _ray_curve(config: dict[str, Any]) -> None:
     cfg = config["cfg"]
     for t in range(1, config["max_t"] + 1):
         time.sleep(config["step_s"])
-        tune.report({"loss": _curves.observed_loss(cfg, t, config["seed"]), "t": t})
+        tune.report(
+            {"loss": _curves.observed_loss(cfg, t, config["seed"]), "t": t, "wall": time.time()}
+        )
 
 
 def _tuner_run(framework: str, params: dict[str, Any], workdir: str) -> dict[str, Any]:
@@ -83,11 +94,23 @@ def _tuner_run(framework: str, params: dict[str, Any], workdir: str) -> dict[str
     grid = tuner.fit()
     wall_s = time.perf_counter() - t0
     finals = []
+    trace: list[dict[str, Any]] = []
     for r in grid:
         if r.error is not None:
             raise RuntimeError(f"trial failed: {r.error}")
         finals.append((r.config["cfg"], int(r.metrics["t"]), float(r.metrics["loss"])))
-    return _figures(finals, cfgs, params, wall_s)
+        if params.get("trace"):
+            df = r.metrics_dataframe
+            trace.append(
+                {
+                    "cfg": r.config["cfg"],
+                    "rows": [[int(t), float(w)] for t, w in zip(df["t"], df["wall"])],
+                }
+            )
+    figures = _figures(finals, cfgs, params, wall_s)
+    if params.get("trace"):
+        figures["trace"] = trace
+    return figures
 
 
 def run_tandem(params: dict[str, Any], workdir: str) -> dict[str, Any]:

@@ -44,12 +44,20 @@ class PausedTrials:
     def next_resume(
         self, key: Callable[[Trial], float] | None = None, reason: str = ""
     ) -> TrialSuggestion | None:
-        """A resume suggestion for a paused trial, once no known trial is PENDING."""
+        """A resume suggestion for a paused trial, once no known trial is PENDING.
+
+        Only a trial whose status is already PAUSED is suggested: one the scheduler just
+        decided to pause is still RUNNING until its job has stopped, and the controller
+        ignores a resume for it, so handing it out then would lose it (it would stay
+        paused for ever and the experiment would never end).
+        """
         if not self._paused:
             return None
         if any(t.status is TrialStatus.PENDING for t in self._known.values()):
             return None
-        candidates = list(self._paused.values())
+        candidates = [t for t in self._paused.values() if t.status is TrialStatus.PAUSED]
+        if not candidates:
+            return None
         trial = min(candidates, key=key) if key is not None else candidates[0]
         del self._paused[trial.trial_id]
         return TrialSuggestion.resume(trial.trial_id, reason)

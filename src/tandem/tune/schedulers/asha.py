@@ -18,6 +18,26 @@ __all__ = ["ASHAScheduler", "AsyncHyperBandScheduler"]
 logger = logging.getLogger(__name__)
 
 
+def _linear_percentile(values: list[float], q: float) -> float:
+    """``np.percentile(values, q)`` (method "linear") of sorted ``values``, bit for bit.
+
+    The same operations in the same order as NumPy (``q / 100``, the virtual index
+    ``(n - 1) * q``, and its two-sided lerp), so a score equal to the cutoff is judged as
+    Ray's ``np.nanpercentile`` judges it: a textbook ``a + (b - a) * t`` can land one ulp
+    above NumPy's value and stop a trial whose score ties the cutoff (common with
+    accuracies, which take few distinct values).
+    """
+    n = len(values)
+    index = (n - 1) * (q / 100)
+    if index >= n - 1:
+        return float(values[-1])
+    lo = math.floor(index)
+    a, b = values[lo], values[lo + 1]
+    t = index - lo
+    diff = b - a
+    return float(b - diff * (1 - t) if t >= 0.5 else a + diff * t)
+
+
 class _Bracket:
     """Rungs of one ASHA bracket and the scores recorded at each.
 
@@ -26,7 +46,7 @@ class _Bracket:
     descending order so the first rung a result has passed is found first.
     """
 
-    __slots__ = ("rf", "rungs", "stop_last_trials", "_sorted")
+    __slots__ = ("_sorted", "rf", "rungs", "stop_last_trials")
 
     def __init__(
         self, min_t: float, max_t: float, rf: float, s: int, stop_last_trials: bool
@@ -51,10 +71,7 @@ class _Bracket:
         values = self._sorted[milestone]
         if not values:
             return None
-        pos = (len(values) - 1) * (1 - 1 / self.rf)
-        lo = math.floor(pos)
-        hi = min(lo + 1, len(values) - 1)
-        return float(values[lo] + (values[hi] - values[lo]) * (pos - lo))
+        return _linear_percentile(values, (1 - 1 / self.rf) * 100)
 
     def on_result(self, trial_id: str, cur_iter: float, score: float | None) -> tuple[bool, str]:
         """Records ``score`` at the highest rung passed; returns ``(stop?, reason)``."""

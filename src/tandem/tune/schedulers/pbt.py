@@ -306,11 +306,17 @@ class PopulationBasedTraining(TrialScheduler):
     # ---------------------------------------------------------------- internals
 
     def _quantiles(self) -> tuple[list[str], list[str]]:
-        """(bottom, top) trial ids among unfinished trials with a score, worst first."""
+        """(bottom, top) trial ids among unfinished trials with a score, worst first.
+
+        A NaN score ranks nowhere (Ray's rule): it would sort arbitrarily and could make a
+        diverged trial the donor of a healthy one.
+        """
         scored = [
             s
             for s in self._trial_state.values()
-            if s.last_score is not None and not s.trial.status.is_terminal
+            if s.last_score is not None
+            and not math.isnan(s.last_score)
+            and not s.trial.status.is_terminal
         ]
         scored.sort(key=lambda s: s.last_score)  # type: ignore[arg-type, return-value]
         if len(scored) <= 1:

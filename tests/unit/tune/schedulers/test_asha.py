@@ -146,5 +146,66 @@ def test_cutoff_matches_numpy_nanpercentile():
             if want is None or math.isnan(want):
                 assert got is None
             else:
-                # the cutoff a trial was judged by is computed before recording its own score
-                assert got == pytest.approx(float(want))
+                # bit for bit: a score tying the cutoff is judged as Ray judges it
+                assert got == float(want)
+
+
+def test_a_score_tying_the_cutoff_continues_as_in_ray():
+    # Six trials record these accuracies at rung 1 (rf=4): NumPy's (so Ray's) cutoff is
+    # exactly 0.325; the textbook lerp gave 0.32500000000000007 and stopped a trial
+    # scoring 0.325, which Ray's ASHA lets continue.
+    sched = _asha(grace_period=1, max_t=16, reduction_factor=4)
+    trials = _trials(sched, 7)
+    for t, acc in zip(trials, [0.1, -0.8, 0.4, -0.5, -0.7, 0.6]):
+        sched.on_trial_result(t, {"training_iteration": 1, "acc": acc})
+    assert sched.brackets[0].cutoff(1) == 0.325
+    d = sched.on_trial_result(trials[6], {"training_iteration": 1, "acc": 0.325})
+    assert d is CONTINUE
+
+
+def test_decisions_match_rays_asha_on_random_result_sequences():
+    """Ray's AsyncHyperBandScheduler and ours, fed the same results in the same order,
+    decide the same at every result (ties, NaN, min/max, rf 2-4, stop_last_trials)."""
+    import random
+    import warnings
+
+    from ray.tune.schedulers import TrialScheduler as RayDecision
+    from ray.tune.schedulers.async_hyperband import AsyncHyperBandScheduler as RayASHA
+
+    class _RayTrial:
+        def __init__(self, trial_id: str) -> None:
+            self.trial_id = trial_id
+
+    for seed in range(300):
+        rng = random.Random(seed)
+        kw = {
+            "metric": "m",
+            "mode": rng.choice(["min", "max"]),
+            "max_t": rng.choice([9, 27, 30, 81]),
+            "grace_period": rng.choice([1, 2, 3]),
+            "reduction_factor": rng.choice([2, 2.5, 3, 4]),
+            "stop_last_trials": rng.random() < 0.8,
+        }
+        ray_sched, ours = RayASHA(**kw), ASHAScheduler(**kw)
+        ours.set_search_properties(None, None)
+        n = rng.randint(2, 30)
+        ray_trials = [_RayTrial(f"t{i}") for i in range(n)]
+        our_trials = _trials(ours, n)
+        for t in ray_trials:
+            ray_sched.on_trial_add(None, t)
+        iters, alive, step = [0] * n, set(range(n)), rng.choice([1, 1, 2, 3])
+        while alive:
+            i = rng.choice(sorted(alive))
+            iters[i] += step
+            if rng.random() < 0.05:
+                value = float("nan")
+            else:  # few distinct values: ties with the cutoff happen
+                value = round(rng.random(), 1) if rng.random() < 0.5 else rng.random()
+            result = {"training_iteration": iters[i], "m": value}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # nanpercentile of an all-NaN rung warns
+                theirs = ray_sched.on_trial_result(None, ray_trials[i], result)
+            mine = ours.on_trial_result(our_trials[i], result)
+            assert (theirs == RayDecision.STOP) == (mine.action is Action.STOP), (seed, i, result)
+            if theirs == RayDecision.STOP or iters[i] >= kw["max_t"] * 1.5:
+                alive.discard(i)

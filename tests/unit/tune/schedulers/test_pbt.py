@@ -227,3 +227,43 @@ def test_bad_arguments(kw, needle):
     args = {"hyperparam_mutations": {"lr": [0.1]}, **kw}
     with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(")", r"\)")):
         PopulationBasedTraining(**args)
+
+
+def test_a_trial_still_stopping_is_not_resumed_before_it_is_paused():
+    # PBT decides PAUSE at a perturbation point; the trial stays RUNNING until its job has
+    # stopped. A resume suggested in between was dropped by the controller (the trial was
+    # not PAUSED yet) and forgotten by PBT, so the trial never ran again: fit() hung.
+    sched = _pbt()
+    a, b = _population(sched, 2)
+    d = _report(sched, a, 10, 0.5)
+    assert d.action is Action.CONTINUE  # nobody waits yet
+    d = _report(sched, b, 10, 0.6)
+    assert d.action is Action.CONTINUE
+    waiting = Trial("w", {"lr": 0.5, "opt": "sgd", "bs": 16, "seed": 9})
+    sched.on_trial_add(waiting)
+    waiting.status = TrialStatus.RUNNING
+    a.status = TrialStatus.PAUSED
+    sched._trials.mark_paused(a)  # a paused earlier
+    d = _report(sched, b, 20, 0.7)  # a is paused: b yields at its perturbation point
+    assert d.action is Action.PAUSE
+    # b's job is still stopping (RUNNING): only a may be resumed now, and b stays known
+    s1 = sched.suggest()
+    assert (s1.action, s1.trial_id) == (SuggestionAction.RESUME, "p0")
+    assert sched.suggest() is None  # b is not PAUSED yet
+    b.status = TrialStatus.PAUSED  # its job ended
+    s2 = sched.suggest()
+    assert s2 is not None and (s2.action, s2.trial_id) == (SuggestionAction.RESUME, "p1")
+
+
+def test_a_nan_score_is_neither_donor_nor_ranked():
+    # Ray leaves NaN scores out of the quantiles; sorted in, a NaN stayed where it was
+    # (here last, on top) and the diverged trial was cloned into a healthy one.
+    sched = _pbt()
+    p0, p1, p2, p3 = _population(sched)
+    for trial, acc in ((p1, 0.3), (p2, 0.9), (p3, float("nan"))):
+        _report(sched, trial, 10, acc)
+    d = _report(sched, p0, 10, 0.1)
+    assert d.action is Action.RESTART
+    assert d.checkpoint == FakeCheckpoint("/ckpt/p2/10")  # the top finite score, not p3
+    lower, upper = sched._quantiles()
+    assert "p3" not in lower + upper
