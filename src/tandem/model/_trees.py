@@ -208,18 +208,11 @@ def lightgbm_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
     import lightgbm
 
     from tandem import train
-    from tandem.train.lightgbm import RayTrainReportCallback, get_network_params
+    from tandem.train.lightgbm import RayTrainReportCallback
+    from tandem.train.lightgbm.trainer import worker_params
 
     model, splits, params, rounds, settings = _worker_state(payload_bytes, config)
-    params.setdefault("verbose", -1)
-    threads = int(os.environ.get("TANDEM_NUM_THREADS", "0") or 0)
-    if threads:
-        params.setdefault("num_threads", threads)
-    network = get_network_params()
-    if network:
-        params.update(network)
-        params.setdefault("tree_learner", "data")
-        params.setdefault("pre_partition", True)
+    params = worker_params(params)
     x, y = splits["train"]
     train_set = lightgbm.Dataset(x, label=y, params=params, free_raw_data=False)
     sets = {"train": train_set}

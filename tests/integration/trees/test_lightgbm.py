@@ -176,3 +176,23 @@ def test_bad_input_is_refused_before_workers_start(cancer):
         LightGBMTrainer(params=PARAMS, label_column="target", datasets={"train": cancer[:1]},
                         scaling_config=sc)
     assert worker_processes() == []
+
+
+def test_network_joins_at_first_try(storage):
+    """LightGBM's own start makes the lower rank connect to the higher one and, when the peer
+    is not listening yet, sleep 200 ms (then longer) before it tries again: on main that hit
+    most 2-worker fits (4 of 6 here). tandem orders the start: no connection may fail."""
+    tandem.init(num_cpus=2)
+    x, y = make_classification(n_samples=20000, n_features=20, random_state=0)
+    df = pd.DataFrame(x, columns=[f"f{i}" for i in range(20)]).assign(label=y)
+    for i in range(5):
+        result = LightGBMTrainer(
+            params={**PARAMS, "verbose": 0},  # LightGBM's warnings on
+            label_column="label", num_boost_round=3, datasets={"train": df},
+            scaling_config=ScalingConfig(num_workers=2),
+            run_config=RunConfig(storage_path=storage, name=f"net{i}", verbose=0),
+        ).fit()
+        logs = [open(os.path.join(result.path, "logs", f"rank_{r}.log")).read() for r in (0, 1)]
+        assert "total number of machines: 2" in logs[0] and "Connected to rank 1" in logs[0]
+        assert "failed" not in logs[0] + logs[1], logs[0][:2000]
+        assert result.metrics["train-binary_logloss"] < 0.69

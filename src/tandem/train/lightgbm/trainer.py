@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 _NETWORK: dict[str, Any] = {}
 _LINK: list[gbdt.GangLink] = []  # this worker's link to its gang (metrics are combined over it)
+_JOINED: list[bool] = []  # [True] once join_network has initialised LightGBM's network
 
 
 def gang_link() -> gbdt.GangLink | None:
@@ -74,8 +75,109 @@ class LightGBMBackend(Backend):
 
     def on_worker_shutdown(self, context: TrainContext) -> None:
         _NETWORK.clear()
+        if _JOINED:
+            _JOINED.clear()
+            from lightgbm.basic import _LIB, _safe_call
+
+            _safe_call(_LIB.LGBM_NetworkFree())
         while _LINK:
             _LINK.pop().close()
+
+
+def _listening(port: int) -> bool | None:
+    """Whether a socket of this host listens on ``port`` (None: cannot tell, no /proc)."""
+    suffix = f":{port:04X}"
+    readable = False
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as f:
+                readable = True
+                for line in f:
+                    parts = line.split()
+                    if len(parts) > 3 and parts[1].endswith(suffix) and parts[3] == "0A":
+                        return True
+        except OSError:
+            continue
+    return False if readable else None
+
+
+def join_network(timeout_s: float = 60.0) -> dict[str, Any]:
+    """Joins this worker to the gang's LightGBM network, in an order that lets every
+    connection succeed at its first try, and returns the params ``lightgbm.train`` then
+    needs (``num_machines``, no ``machines``: the network is already up). Empty with one
+    worker.
+
+    LightGBM's own start (``machines`` in params) has each rank listen and then connect to
+    every higher rank; a rank that is not listening yet costs its peer a 200 ms retry sleep
+    (more, growing, on a busy machine), which was most of a short distributed fit's
+    overhead. Here the highest rank starts first and each lower rank starts once every
+    higher one listens (seen in /proc/net/tcp; told over the gang's link)."""
+    import ctypes
+    import threading
+    import time
+
+    from lightgbm.basic import _LIB, _c_str, _safe_call
+
+    link = gang_link()
+    if not _NETWORK or link is None:
+        return {}
+    if _JOINED:
+        return _joined_params()
+    port, world = int(_NETWORK["local_listen_port"]), int(_NETWORK["num_machines"])
+    rank = link.rank
+    go = threading.Event()
+    failed: list[BaseException] = []
+
+    def conduct() -> None:
+        try:
+            for r in range(world - 1, 0, -1):  # rank r starts; all learn when it listens
+                if r == rank:
+                    go.set()
+                    deadline = time.monotonic() + timeout_s
+                    while _listening(port) is False and time.monotonic() < deadline:
+                        time.sleep(0.001)
+                link.allgather(None)
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread
+            failed.append(e)
+        finally:
+            go.set()
+
+    conductor = threading.Thread(target=conduct, name="tandem-lightgbm-network", daemon=True)
+    conductor.start()
+    go.wait()
+    if failed:
+        raise failed[0]
+    _safe_call(_LIB.LGBM_NetworkInit(
+        _c_str(_NETWORK["machines"]), ctypes.c_int(port),
+        ctypes.c_int(int(_NETWORK["time_out"])), ctypes.c_int(world)))
+    _JOINED.append(True)
+    conductor.join()
+    if failed:
+        raise failed[0]
+    return _joined_params()
+
+
+def _joined_params() -> dict[str, Any]:
+    return {"num_machines": int(_NETWORK["num_machines"]), "tree_learner": "data",
+            "pre_partition": True}
+
+
+def worker_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The params a worker trains with: the user's, quiet by default, this worker's CPU
+    share as ``num_threads``, and (with several workers) the gang's network joined
+    (data-parallel tree learner on pre-partitioned shards, unless params say otherwise)."""
+    out = dict(params)
+    out.setdefault("verbose", -1)
+    if gbdt.worker_threads():
+        out.setdefault("num_threads", gbdt.worker_threads())
+    for key, value in join_network().items():
+        if key == "num_machines":
+            out[key] = value
+        else:
+            out.setdefault(key, value)
+    for key in ("machines", "local_listen_port", "machine_list_filename"):
+        out.pop(key, None)  # the network is up; LightGBM must not start another
+    return out
 
 
 def lightgbm_params_form(config: dict[str, Any]) -> None:
@@ -90,15 +192,7 @@ def lightgbm_params_form(config: dict[str, Any]) -> None:
     if link is not None:
         gbdt.unify_categories(shards, link.allgather)
     label = config["label_column"]
-    params = dict(config["params"])
-    params.setdefault("verbose", -1)
-    if gbdt.worker_threads():
-        params.setdefault("num_threads", gbdt.worker_threads())
-    network = get_network_params()
-    if network:
-        params.update(network)
-        params.setdefault("tree_learner", "data")
-        params.setdefault("pre_partition", True)
+    params = worker_params(config["params"])
     sets: dict[str, Any] = {}
     train_set = None
     for name, shard in shards.items():
