@@ -43,6 +43,11 @@ def rows(run_path: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
 def single_process_logloss(df: pd.DataFrame, rounds: int) -> float:
     import lightgbm
 
@@ -192,7 +197,7 @@ def test_network_joins_at_first_try(storage):
             scaling_config=ScalingConfig(num_workers=2),
             run_config=RunConfig(storage_path=storage, name=f"net{i}", verbose=0),
         ).fit()
-        logs = [open(os.path.join(result.path, "logs", f"rank_{r}.log")).read() for r in (0, 1)]
+        logs = [read(os.path.join(result.path, "logs", f"rank_{r}.log")) for r in (0, 1)]
         assert "total number of machines: 2" in logs[0] and "Connected to rank 1" in logs[0]
         assert "failed" not in logs[0] + logs[1], logs[0][:2000]
         assert result.metrics["train-binary_logloss"] < 0.69
