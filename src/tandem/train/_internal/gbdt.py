@@ -447,7 +447,10 @@ class BoostedTreeTrainer(DataParallelTrainer):
       set up around it.
     """
 
-    library = "?"
+    library = "?"  # the module name: xgboost, lightgbm
+    display_name = "?"
+    config_keyword = "?"  # the keyword of the library's BackendConfig: xgboost_config, ...
+    docs_url = ""
     param_space_keys = ("params", "num_boost_round")
 
     def __init__(
@@ -465,8 +468,14 @@ class BoostedTreeTrainer(DataParallelTrainer):
         dataset_config: Any = None,
         resume_from_checkpoint: Any = None,
         metadata: Mapping[str, Any] | None = None,
+        **library_config: Any,
     ) -> None:
         name = type(self).__name__
+        for key in library_config:
+            if key != self.config_keyword:
+                raise TypeError(f"{name}() got an unexpected keyword argument {key!r}")
+        if library_config.get(self.config_keyword) is not None and backend_config is None:
+            backend_config = library_config[self.config_keyword]
         if train_loop_per_worker is not None:
             given = [k for k, v in (("params", params), ("label_column", label_column),
                                     ("num_boost_round", num_boost_round)) if v is not None]
@@ -540,13 +549,68 @@ class BoostedTreeTrainer(DataParallelTrainer):
         self.label_column = label_column
         self.num_boost_round = rounds
 
-    # -- library hooks ---------------------------------------------------------------------
+    # -- the library's part ----------------------------------------------------------------
     def _params_form_fn(self) -> Any:
+        """The per-worker function of the params form (module level: it is pickled)."""
         raise NotImplementedError
 
+    @classmethod
+    def report_callback_class(cls) -> Any:
+        """The library's ``RayTrainReportCallback``."""
+        raise NotImplementedError
+
+    @classmethod
+    def rounds_in(cls, booster: Any) -> int:
+        """Boosting rounds a loaded booster holds."""
+        raise NotImplementedError
+
+    @classmethod
+    def unify_categories(cls, shards: dict[str, Any]) -> None:
+        """Gives category columns the same categories on every worker (see
+        ``unify_categories``), through the library's collective."""
+        raise NotImplementedError
+
+    @classmethod
+    def train_booster(cls, params: Mapping[str, Any], splits: Mapping[str, Any], rounds: int,
+                      start: Any, callback: Any) -> None:
+        """Trains ``rounds`` more rounds on this worker's ``splits`` (``{name: (X, y)}``,
+        "train" first) from ``start`` (a booster or None), reporting through
+        ``callback``."""
+        raise NotImplementedError
+
+    @classmethod
+    def _probe(cls, params: Mapping[str, Any], head: tuple[Any, Any]) -> str | None:
+        """The library's message when it rejects ``params`` on a few rows, else None."""
+        raise NotImplementedError
+
+    # -- shared ----------------------------------------------------------------------------
     def _check_params(self, params: dict[str, Any], described: Mapping[str, Any],
                       label_column: Any) -> None:
-        """Raises ConfigError with the library's message when it rejects ``params``."""
+        """Raises ConfigError with the library's message when it rejects ``params`` (tried
+        on a few rows of the training data, in the driver; skipped for ray.data)."""
+        head = head_xy(described["train"], label_column)
+        if head is None:
+            return
+        message = self._probe(params, head)
+        if message is not None:
+            raise ConfigError(
+                f"{self.display_name} rejected params={params!r}: {message} Fix params (see "
+                f"{self.docs_url})."
+            )
+
+    @classmethod
+    def train_rounds(cls, params: Mapping[str, Any], splits: Mapping[str, Any], total: int,
+                     **kwargs: Any) -> None:
+        """Inside a worker: trains up to round ``total`` on this worker's ``splits``
+        (``{name: (X, y)}``, "train" first), resuming from the run's checkpoint; see
+        ``train_rounds``. The model layer's tree models train through this."""
+        train_rounds(cls, params, splits, total, **kwargs)
+
+    @classmethod
+    def get_model(cls, checkpoint: Any, filename: str | None = None) -> Any:
+        """The booster saved in a checkpoint of this trainer (e.g. ``result.checkpoint``);
+        ``filename`` if it was saved under another name than the callback's default."""
+        return cls.report_callback_class().get_model(checkpoint, filename)
 
 
 def worker_datasets(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -600,3 +664,182 @@ def unify_categories(shards: Mapping[str, Any], allgather: Any) -> None:
                 if (c in shard.columns and isinstance(shard[c].dtype, pd.CategoricalDtype)
                         and shard[c].cat.categories.tolist() != cats):
                     shard[c] = shard[c].cat.set_categories(cats)
+
+
+# -- what both libraries' report callbacks share --------------------------------------------
+
+
+def select_metrics(flat: dict[str, float],
+                   metrics: str | list[str] | dict[str, str] | None) -> dict[str, float]:
+    """All of ``flat``, or only the asked-for keys (a dict renames ``{reported: library
+    key}``)."""
+    if metrics is None:
+        return flat
+    wanted = {metrics: metrics} if isinstance(metrics, str) else (
+        dict(metrics) if isinstance(metrics, Mapping) else {m: m for m in metrics})
+    return {out: flat[key] for out, key in wanted.items() if key in flat}
+
+
+class ReportCallbackBase:
+    """The part of ``RayTrainReportCallback`` that does not depend on the library: which
+    metrics, the checkpoint's files, and the order of the ranks' reports on a checkpoint
+    round. A library's callback says how a booster is saved and loaded and when a round
+    ends.
+
+    Args:
+        metrics: which metrics to report (a key, a list, or ``{name: library key}``); all
+            by default.
+        filename: the booster's file name in the checkpoint.
+        frequency: checkpoint every this many rounds (0: only at the end).
+        checkpoint_at_end: checkpoint after the last round.
+        results_postprocessing_fn: maps the metrics dict before it is reported.
+        extra_files: more files (name -> bytes) written into every checkpoint.
+    """
+
+    CHECKPOINT_NAME = "model"
+    library = "?"
+
+    def __init__(
+        self,
+        metrics: str | list[str] | dict[str, str] | None = None,
+        filename: str | None = None,
+        frequency: int = 0,
+        checkpoint_at_end: bool = True,
+        results_postprocessing_fn: Any = None,
+        extra_files: Mapping[str, bytes] | None = None,
+    ) -> None:
+        if isinstance(frequency, bool) or not isinstance(frequency, int) or frequency < 0:
+            raise ValueError(f"frequency={frequency!r}: give a whole number of rounds >= 0.")
+        self._metrics = metrics
+        self._filename = filename or self.CHECKPOINT_NAME
+        self._frequency = frequency
+        self._checkpoint_at_end = checkpoint_at_end
+        self._post = results_postprocessing_fn
+        self._extra = dict(extra_files or {})
+
+    # -- a library's part ------------------------------------------------------------------
+    @classmethod
+    def load_booster(cls, path: str) -> Any:
+        raise NotImplementedError
+
+    # -- shared ----------------------------------------------------------------------------
+    @classmethod
+    def train_rounds(cls, params: Mapping[str, Any], splits: Mapping[str, Any], total: int,
+                     **kwargs: Any) -> None:
+        """Inside a worker: trains up to round ``total`` on this worker's ``splits``
+        (``{name: (X, y)}``, "train" first), resuming from the run's checkpoint; see
+        ``train_rounds``. The model layer's tree models train through this."""
+        train_rounds(cls, params, splits, total, **kwargs)
+
+    @classmethod
+    def get_model(cls, checkpoint: Any, filename: str | None = None) -> Any:
+        """The booster saved in ``checkpoint`` by this callback."""
+        filename = filename or cls.CHECKPOINT_NAME
+        with checkpoint.as_directory() as d:
+            path = os.path.join(d, filename)
+            if not os.path.exists(path):
+                raise FileNotFoundError(
+                    f"{checkpoint!r} holds no {filename!r} (it has "
+                    f"{sorted(os.listdir(d))}); was it written by the {cls.library} report "
+                    f"callback? Pass filename= if it was saved under another name."
+                )
+            return cls.load_booster(path)
+
+    def _report_metrics(self, flat: dict[str, float]) -> dict[str, float]:
+        metrics = select_metrics(flat, self._metrics)
+        return self._post(metrics) if self._post is not None else metrics
+
+    def _due(self, iteration: int) -> bool:
+        """A checkpoint is due after round ``iteration`` (counted from 1)."""
+        return bool(self._frequency) and iteration % self._frequency == 0
+
+    @staticmethod
+    def _rank() -> int:
+        from tandem.train import get_context
+
+        return get_context().world_rank
+
+    def _save(self, booster: Any) -> str | None:
+        """Rank 0 writes the booster (the same on every rank) and the extra files into a
+        temporary folder; the other ranks write nothing."""
+        if self._rank() != 0:
+            return None
+        import tempfile
+
+        d = tempfile.mkdtemp(prefix=f"tandem-{self.library.lower()}-")
+        booster.save_model(os.path.join(d, self._filename))
+        for name, blob in self._extra.items():
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(blob)
+        return d
+
+    def _deliver(self, metrics: dict[str, float], checkpoint_round: bool, ckpt_dir: str | None,
+                 barrier: Any) -> None:
+        """Reports one round. On a checkpoint round of a gang, the other ranks report before
+        rank 0 does (``barrier`` in between), so that the checkpoint is complete
+        (committable) when rank 0's report arrives, even if the run is stopped right after
+        it (a tuner's scheduler at max_t)."""
+        import shutil
+
+        from tandem import train
+        from tandem.train.api.checkpoint import Checkpoint
+
+        try:
+            if checkpoint_round and barrier is not None:
+                rank = self._rank()
+                if rank != 0:
+                    train.report(metrics)
+                barrier()
+                if rank != 0:
+                    return
+            train.report(metrics, checkpoint=Checkpoint.from_directory(ckpt_dir)
+                         if ckpt_dir else None)
+        finally:
+            if ckpt_dir:
+                shutil.rmtree(ckpt_dir, ignore_errors=True)
+
+
+# -- the per-worker training both libraries share ------------------------------------------
+def train_rounds(trainer_cls: Any, params: Mapping[str, Any], splits: Mapping[str, Any],
+                 total: int, *, announce: bool = True, numbered: bool = False,
+                 **callback_kwargs: Any) -> None:
+    """Trains ``total`` rounds on this worker's ``splits`` (``{name: (X, y)}``, "train"
+    first), resuming from the run's checkpoint if there is one: the rounds it holds are not
+    trained again. ``numbered`` adds ``epoch`` (1, 2, ... across resumes) to the reports."""
+    import itertools
+
+    from tandem.train import get_checkpoint, get_context
+
+    callback_cls = trainer_cls.report_callback_class()
+    checkpoint = get_checkpoint()
+    start = (callback_cls.get_model(checkpoint, callback_kwargs.get("filename"))
+             if checkpoint is not None else None)
+    done = trainer_cls.rounds_in(start) if start is not None else 0
+    if announce and checkpoint is not None and done and get_context().world_rank == 0:
+        print(f"resuming at round {done + 1} of {total} from {checkpoint.path}", flush=True)
+    if done >= total:
+        return
+    if numbered:
+        counter = itertools.count(done + 1)
+        callback_kwargs["results_postprocessing_fn"] = (
+            lambda metrics: {**metrics, "epoch": next(counter)})
+    callback = callback_cls(**callback_kwargs)
+    trainer_cls.train_booster(dict(params), splits, total - done, start, callback)
+
+
+def params_form_loop(trainer_cls: Any, config: Mapping[str, Any]) -> None:
+    """The per-worker function of a params-form trainer."""
+    shards = worker_datasets(config)
+    trainer_cls.unify_categories(shards)
+    label = config["label_column"]
+    splits = {name: features_and_label(s, label) for name, s in shards.items()}
+    train_rounds(trainer_cls, config["params"], splits, int(config["num_boost_round"]),
+                 frequency=config["checkpoint_frequency"],
+                 checkpoint_at_end=config["checkpoint_at_end"])
+
+
+def gpu_assigned() -> bool:
+    """Whether the gang gave this worker a GPU (tandem sets ``CUDA_VISIBLE_DEVICES`` to the
+    worker's GPUs, empty for none)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return visible is not None and visible.strip() not in ("", "-1", "NoDevFiles")

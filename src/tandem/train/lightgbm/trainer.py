@@ -7,14 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tandem._core.errors import ConfigError
 from tandem.train._internal import gbdt
 from tandem.train.backends.base import Backend, BackendConfig
 
 if TYPE_CHECKING:
-    import lightgbm
 
-    from tandem.train.api.checkpoint import Checkpoint
     from tandem.train.context import TrainContext
 
 _NETWORK: dict[str, Any] = {}
@@ -182,42 +179,7 @@ def worker_params(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def lightgbm_params_form(config: dict[str, Any]) -> None:
     """The per-worker function of ``LightGBMTrainer(params=...)``."""
-    import lightgbm
-
-    from tandem.train import get_checkpoint, get_context
-    from tandem.train.lightgbm.callback import RayTrainReportCallback
-
-    shards = gbdt.worker_datasets(config)
-    link = gang_link()
-    if link is not None:
-        gbdt.unify_categories(shards, link.allgather)
-    label = config["label_column"]
-    params = worker_params(config["params"])
-    sets: dict[str, Any] = {}
-    train_set = None
-    for name, shard in shards.items():
-        x, y = gbdt.features_and_label(shard, label)
-        if train_set is None:
-            train_set = sets[name] = lightgbm.Dataset(x, label=y, params=params,
-                                                      free_raw_data=False)
-        else:
-            sets[name] = lightgbm.Dataset(x, label=y, reference=train_set)
-    assert train_set is not None
-    total = int(config["num_boost_round"])
-    start_model = None
-    checkpoint = get_checkpoint()
-    if checkpoint is not None:
-        start_model = RayTrainReportCallback.get_model(checkpoint)
-    done = start_model.current_iteration() if start_model is not None else 0
-    if checkpoint is not None and done and get_context().world_rank == 0:
-        print(f"resuming at round {done + 1} of {total} from {checkpoint.path}", flush=True)
-    if done >= total:
-        return
-    callback = RayTrainReportCallback(frequency=config["checkpoint_frequency"],
-                                      checkpoint_at_end=config["checkpoint_at_end"])
-    lightgbm.train(params, train_set, num_boost_round=total - done,
-                   valid_sets=list(sets.values()), valid_names=list(sets),
-                   init_model=start_model, callbacks=[callback])
+    gbdt.params_form_loop(LightGBMTrainer, config)
 
 
 class LightGBMTrainer(gbdt.BoostedTreeTrainer):
@@ -230,27 +192,60 @@ class LightGBMTrainer(gbdt.BoostedTreeTrainer):
     train_loop_config=..., datasets=...)`` where ``fn`` calls ``lightgbm.train({**params,
     **get_network_params()}, ..., callbacks=[RayTrainReportCallback()])``.
 
+    ``lightgbm_config=LightGBMConfig(timeout_s=...)`` sets how long peers wait for each other.
+
     Reports ``<eval set>-<metric>`` once per round; checkpoints the booster every
     ``CheckpointConfig.checkpoint_frequency`` rounds (default 10) and at the end.
     """
 
     library = "lightgbm"
+    display_name = "LightGBM"
     _backend_config_cls = LightGBMConfig
-
-    def __init__(self, train_loop_per_worker: Any = None, *,
-                 lightgbm_config: LightGBMConfig | None = None, **kwargs: Any) -> None:
-        if lightgbm_config is not None:
-            kwargs.setdefault("backend_config", lightgbm_config)
-        super().__init__(train_loop_per_worker, **kwargs)
+    config_keyword = "lightgbm_config"
+    docs_url = "https://lightgbm.readthedocs.io/en/stable/Parameters.html"
 
     def _params_form_fn(self) -> Any:
         return lightgbm_params_form
 
-    def _check_params(self, params: dict[str, Any], described: Mapping[str, Any],
-                      label_column: Any) -> None:
-        head = gbdt.head_xy(described["train"], label_column)
-        if head is None:
-            return
+    # -- the library's part, on each worker -------------------------------------------------
+    @classmethod
+    def report_callback_class(cls) -> Any:
+        from tandem.train.lightgbm.callback import RayTrainReportCallback
+
+        return RayTrainReportCallback
+
+    @classmethod
+    def rounds_in(cls, booster: Any) -> int:
+        return int(booster.current_iteration())
+
+    @classmethod
+    def unify_categories(cls, shards: dict[str, Any]) -> None:
+        link = gang_link()
+        if link is not None:
+            gbdt.unify_categories(shards, link.allgather)
+
+    @classmethod
+    def train_booster(cls, params: Mapping[str, Any], splits: Mapping[str, Any], rounds: int,
+                      start: Any, callback: Any) -> None:
+        import lightgbm
+
+        params = worker_params(params)
+        sets: dict[str, Any] = {}
+        train_set = None
+        for name, (x, y) in splits.items():  # "train" first
+            if train_set is None:
+                train_set = sets[name] = lightgbm.Dataset(x, label=y, params=params,
+                                                          free_raw_data=False)
+            else:
+                sets[name] = lightgbm.Dataset(x, label=y, reference=train_set)
+        assert train_set is not None
+        lightgbm.train(params, train_set, num_boost_round=rounds,
+                       valid_sets=list(sets.values()), valid_names=list(sets),
+                       init_model=start, callbacks=[callback])
+
+    # -- on the driver ----------------------------------------------------------------------
+    @classmethod
+    def _probe(cls, params: Mapping[str, Any], head: tuple[Any, Any]) -> str | None:
         import lightgbm
 
         probe = {**params, "num_threads": 1, "verbose": -1, "min_data_in_leaf": 1,
@@ -261,14 +256,5 @@ class LightGBMTrainer(gbdt.BoostedTreeTrainer):
             lightgbm.train(probe, lightgbm.Dataset(*head, params={"verbose": -1}),
                            num_boost_round=1)
         except lightgbm.basic.LightGBMError as e:
-            raise ConfigError(
-                f"LightGBM rejected params={params!r}: {str(e).strip().rstrip('.')}. Fix "
-                f"params (see https://lightgbm.readthedocs.io/en/stable/Parameters.html)."
-            ) from None
-
-    @staticmethod
-    def get_model(checkpoint: Checkpoint, filename: str = "model.txt") -> lightgbm.Booster:
-        """The booster saved in a checkpoint of this trainer (e.g. ``result.checkpoint``)."""
-        from tandem.train.lightgbm.callback import RayTrainReportCallback
-
-        return RayTrainReportCallback.get_model(checkpoint, filename)
+            return str(e).strip().rstrip(".") + "."
+        return None
