@@ -82,11 +82,10 @@ def _expand_paths(paths: Sequence[str]) -> list[str]:
 
 def describe(name: str, value: Any, num_workers: int, label_column: Any) -> Any:
     """The form of ``datasets[name]`` a params-form trainer sends to its workers; checks the
-    label column, column types and row count on the driver (before any worker starts)."""
-    if isinstance(value, (str, os.PathLike)) or (
-        isinstance(value, (list, tuple)) and value
-        and all(isinstance(v, (str, os.PathLike)) for v in value)
-    ):
+    label column, column types and row count on the driver (before any worker starts).
+    In-memory data is split into one piece per worker; a tuning trial with fewer workers
+    (a divisor of ``num_workers``) gives each worker a run of consecutive pieces."""
+    if _is_paths(value):
         paths = [os.fspath(v) for v in ([value] if isinstance(value, (str, os.PathLike))
                                         else value)]
         files = _expand_paths(paths)
@@ -98,7 +97,7 @@ def describe(name: str, value: Any, num_workers: int, label_column: Any) -> Any:
                 f"or load them yourself into a pandas DataFrame."
             )
         src = FileSource(tuple(files), fmts.pop() or "parquet")
-        _check_columns(name, _head(src, 0), label_column)
+        _check_columns(name, _head(src, 0), label_column, path=src.paths[0])
         if src.fmt == "parquet":
             rows = _parquet_rows(src)
             _check_rows(name, rows, num_workers)
@@ -115,6 +114,12 @@ def describe(name: str, value: Any, num_workers: int, label_column: Any) -> Any:
     _check_columns(name, frame, label_column)
     _check_rows(name, len(frame), num_workers)
     return split_pieces(value, num_workers)
+
+
+def _is_paths(value: Any) -> bool:
+    return isinstance(value, (str, os.PathLike)) or (
+        isinstance(value, (list, tuple)) and bool(value)
+        and all(isinstance(v, (str, os.PathLike)) for v in value))
 
 
 def split_pieces(value: Any, n: int) -> Pieces:
@@ -170,7 +175,7 @@ def to_frame(name: str, value: Any, label_column: Any) -> Any:
     )
 
 
-def _check_columns(name: str, frame: Any, label_column: Any) -> None:
+def _check_columns(name: str, frame: Any, label_column: Any, path: str | None = None) -> None:
     import pandas as pd
 
     if "__label__" in frame.columns:
@@ -188,12 +193,27 @@ def _check_columns(name: str, frame: Any, label_column: Any) -> None:
     bad = [str(c) for c in frame.columns if c != label_column and not (
         pd.api.types.is_numeric_dtype(frame[c]) or pd.api.types.is_bool_dtype(frame[c])
         or isinstance(frame[c].dtype, pd.CategoricalDtype))]
-    if bad:
+    if not bad:
+        return
+    col, dtype = bad[0], frame[bad[0]].dtype
+    if path is None:
         raise ConfigError(
-            f"datasets[{name!r}]: column(s) {bad} are not numeric ({frame[bad[0]].dtype}); "
-            f"boosted trees take numbers, booleans and pandas categories. Convert them, e.g. "
-            f"df[{bad[0]!r}] = df[{bad[0]!r}].astype('category'), or drop them."
+            f"datasets[{name!r}]: column(s) {bad} are not numeric ({dtype}); boosted trees "
+            f"take numbers, booleans and pandas categories. Convert them, e.g. "
+            f"df[{col!r}] = df[{col!r}].astype('category'), or drop them."
         )
+    # text in a file: tandem does not guess categories from text (every worker would see
+    # other values, and the model's categories must be those of the data it will predict)
+    reader = "read_parquet" if _file_format(path) == "parquet" else "read_csv"
+    raise ConfigError(
+        f"datasets[{name!r}]: column(s) {bad} of {path} are not numeric: text ({dtype}); "
+        f"boosted trees take numbers, booleans and categories. Read the file yourself with "
+        f"the column as a category, df = pd.{reader}({path!r}"
+        + (f", dtype={{{col!r}: 'category'}})" if reader == "read_csv" else
+           f"); df[{col!r}] = df[{col!r}].astype('category')")
+        + ", and pass df; or store the column as a category in parquet (pandas writes it "
+        "dictionary-encoded; tandem reads that back as a category); or drop the column."
+    )
 
 
 def _parquet_file(path: str, options: Mapping[str, Any]) -> Any:
@@ -255,13 +275,15 @@ def load_shard(value: Any, rank: int, world: int) -> Any:
     import pandas as pd
 
     if isinstance(value, Pieces):
-        if len(value.pieces) == world:
-            return value.pieces[rank]
-        raise ConfigError(
-            f"this dataset was split into {len(value.pieces)} pieces when the trainer was "
-            f"built, but the run has {world} workers (a tuned scaling_config?). Build the "
-            f"trainer with the same num_workers, or give the data as files."
-        )
+        n = len(value.pieces)
+        if n % world:
+            raise ConfigError(
+                f"this dataset was split into {n} pieces when the trainer was built, which "
+                f"{world} workers cannot share. Build the trainer with num_workers a multiple "
+                f"of every count you tune, or give the data as parquet/CSV files."
+            )
+        per = n // world
+        return concat_pieces(value.pieces[rank * per:(rank + 1) * per])
     if isinstance(value, FileSource):
         files = list(value.paths)
         if len(files) >= world:
@@ -283,6 +305,23 @@ def load_shard(value: Any, rank: int, world: int) -> Any:
         n = len(whole)
         return whole.iloc[rank * n // world:(rank + 1) * n // world]
     return value
+
+
+def concat_pieces(pieces: Sequence[Any]) -> Any:
+    """One worker's run of consecutive pieces (DataFrames, arrays or ``(X, y)``) as one."""
+    first = pieces[0]
+    if len(pieces) == 1:
+        return first
+    if isinstance(first, tuple):
+        return tuple(concat_pieces([p[i] for p in pieces]) for i in range(len(first)))
+    module = type(first).__module__
+    if module.startswith("pandas"):
+        import pandas as pd
+
+        return pd.concat(list(pieces))
+    import numpy as np
+
+    return np.concatenate(list(pieces))
 
 
 def _concat(frames: list[Any]) -> Any:
@@ -519,6 +558,8 @@ class BoostedTreeTrainer(DataParallelTrainer):
         from tandem.train.api.config import ScalingConfig
 
         sc = scaling_config if scaling_config is not None else ScalingConfig()
+        if hasattr(sc, "check_resolved"):
+            sc.check_resolved()  # a search space over num_workers belongs in a Tuner
         n = getattr(sc, "num_workers", 1)
         described: dict[str, Any] = {}
         for key in sorted(datasets, key=lambda k: k != "train"):  # "train" first
@@ -528,7 +569,7 @@ class BoostedTreeTrainer(DataParallelTrainer):
         cc = rc.checkpoint_config
         freq = getattr(cc, "checkpoint_frequency", 0) or DEFAULT_CHECKPOINT_FREQUENCY
         kinds = {k: ("files", v) if isinstance(v, FileSource) else
-                 ("ray", None) if data_mod.is_ray_dataset(v) else ("pieces", None)
+                 ("ray", None) if data_mod.is_ray_dataset(v) else ("pieces", len(v.pieces))
                  for k, v in described.items()}
         loop = {
             "params": dict(params), "label_column": label_column, "num_boost_round": rounds,
@@ -624,13 +665,16 @@ def worker_datasets(config: Mapping[str, Any]) -> dict[str, Any]:
             out[name] = load_shard(src, ctx.world_rank, ctx.world_size)
         elif kind == "pieces":
             got = get_dataset_shard(name)
-            if len(got) != 1:
+            if not got or src % ctx.world_size:
                 raise ConfigError(
-                    f"datasets[{name!r}] was split for a different number of workers than "
-                    f"this run's {ctx.world_size} (a tuned scaling_config?). Build the trainer "
-                    f"with the same num_workers, or give the data as files."
+                    f"datasets[{name!r}] was split into {src} pieces, one per worker of the "
+                    f"trainer's scaling_config, which {ctx.world_size} workers cannot share "
+                    f"(a Tuner's param_space sets num_workers?). Build the trainer with "
+                    f"num_workers a multiple of every count you tune (e.g. "
+                    f"ScalingConfig(num_workers=4) to try 1, 2 and 4 workers), or give the "
+                    f"data as parquet/CSV files, which each worker reads its share of."
                 )
-            out[name] = got[0]
+            out[name] = got[0] if len(got) == 1 else concat_pieces(got)
         else:
             out[name] = load_shard(get_dataset_shard(name), ctx.world_rank, ctx.world_size)
     return out
@@ -723,14 +767,6 @@ class ReportCallbackBase:
         raise NotImplementedError
 
     # -- shared ----------------------------------------------------------------------------
-    @classmethod
-    def train_rounds(cls, params: Mapping[str, Any], splits: Mapping[str, Any], total: int,
-                     **kwargs: Any) -> None:
-        """Inside a worker: trains up to round ``total`` on this worker's ``splits``
-        (``{name: (X, y)}``, "train" first), resuming from the run's checkpoint; see
-        ``train_rounds``. The model layer's tree models train through this."""
-        train_rounds(cls, params, splits, total, **kwargs)
-
     @classmethod
     def get_model(cls, checkpoint: Any, filename: str | None = None) -> Any:
         """The booster saved in ``checkpoint`` by this callback."""

@@ -23,13 +23,9 @@ class RayTrainReportCallback(ReportCallbackBase):
     checkpoint every ``frequency`` rounds and after the last round. With several workers
     each metric is combined over every worker's rows (LightGBM evaluates each worker's own).
 
-    Args:
-        metrics: which metrics to report (a key, a list, or ``{name: lightgbm key}``).
-        filename: the booster's file name in the checkpoint (``model.txt``).
-        frequency: checkpoint every this many rounds (0: only at the end).
-        checkpoint_at_end: checkpoint after the last round.
-        results_postprocessing_fn: maps the metrics dict before it is reported.
-        extra_files: more files (name -> bytes) written into every checkpoint.
+    Takes ``metrics`` (a key, a list, or ``{name: lightgbm key}``), ``filename``
+    (``model.txt``), ``frequency``, ``checkpoint_at_end``, ``results_postprocessing_fn`` and
+    ``extra_files``, as its base class ``ReportCallbackBase`` describes them.
     """
 
     CHECKPOINT_NAME = "model.txt"

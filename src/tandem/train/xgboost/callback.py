@@ -31,14 +31,9 @@ class RayTrainReportCallback(ReportCallbackBase, xgboost.callback.TrainingCallba
     Each round's report is sent when the next round ends (or training ends), so the last
     round's report carries the final checkpoint and every round is reported exactly once.
 
-    Args:
-        metrics: which metrics to report (a key, a list, or ``{name: xgboost key}``); all
-            by default.
-        filename: the booster's file name in the checkpoint (``model.ubj``).
-        frequency: checkpoint every this many rounds (0: only at the end).
-        checkpoint_at_end: checkpoint after the last round.
-        results_postprocessing_fn: maps the metrics dict before it is reported.
-        extra_files: more files (name -> bytes) written into every checkpoint.
+    Takes ``metrics`` (a key, a list, or ``{name: xgboost key}``), ``filename``
+    (``model.ubj``), ``frequency``, ``checkpoint_at_end``, ``results_postprocessing_fn`` and
+    ``extra_files``, as its base class ``ReportCallbackBase`` describes them.
     """
 
     CHECKPOINT_NAME = "model.ubj"
