@@ -129,4 +129,4 @@ def test_tuned_num_workers_with_in_memory_data(storage, lib, cancer):
                   run_config=RunConfig(storage_path=storage, name="three", verbose=0)).fit()
     assert len(three.errors) == 1
     assert re.search(r"split into 2 pieces.*3 workers cannot share.*multiple of every count",
-                     str(three.errors[0]), re.S)
+                     str(three.errors[0]), re.DOTALL)
