@@ -206,7 +206,7 @@ def _check_columns(name: str, frame: Any, label_column: Any, path: str | None = 
     # other values, and the model's categories must be those of the data it will predict)
     reader = "read_parquet" if _file_format(path) == "parquet" else "read_csv"
     raise ConfigError(
-        f"datasets[{name!r}]: column(s) {bad} of {path} are not numeric: text ({dtype}); "
+        f"datasets[{name!r}]: column(s) {bad} are not numeric: text ({dtype}) in {path}; "
         f"boosted trees take numbers, booleans and categories. Read the file yourself with "
         f"the column as a category, df = pd.{reader}({path!r}"
         + (f", dtype={{{col!r}: 'category'}})" if reader == "read_csv" else
