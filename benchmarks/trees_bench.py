@@ -168,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=50)
     p.add_argument("--only", choices=("xgboost", "lightgbm"), default=None)
     p.add_argument("--no-ray", action="store_true", help="tandem and single process only")
+    p.add_argument("--json", default=None, metavar="PATH",
+                   help="also write the figures as JSON (e.g. docs/benchmarks/trees_results.json)")
     p.add_argument("--all-cores", action="store_true",
                    help="also time the single process with the library's default threads")
     args = p.parse_args(argv)
@@ -247,6 +249,19 @@ def main(argv: list[str] | None = None) -> int:
         import ray
 
         ray.shutdown()
+    if args.json:
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump({
+                "rows": args.rows, "rounds": args.rounds, "cpus": os.cpu_count(),
+                "repeats": args.repeats, "load_average": os.getloadavg(),
+                "ray_start_s": ray_start_s,
+                "results": [{"library": lib, "system": name, "warmup_s": w, "times_s": ts,
+                             "median_s": statistics.median(ts) if ts else None,
+                             "train_logloss": loss if ts else None}
+                            for lib, name, ts, w, loss in rows_out],
+            }, f, indent=1)
     print(f"\n{args.rows:,} rows x 20 features, {args.rounds} rounds, {os.cpu_count()} CPUs; "
           f"{args.repeats} timed runs each after a warm-up"
           + (f"; Ray start {ray_start_s:.1f} s, not counted" if ray_start_s else "") + "\n")
