@@ -109,14 +109,15 @@ def test_network_joins_at_first_try(storage):
     tandem.init(num_cpus=2)
     x, y = make_classification(n_samples=20000, n_features=20, random_state=0)
     df = pd.DataFrame(x, columns=[f"f{i}" for i in range(20)]).assign(label=y)
-    for i in range(5):
+    for i, n in enumerate([2, 2, 2, 2, 2, 3]):  # and once 3 workers: ranks start 2, 1, 0
         result = LightGBMTrainer(
             params={**PARAMS, "verbose": 0},  # LightGBM's warnings on
             label_column="label", num_boost_round=3, datasets={"train": df},
-            scaling_config=ScalingConfig(num_workers=2),
+            scaling_config=ScalingConfig(num_workers=n, resources_per_worker={"CPU": 2 / n}),
             run_config=RunConfig(storage_path=storage, name=f"net{i}", verbose=0),
         ).fit()
-        logs = [read(os.path.join(result.path, "logs", f"rank_{r}.log")) for r in (0, 1)]
-        assert "total number of machines: 2" in logs[0] and "Connected to rank 1" in logs[0]
-        assert "failed" not in logs[0] + logs[1], logs[0][:2000]
+        logs = [read(os.path.join(result.path, "logs", f"rank_{r}.log")) for r in range(n)]
+        assert f"total number of machines: {n}" in logs[0]
+        assert all(f"Connected to rank {r}" in logs[0] for r in range(1, n))
+        assert "failed" not in "".join(logs), logs[0][:2000]
         assert result.metrics["train-binary_logloss"] < 0.69
