@@ -15,6 +15,14 @@ error evaluated on the training data every round.
 - ``Ray``: Ray Train V2's ``XGBoostTrainer`` / ``LightGBMTrainer`` with the train function
   of Ray's docs (``ray.data.from_pandas`` shards, ``RayTrainReportCallback``), 2 workers,
   on a Ray instance started before timing (its start-up is printed, not counted).
+  On a loaded, shared machine Ray's own checks kill its workers ("A worker health check
+  failed": a raylet that misses the GCS's health checks is marked dead, Ray's memory
+  monitor kills workers when the *machine's* memory use passes 95 %, a worker group slower
+  than 60 s to start is failed), so this benchmark relaxes them before ``ray.init``
+  (``RAY_ENV`` below: GCS health checks every 10 s with a 60 s timeout and 30 misses
+  allowed; the memory monitor off; Ray Train's worker health-check timeout 30 min and
+  worker-group start timeout 10 min). They only stop Ray from giving up on a slow machine;
+  they do not make a healthy run faster or slower.
 
 One untimed warm-up per system first (imports, worker pools); then the timed runs
 alternate (tandem, Ray, single, tandem, ...) so that noise hits all alike.
@@ -34,7 +42,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
+RAY_ENV = {
+    "RAY_TRAIN_V2_ENABLED": "1",
+    "RAY_health_check_period_ms": "10000",
+    "RAY_health_check_timeout_ms": "60000",
+    "RAY_health_check_failure_threshold": "30",
+    "RAY_TRAIN_WORKER_HEALTH_CHECK_TIMEOUT_S": "1800",
+    "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "600",
+    "RAY_memory_monitor_refresh_ms": "0",
+}
+for _key, _value in RAY_ENV.items():
+    os.environ.setdefault(_key, _value)
 
 XGB_PARAMS = {"objective": "binary:logistic", "eval_metric": ["logloss", "error"],
               "max_depth": 6, "tree_method": "hist"}
@@ -150,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=50)
     p.add_argument("--only", choices=("xgboost", "lightgbm"), default=None)
     p.add_argument("--no-ray", action="store_true", help="tandem and single process only")
+    p.add_argument("--json", default=None, metavar="PATH",
+                   help="also write the figures as JSON (e.g. docs/benchmarks/trees_results.json)")
     p.add_argument("--all-cores", action="store_true",
                    help="also time the single process with the library's default threads")
     args = p.parse_args(argv)
@@ -229,6 +249,19 @@ def main(argv: list[str] | None = None) -> int:
         import ray
 
         ray.shutdown()
+    if args.json:
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump({
+                "rows": args.rows, "rounds": args.rounds, "cpus": os.cpu_count(),
+                "repeats": args.repeats, "load_average": os.getloadavg(),
+                "ray_start_s": ray_start_s,
+                "results": [{"library": lib, "system": name, "warmup_s": w, "times_s": ts,
+                             "median_s": statistics.median(ts) if ts else None,
+                             "train_logloss": loss if ts else None}
+                            for lib, name, ts, w, loss in rows_out],
+            }, f, indent=1)
     print(f"\n{args.rows:,} rows x 20 features, {args.rounds} rounds, {os.cpu_count()} CPUs; "
           f"{args.repeats} timed runs each after a warm-up"
           + (f"; Ray start {ray_start_s:.1f} s, not counted" if ray_start_s else "") + "\n")

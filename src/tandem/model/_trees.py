@@ -11,17 +11,18 @@ use ``save``/``load`` like any model. xgboost / lightgbm are imported only when 
 
 from __future__ import annotations
 
-import itertools
+import importlib
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from tandem._core.errors import ConfigError
-from tandem.model._model import Model, identity_files
+from tandem.model._model import Model
 
 
 class _TreeModel(Model):
-    """What both tree models share: ``self.booster`` is the weights."""
+    """What both tree models share: ``self.booster`` is the weights; the library's trainer
+    (``trainer_class()``) trains, loads and counts rounds."""
 
     library: ClassVar[str] = ""
     weights_file: ClassVar[str] = ""
@@ -47,6 +48,24 @@ class _TreeModel(Model):
             )
         return self.booster
 
+    def save_weights(self, directory: str) -> None:
+        self._require_booster().save_model(os.path.join(directory, self.weights_file))
+
+    def load_weights(self, directory: str) -> None:
+        self.ensure_setup()
+        path = os.path.join(os.fspath(directory), self.weights_file)
+        trainer = cast(Any, self.trainer_class())
+        self.booster = trainer.report_callback_class().load_booster(path)
+
+    @classmethod
+    def trainer_class(cls) -> type:
+        module = importlib.import_module(f"tandem.train.{cls.library}")
+        return cast(type, getattr(module, cls.trainer_name))
+
+    @classmethod
+    def worker_loop(cls) -> Callable[..., Any]:
+        return tree_model_loop
+
     @classmethod
     def check_definition(cls) -> None:
         """Tree models define setup/forward themselves."""
@@ -55,12 +74,15 @@ class _TreeModel(Model):
     def check_training_definition(cls) -> None:
         """Nothing to define: training is the library's."""
 
+    trainer_name: ClassVar[str] = ""
+
 
 class XGBoostModel(_TreeModel):
     """An XGBoost booster. ``config`` is XGBoost's params (``objective``, ``eval_metric``,
     ``max_depth``...), plus optionally ``num_boost_round``."""
 
     library = "xgboost"
+    trainer_name = "XGBoostTrainer"
     weights_file = "model.ubj"
     default_config: ClassVar[dict[str, Any]] = {"max_depth": 6}  # XGBoost's own default
 
@@ -70,58 +92,18 @@ class XGBoostModel(_TreeModel):
         booster = self._require_booster()
         return booster.predict(xgboost.DMatrix(x, enable_categorical=True))
 
-    def save_weights(self, directory: str) -> None:
-        self._require_booster().save_model(os.path.join(directory, self.weights_file))
-
-    def load_weights(self, directory: str) -> None:
-        import xgboost
-
-        self.ensure_setup()
-        booster = xgboost.Booster()
-        booster.load_model(os.path.join(os.fspath(directory), self.weights_file))
-        self.booster = booster
-
-    @classmethod
-    def trainer_class(cls) -> type:
-        from tandem.train.xgboost import XGBoostTrainer
-
-        return XGBoostTrainer
-
-    @classmethod
-    def worker_loop(cls) -> Callable[..., Any]:
-        return xgboost_model_loop
-
 
 class LightGBMModel(_TreeModel):
     """A LightGBM booster. ``config`` is LightGBM's params (``objective``, ``metric``,
     ``num_leaves``...), plus optionally ``num_boost_round``."""
 
     library = "lightgbm"
+    trainer_name = "LightGBMTrainer"
     weights_file = "model.txt"
     default_config: ClassVar[dict[str, Any]] = {"num_leaves": 31}  # LightGBM's own default
 
     def forward(self, x: Any) -> Any:
         return self._require_booster().predict(x)
-
-    def save_weights(self, directory: str) -> None:
-        self._require_booster().save_model(os.path.join(directory, self.weights_file))
-
-    def load_weights(self, directory: str) -> None:
-        import lightgbm
-
-        self.ensure_setup()
-        self.booster = lightgbm.Booster(
-            model_file=os.path.join(os.fspath(directory), self.weights_file))
-
-    @classmethod
-    def trainer_class(cls) -> type:
-        from tandem.train.lightgbm import LightGBMTrainer
-
-        return LightGBMTrainer
-
-    @classmethod
-    def worker_loop(cls) -> Callable[..., Any]:
-        return lightgbm_model_loop
 
 
 # -- on each worker --------------------------------------------------------------------------
@@ -170,72 +152,15 @@ def _ray_rows(data: Any, rank: int, world: int) -> Any:
     return whole.iloc[rank * n // world:(rank + 1) * n // world]
 
 
-def _numbered(start: int) -> Callable[[dict[str, float]], dict[str, float]]:
-    counter = itertools.count(start + 1)
-    return lambda metrics: {**metrics, "epoch": next(counter)}
-
-
-def xgboost_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
-    import xgboost
-
+def tree_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
+    """The per-worker function of ``model.train`` for a tree model: the library's trainer
+    trains the rounds (resuming from the run's checkpoint), reporting ``epoch`` = round."""
     from tandem import train
-    from tandem.train.xgboost import RayTrainReportCallback
+    from tandem.model._model import identity_files
 
     model, splits, params, rounds, settings = _worker_state(payload_bytes, config)
-    threads = int(os.environ.get("TANDEM_NUM_THREADS", "0") or 0)
-    if threads:
-        params.setdefault("nthread", threads)
-    if "device" not in params and os.environ.get("CUDA_VISIBLE_DEVICES", "") not in ("", "-1"):
-        params["device"] = "cuda"
-    mats = {name: xgboost.DMatrix(x, label=y, enable_categorical=True)
-            for name, (x, y) in splits.items()}
-    start = None
-    ckpt = train.get_checkpoint()
-    if ckpt is not None:
-        start = RayTrainReportCallback.get_model(ckpt, model.weights_file)
-    done = start.num_boosted_rounds() if start is not None else 0
-    if done >= rounds:
-        return
-    callback = RayTrainReportCallback(
-        filename=model.weights_file, frequency=settings.checkpoint_every,
-        results_postprocessing_fn=_numbered(done),
-        extra_files=identity_files(model) if train.get_context().world_rank == 0 else None)
-    xgboost.train(params, mats["train"], rounds - done, evals=[(m, n) for n, m in mats.items()],
-                  xgb_model=start, callbacks=[callback], verbose_eval=False)
-
-
-def lightgbm_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
-    import lightgbm
-
-    from tandem import train
-    from tandem.train.lightgbm import RayTrainReportCallback, get_network_params
-
-    model, splits, params, rounds, settings = _worker_state(payload_bytes, config)
-    params.setdefault("verbose", -1)
-    threads = int(os.environ.get("TANDEM_NUM_THREADS", "0") or 0)
-    if threads:
-        params.setdefault("num_threads", threads)
-    network = get_network_params()
-    if network:
-        params.update(network)
-        params.setdefault("tree_learner", "data")
-        params.setdefault("pre_partition", True)
-    x, y = splits["train"]
-    train_set = lightgbm.Dataset(x, label=y, params=params, free_raw_data=False)
-    sets = {"train": train_set}
-    for name, (vx, vy) in splits.items():
-        if name != "train":
-            sets[name] = lightgbm.Dataset(vx, label=vy, reference=train_set)
-    start = None
-    ckpt = train.get_checkpoint()
-    if ckpt is not None:
-        start = RayTrainReportCallback.get_model(ckpt, model.weights_file)
-    done = start.current_iteration() if start is not None else 0
-    if done >= rounds:
-        return
-    callback = RayTrainReportCallback(
-        filename=model.weights_file, frequency=settings.checkpoint_every,
-        results_postprocessing_fn=_numbered(done),
-        extra_files=identity_files(model) if train.get_context().world_rank == 0 else None)
-    lightgbm.train(params, train_set, rounds - done, valid_sets=list(sets.values()),
-                   valid_names=list(sets), init_model=start, callbacks=[callback])
+    extra = identity_files(model) if train.get_context().world_rank == 0 else None
+    trainer = cast(Any, model.trainer_class())
+    trainer.train_rounds(params, splits, rounds, announce=False, numbered=True,
+                         filename=model.weights_file, frequency=settings.checkpoint_every,
+                         extra_files=extra)

@@ -2,34 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import signal
-import time
 
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.datasets import load_breast_cancer, make_classification
 
 import tandem
-from tandem import train, tune
+from tandem import train
 from tandem._core.errors import ConfigError
-from tandem.train import FailureConfig, RunConfig, ScalingConfig
+from tandem.train import RunConfig, ScalingConfig
 from tandem.train.xgboost import RayTrainReportCallback, ReportCallback, XGBoostTrainer
-from tandem.tune import TuneConfig, Tuner
-from tandem.tune.schedulers import ASHAScheduler
-from tests.conftest import worker_processes
+from tests.integration.trees.conftest import rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 PARAMS = {"objective": "binary:logistic", "eval_metric": ["logloss", "error"], "max_depth": 4}
 
 
-@pytest.fixture
-def cancer():
-    return load_breast_cancer(as_frame=True).frame
 
 
 def single_process(df: pd.DataFrame, rounds: int) -> dict[str, float]:
@@ -42,9 +32,6 @@ def single_process(df: pd.DataFrame, rounds: int) -> dict[str, float]:
     return {f"train-{k}": v[-1] for k, v in log["train"].items()}
 
 
-def rows(run_path: str) -> list[dict]:
-    with open(os.path.join(run_path, "result.json")) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def test_params_form_two_workers_match_single_process(storage, cancer):
@@ -108,68 +95,8 @@ def test_function_form_world_size_two_and_report_callback(storage, cancer, tmp_p
     assert XGBoostTrainer.get_model(result.checkpoint).num_boosted_rounds() == 8
 
 
-def test_sigkill_resumes_from_last_checkpointed_round(storage):
-    tandem.init(num_cpus=2)
-    x, y = make_classification(n_samples=20000, n_features=20, random_state=0)
-    df = pd.DataFrame(x, columns=[f"f{i}" for i in range(20)]).assign(label=y)
-    rounds = 400
-    trainer = XGBoostTrainer(
-        params={"objective": "binary:logistic", "eval_metric": "logloss", "max_depth": 8},
-        label_column="label", num_boost_round=rounds, datasets={"train": df},
-        scaling_config=ScalingConfig(num_workers=2),
-        run_config=RunConfig(storage_path=storage, name="kill",
-                             failure_config=FailureConfig(max_failures=1)),
-    )
-    handle = trainer.fit(block=False)
-    run = os.path.join(storage, "kill")
-    deadline = time.monotonic() + 120
-    while not os.path.exists(os.path.join(run, "checkpoint_000020")):
-        assert time.monotonic() < deadline, "no checkpoint at round 20"
-        time.sleep(0.05)
-    victims = worker_processes()
-    assert len(victims) == 2
-    os.kill(max(victims, key=lambda p: p.create_time()).pid, signal.SIGKILL)
-    killed_at = len(rows(run))
-    assert killed_at < rounds  # killed mid-training
-    result = handle.wait()
-    iterations = [r["training_iteration"] for r in rows(run)]
-    assert iterations[-1] == rounds
-    assert iterations.count(1) == 1  # never started again from round 0
-    with open(os.path.join(run, "logs", "rank_0.log")) as f:
-        log = f.read()
-    resumed = [int(m) for m in re.findall(r"resuming at round (\d+) of 400", log)]
-    assert len(resumed) == 1 and resumed[0] >= 21 and resumed[0] % 10 == 1, log[-2000:]
-    assert XGBoostTrainer.get_model(result.checkpoint).num_boosted_rounds() == rounds
 
 
-def test_tune_params_with_asha_over_rounds(storage):
-    tandem.init(num_cpus=2)
-    x, y = make_classification(n_samples=20000, n_features=20, random_state=0)
-    df = pd.DataFrame(x, columns=[f"f{i}" for i in range(20)]).assign(label=y)
-    trainer = XGBoostTrainer(
-        params=PARAMS, label_column="label", num_boost_round=40,
-        datasets={"train": df}, scaling_config=ScalingConfig(num_workers=2),
-    )
-    grid = Tuner(
-        trainer,
-        param_space={"params": {"max_depth": tune.grid_search([6, 2, 1]),
-                                "eta": tune.choice([0.3])}},
-        tune_config=TuneConfig(metric="train-logloss", mode="min", max_concurrent_trials=1,
-                               scheduler=ASHAScheduler(max_t=40, grace_period=4,
-                                                       reduction_factor=3)),
-        run_config=RunConfig(storage_path=storage, name="asha", verbose=0),
-    ).fit()
-    assert not grid.errors
-    by_depth = {r.config["params"]["max_depth"]: r for r in grid}
-    assert set(by_depth) == {1, 2, 6}
-    # the trial's params are the trainer's with the tuned ones merged in (eval_metric kept)
-    assert all("train-error" in r.metrics for r in grid)
-    iters = {d: len(r.metrics_dataframe) for d, r in by_depth.items()}
-    assert iters[6] == 40  # the best went the distance
-    assert min(iters.values()) < 40  # ASHA stopped a worse one early, between rounds
-    best = grid.get_best_result()
-    assert best.config["params"]["max_depth"] == 6
-    assert XGBoostTrainer.get_model(best.checkpoint).num_boosted_rounds() == 40
 
 
 def test_files_categories_and_missing_values(storage, tmp_path):
@@ -210,26 +137,3 @@ def test_files_categories_and_missing_values(storage, tmp_path):
         XGBoostTrainer(params=params, label_column="y",
                        datasets={"train": str(tmp_path / "all.csv")},
                        scaling_config=ScalingConfig(num_workers=2))
-
-
-def test_bad_input_is_refused_before_workers_start(storage, cancer):
-    tandem.init(num_cpus=2)
-    sc = ScalingConfig(num_workers=2)
-    with pytest.raises(ConfigError, match=r"label_column='nope' is not a column"):
-        XGBoostTrainer(params=PARAMS, label_column="nope", datasets={"train": cancer},
-                       scaling_config=sc)
-    bad = cancer.assign(name="a")
-    with pytest.raises(ConfigError, match=r"\['name'\] are not numeric.*astype\('category'\)"):
-        XGBoostTrainer(params=PARAMS, label_column="target", datasets={"train": bad},
-                       scaling_config=sc)
-    with pytest.raises(ConfigError, match=r"XGBoost rejected params.*binary:nope"):
-        XGBoostTrainer(params={"objective": "binary:nope"}, label_column="target",
-                       datasets={"train": cancer}, scaling_config=sc)
-    with pytest.raises(ConfigError, match=r"has 3 rows but scaling_config asks for 4"):
-        XGBoostTrainer(params=PARAMS, label_column="target", datasets={"train": cancer[:3]},
-                       scaling_config=ScalingConfig(num_workers=4))
-    with pytest.raises(ConfigError, match=r"train_loop_config"):
-        Tuner(XGBoostTrainer(params=PARAMS, label_column="target",
-                             datasets={"train": cancer}),
-              param_space={"max_depth": tune.choice([1, 2])})
-    assert worker_processes() == []

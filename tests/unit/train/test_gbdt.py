@@ -78,3 +78,49 @@ def test_combined_metrics_weight_rows():
     out = gbdt.combine_metrics(per_rank)
     assert out["train-logloss"] == pytest.approx((0.2 * 100 + 0.5 * 300) / 400)
     assert out["train-rmse"] == pytest.approx(math.sqrt((1 * 100 + 4 * 300) / 400))
+
+
+def test_pieces_shared_by_fewer_workers_keep_every_row():
+    df = pd.DataFrame({"x": range(13), "y": [0, 1] * 6 + [0]})
+    pieces = gbdt.describe("train", df, 4, "y")
+    assert len(pieces.pieces) == 4
+    halves = [gbdt.load_shard(pieces, r, 2) for r in (0, 1)]  # a trial with 2 workers
+    assert [h["x"].tolist() for h in halves] == [list(range(6)), list(range(6, 13))]
+    assert gbdt.load_shard(pieces, 0, 1)["x"].tolist() == list(range(13))
+    with pytest.raises(ConfigError, match=r"split into 4 pieces.*3 workers cannot share"):
+        gbdt.load_shard(pieces, 0, 3)
+
+
+def test_text_column_of_a_file_is_named_with_what_to_do(tmp_path):
+    path = tmp_path / "data.csv"
+    pd.DataFrame({"colour": ["red", "blue"] * 5, "x": range(10), "y": [0, 1] * 5}).to_csv(
+        path, index=False)
+    with pytest.raises(ConfigError) as e:
+        gbdt.describe("train", str(path), 2, "y")
+    msg = str(e.value)
+    assert "['colour']" in msg and str(path) in msg and "are not numeric: text" in msg
+    assert f"pd.read_csv({str(path)!r}, dtype={{'colour': 'category'}})" in msg
+    # doing what it says is accepted
+    df = pd.read_csv(path, dtype={"colour": "category"})
+    assert len(gbdt.describe("train", df, 2, "y").pieces) == 2
+
+
+def test_xgboost_device_is_cuda_exactly_on_workers_given_a_gpu(monkeypatch):
+    from tandem.cluster.base import Placement
+    from tandem.cluster.local import LocalCluster
+    from tandem.train.xgboost.trainer import worker_params
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    cluster = LocalCluster(num_cpus=4, num_gpus=1)
+    gang = Placement("p", ({"CPU": 2, "GPU": 1}, {"CPU": 2}), ("n", "n"),
+                     ("127.0.0.1", "127.0.0.1"), ((0,), ()))
+    with_gpu, without = (cluster.worker_env(gang, i) for i in (0, 1))
+    params = {"objective": "binary:logistic"}
+    for env, device in ((with_gpu, "cuda"), (without, None)):
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        got = worker_params(params)
+        assert got.get("device") == device and got["nthread"] == 2
+        assert worker_params({**params, "device": "cpu"})["device"] == "cpu"  # asked: kept
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert "device" not in worker_params(params)  # outside a gang: no GPU of its own

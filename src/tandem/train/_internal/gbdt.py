@@ -82,11 +82,10 @@ def _expand_paths(paths: Sequence[str]) -> list[str]:
 
 def describe(name: str, value: Any, num_workers: int, label_column: Any) -> Any:
     """The form of ``datasets[name]`` a params-form trainer sends to its workers; checks the
-    label column, column types and row count on the driver (before any worker starts)."""
-    if isinstance(value, (str, os.PathLike)) or (
-        isinstance(value, (list, tuple)) and value
-        and all(isinstance(v, (str, os.PathLike)) for v in value)
-    ):
+    label column, column types and row count on the driver (before any worker starts).
+    In-memory data is split into one piece per worker; a tuning trial with fewer workers
+    (a divisor of ``num_workers``) gives each worker a run of consecutive pieces."""
+    if _is_paths(value):
         paths = [os.fspath(v) for v in ([value] if isinstance(value, (str, os.PathLike))
                                         else value)]
         files = _expand_paths(paths)
@@ -98,7 +97,7 @@ def describe(name: str, value: Any, num_workers: int, label_column: Any) -> Any:
                 f"or load them yourself into a pandas DataFrame."
             )
         src = FileSource(tuple(files), fmts.pop() or "parquet")
-        _check_columns(name, _head(src, 0), label_column)
+        _check_columns(name, _head(src, 0), label_column, path=src.paths[0])
         if src.fmt == "parquet":
             rows = _parquet_rows(src)
             _check_rows(name, rows, num_workers)
@@ -115,6 +114,12 @@ def describe(name: str, value: Any, num_workers: int, label_column: Any) -> Any:
     _check_columns(name, frame, label_column)
     _check_rows(name, len(frame), num_workers)
     return split_pieces(value, num_workers)
+
+
+def _is_paths(value: Any) -> bool:
+    return isinstance(value, (str, os.PathLike)) or (
+        isinstance(value, (list, tuple)) and bool(value)
+        and all(isinstance(v, (str, os.PathLike)) for v in value))
 
 
 def split_pieces(value: Any, n: int) -> Pieces:
@@ -170,7 +175,7 @@ def to_frame(name: str, value: Any, label_column: Any) -> Any:
     )
 
 
-def _check_columns(name: str, frame: Any, label_column: Any) -> None:
+def _check_columns(name: str, frame: Any, label_column: Any, path: str | None = None) -> None:
     import pandas as pd
 
     if "__label__" in frame.columns:
@@ -188,12 +193,27 @@ def _check_columns(name: str, frame: Any, label_column: Any) -> None:
     bad = [str(c) for c in frame.columns if c != label_column and not (
         pd.api.types.is_numeric_dtype(frame[c]) or pd.api.types.is_bool_dtype(frame[c])
         or isinstance(frame[c].dtype, pd.CategoricalDtype))]
-    if bad:
+    if not bad:
+        return
+    col, dtype = bad[0], frame[bad[0]].dtype
+    if path is None:
         raise ConfigError(
-            f"datasets[{name!r}]: column(s) {bad} are not numeric ({frame[bad[0]].dtype}); "
-            f"boosted trees take numbers, booleans and pandas categories. Convert them, e.g. "
-            f"df[{bad[0]!r}] = df[{bad[0]!r}].astype('category'), or drop them."
+            f"datasets[{name!r}]: column(s) {bad} are not numeric ({dtype}); boosted trees "
+            f"take numbers, booleans and pandas categories. Convert them, e.g. "
+            f"df[{col!r}] = df[{col!r}].astype('category'), or drop them."
         )
+    # text in a file: tandem does not guess categories from text (every worker would see
+    # other values, and the model's categories must be those of the data it will predict)
+    reader = "read_parquet" if _file_format(path) == "parquet" else "read_csv"
+    raise ConfigError(
+        f"datasets[{name!r}]: column(s) {bad} are not numeric: text ({dtype}) in {path}; "
+        f"boosted trees take numbers, booleans and categories. Read the file yourself with "
+        f"the column as a category, df = pd.{reader}({path!r}"
+        + (f", dtype={{{col!r}: 'category'}})" if reader == "read_csv" else
+           f"); df[{col!r}] = df[{col!r}].astype('category')")
+        + ", and pass df; or store the column as a category in parquet (pandas writes it "
+        "dictionary-encoded; tandem reads that back as a category); or drop the column."
+    )
 
 
 def _parquet_file(path: str, options: Mapping[str, Any]) -> Any:
@@ -255,13 +275,15 @@ def load_shard(value: Any, rank: int, world: int) -> Any:
     import pandas as pd
 
     if isinstance(value, Pieces):
-        if len(value.pieces) == world:
-            return value.pieces[rank]
-        raise ConfigError(
-            f"this dataset was split into {len(value.pieces)} pieces when the trainer was "
-            f"built, but the run has {world} workers (a tuned scaling_config?). Build the "
-            f"trainer with the same num_workers, or give the data as files."
-        )
+        n = len(value.pieces)
+        if n % world:
+            raise ConfigError(
+                f"this dataset was split into {n} pieces when the trainer was built, which "
+                f"{world} workers cannot share. Build the trainer with num_workers a multiple "
+                f"of every count you tune, or give the data as parquet/CSV files."
+            )
+        per = n // world
+        return concat_pieces(value.pieces[rank * per:(rank + 1) * per])
     if isinstance(value, FileSource):
         files = list(value.paths)
         if len(files) >= world:
@@ -283,6 +305,23 @@ def load_shard(value: Any, rank: int, world: int) -> Any:
         n = len(whole)
         return whole.iloc[rank * n // world:(rank + 1) * n // world]
     return value
+
+
+def concat_pieces(pieces: Sequence[Any]) -> Any:
+    """One worker's run of consecutive pieces (DataFrames, arrays or ``(X, y)``) as one."""
+    first = pieces[0]
+    if len(pieces) == 1:
+        return first
+    if isinstance(first, tuple):
+        return tuple(concat_pieces([p[i] for p in pieces]) for i in range(len(first)))
+    module = type(first).__module__
+    if module.startswith("pandas"):
+        import pandas as pd
+
+        return pd.concat(list(pieces))
+    import numpy as np
+
+    return np.concatenate(list(pieces))
 
 
 def _concat(frames: list[Any]) -> Any:
@@ -447,7 +486,10 @@ class BoostedTreeTrainer(DataParallelTrainer):
       set up around it.
     """
 
-    library = "?"
+    library = "?"  # the module name: xgboost, lightgbm
+    display_name = "?"
+    config_keyword = "?"  # the keyword of the library's BackendConfig: xgboost_config, ...
+    docs_url = ""
     param_space_keys = ("params", "num_boost_round")
 
     def __init__(
@@ -465,8 +507,14 @@ class BoostedTreeTrainer(DataParallelTrainer):
         dataset_config: Any = None,
         resume_from_checkpoint: Any = None,
         metadata: Mapping[str, Any] | None = None,
+        **library_config: Any,
     ) -> None:
         name = type(self).__name__
+        for key in library_config:
+            if key != self.config_keyword:
+                raise TypeError(f"{name}() got an unexpected keyword argument {key!r}")
+        if library_config.get(self.config_keyword) is not None and backend_config is None:
+            backend_config = library_config[self.config_keyword]
         if train_loop_per_worker is not None:
             given = [k for k, v in (("params", params), ("label_column", label_column),
                                     ("num_boost_round", num_boost_round)) if v is not None]
@@ -510,6 +558,8 @@ class BoostedTreeTrainer(DataParallelTrainer):
         from tandem.train.api.config import ScalingConfig
 
         sc = scaling_config if scaling_config is not None else ScalingConfig()
+        if hasattr(sc, "check_resolved"):
+            sc.check_resolved()  # a search space over num_workers belongs in a Tuner
         n = getattr(sc, "num_workers", 1)
         described: dict[str, Any] = {}
         for key in sorted(datasets, key=lambda k: k != "train"):  # "train" first
@@ -519,7 +569,7 @@ class BoostedTreeTrainer(DataParallelTrainer):
         cc = rc.checkpoint_config
         freq = getattr(cc, "checkpoint_frequency", 0) or DEFAULT_CHECKPOINT_FREQUENCY
         kinds = {k: ("files", v) if isinstance(v, FileSource) else
-                 ("ray", None) if data_mod.is_ray_dataset(v) else ("pieces", None)
+                 ("ray", None) if data_mod.is_ray_dataset(v) else ("pieces", len(v.pieces))
                  for k, v in described.items()}
         loop = {
             "params": dict(params), "label_column": label_column, "num_boost_round": rounds,
@@ -540,13 +590,68 @@ class BoostedTreeTrainer(DataParallelTrainer):
         self.label_column = label_column
         self.num_boost_round = rounds
 
-    # -- library hooks ---------------------------------------------------------------------
+    # -- the library's part ----------------------------------------------------------------
     def _params_form_fn(self) -> Any:
+        """The per-worker function of the params form (module level: it is pickled)."""
         raise NotImplementedError
 
+    @classmethod
+    def report_callback_class(cls) -> Any:
+        """The library's ``RayTrainReportCallback``."""
+        raise NotImplementedError
+
+    @classmethod
+    def rounds_in(cls, booster: Any) -> int:
+        """Boosting rounds a loaded booster holds."""
+        raise NotImplementedError
+
+    @classmethod
+    def unify_categories(cls, shards: dict[str, Any]) -> None:
+        """Gives category columns the same categories on every worker (see
+        ``unify_categories``), through the library's collective."""
+        raise NotImplementedError
+
+    @classmethod
+    def train_booster(cls, params: Mapping[str, Any], splits: Mapping[str, Any], rounds: int,
+                      start: Any, callback: Any) -> None:
+        """Trains ``rounds`` more rounds on this worker's ``splits`` (``{name: (X, y)}``,
+        "train" first) from ``start`` (a booster or None), reporting through
+        ``callback``."""
+        raise NotImplementedError
+
+    @classmethod
+    def _probe(cls, params: Mapping[str, Any], head: tuple[Any, Any]) -> str | None:
+        """The library's message when it rejects ``params`` on a few rows, else None."""
+        raise NotImplementedError
+
+    # -- shared ----------------------------------------------------------------------------
     def _check_params(self, params: dict[str, Any], described: Mapping[str, Any],
                       label_column: Any) -> None:
-        """Raises ConfigError with the library's message when it rejects ``params``."""
+        """Raises ConfigError with the library's message when it rejects ``params`` (tried
+        on a few rows of the training data, in the driver; skipped for ray.data)."""
+        head = head_xy(described["train"], label_column)
+        if head is None:
+            return
+        message = self._probe(params, head)
+        if message is not None:
+            raise ConfigError(
+                f"{self.display_name} rejected params={params!r}: {message} Fix params (see "
+                f"{self.docs_url})."
+            )
+
+    @classmethod
+    def train_rounds(cls, params: Mapping[str, Any], splits: Mapping[str, Any], total: int,
+                     **kwargs: Any) -> None:
+        """Inside a worker: trains up to round ``total`` on this worker's ``splits``
+        (``{name: (X, y)}``, "train" first), resuming from the run's checkpoint; see
+        ``train_rounds``. The model layer's tree models train through this."""
+        train_rounds(cls, params, splits, total, **kwargs)
+
+    @classmethod
+    def get_model(cls, checkpoint: Any, filename: str | None = None) -> Any:
+        """The booster saved in a checkpoint of this trainer (e.g. ``result.checkpoint``);
+        ``filename`` if it was saved under another name than the callback's default."""
+        return cls.report_callback_class().get_model(checkpoint, filename)
 
 
 def worker_datasets(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -560,13 +665,16 @@ def worker_datasets(config: Mapping[str, Any]) -> dict[str, Any]:
             out[name] = load_shard(src, ctx.world_rank, ctx.world_size)
         elif kind == "pieces":
             got = get_dataset_shard(name)
-            if len(got) != 1:
+            if not got or src % ctx.world_size:
                 raise ConfigError(
-                    f"datasets[{name!r}] was split for a different number of workers than "
-                    f"this run's {ctx.world_size} (a tuned scaling_config?). Build the trainer "
-                    f"with the same num_workers, or give the data as files."
+                    f"datasets[{name!r}] was split into {src} pieces, one per worker of the "
+                    f"trainer's scaling_config, which {ctx.world_size} workers cannot share "
+                    f"(a Tuner's param_space sets num_workers?). Build the trainer with "
+                    f"num_workers a multiple of every count you tune (e.g. "
+                    f"ScalingConfig(num_workers=4) to try 1, 2 and 4 workers), or give the "
+                    f"data as parquet/CSV files, which each worker reads its share of."
                 )
-            out[name] = got[0]
+            out[name] = got[0] if len(got) == 1 else concat_pieces(got)
         else:
             out[name] = load_shard(get_dataset_shard(name), ctx.world_rank, ctx.world_size)
     return out
@@ -600,3 +708,174 @@ def unify_categories(shards: Mapping[str, Any], allgather: Any) -> None:
                 if (c in shard.columns and isinstance(shard[c].dtype, pd.CategoricalDtype)
                         and shard[c].cat.categories.tolist() != cats):
                     shard[c] = shard[c].cat.set_categories(cats)
+
+
+# -- what both libraries' report callbacks share --------------------------------------------
+
+
+def select_metrics(flat: dict[str, float],
+                   metrics: str | list[str] | dict[str, str] | None) -> dict[str, float]:
+    """All of ``flat``, or only the asked-for keys (a dict renames ``{reported: library
+    key}``)."""
+    if metrics is None:
+        return flat
+    wanted = {metrics: metrics} if isinstance(metrics, str) else (
+        dict(metrics) if isinstance(metrics, Mapping) else {m: m for m in metrics})
+    return {out: flat[key] for out, key in wanted.items() if key in flat}
+
+
+class ReportCallbackBase:
+    """The part of ``RayTrainReportCallback`` that does not depend on the library: which
+    metrics, the checkpoint's files, and the order of the ranks' reports on a checkpoint
+    round. A library's callback says how a booster is saved and loaded and when a round
+    ends.
+
+    Args:
+        metrics: which metrics to report (a key, a list, or ``{name: library key}``); all
+            by default.
+        filename: the booster's file name in the checkpoint.
+        frequency: checkpoint every this many rounds (0: only at the end).
+        checkpoint_at_end: checkpoint after the last round.
+        results_postprocessing_fn: maps the metrics dict before it is reported.
+        extra_files: more files (name -> bytes) written into every checkpoint.
+    """
+
+    CHECKPOINT_NAME = "model"
+    library = "?"
+
+    def __init__(
+        self,
+        metrics: str | list[str] | dict[str, str] | None = None,
+        filename: str | None = None,
+        frequency: int = 0,
+        checkpoint_at_end: bool = True,
+        results_postprocessing_fn: Any = None,
+        extra_files: Mapping[str, bytes] | None = None,
+    ) -> None:
+        if isinstance(frequency, bool) or not isinstance(frequency, int) or frequency < 0:
+            raise ValueError(f"frequency={frequency!r}: give a whole number of rounds >= 0.")
+        self._metrics = metrics
+        self._filename = filename or self.CHECKPOINT_NAME
+        self._frequency = frequency
+        self._checkpoint_at_end = checkpoint_at_end
+        self._post = results_postprocessing_fn
+        self._extra = dict(extra_files or {})
+
+    # -- a library's part ------------------------------------------------------------------
+    @classmethod
+    def load_booster(cls, path: str) -> Any:
+        raise NotImplementedError
+
+    # -- shared ----------------------------------------------------------------------------
+    @classmethod
+    def get_model(cls, checkpoint: Any, filename: str | None = None) -> Any:
+        """The booster saved in ``checkpoint`` by this callback."""
+        filename = filename or cls.CHECKPOINT_NAME
+        with checkpoint.as_directory() as d:
+            path = os.path.join(d, filename)
+            if not os.path.exists(path):
+                raise FileNotFoundError(
+                    f"{checkpoint!r} holds no {filename!r} (it has "
+                    f"{sorted(os.listdir(d))}); was it written by the {cls.library} report "
+                    f"callback? Pass filename= if it was saved under another name."
+                )
+            return cls.load_booster(path)
+
+    def _report_metrics(self, flat: dict[str, float]) -> dict[str, float]:
+        metrics = select_metrics(flat, self._metrics)
+        return self._post(metrics) if self._post is not None else metrics
+
+    def _due(self, iteration: int) -> bool:
+        """A checkpoint is due after round ``iteration`` (counted from 1)."""
+        return bool(self._frequency) and iteration % self._frequency == 0
+
+    @staticmethod
+    def _rank() -> int:
+        from tandem.train import get_context
+
+        return get_context().world_rank
+
+    def _save(self, booster: Any) -> str | None:
+        """Rank 0 writes the booster (the same on every rank) and the extra files into a
+        temporary folder; the other ranks write nothing."""
+        if self._rank() != 0:
+            return None
+        import tempfile
+
+        d = tempfile.mkdtemp(prefix=f"tandem-{self.library.lower()}-")
+        booster.save_model(os.path.join(d, self._filename))
+        for name, blob in self._extra.items():
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(blob)
+        return d
+
+    def _deliver(self, metrics: dict[str, float], checkpoint_round: bool, ckpt_dir: str | None,
+                 barrier: Any) -> None:
+        """Reports one round. On a checkpoint round of a gang, the other ranks report before
+        rank 0 does (``barrier`` in between), so that the checkpoint is complete
+        (committable) when rank 0's report arrives, even if the run is stopped right after
+        it (a tuner's scheduler at max_t)."""
+        import shutil
+
+        from tandem import train
+        from tandem.train.api.checkpoint import Checkpoint
+
+        try:
+            if checkpoint_round and barrier is not None:
+                rank = self._rank()
+                if rank != 0:
+                    train.report(metrics)
+                barrier()
+                if rank != 0:
+                    return
+            train.report(metrics, checkpoint=Checkpoint.from_directory(ckpt_dir)
+                         if ckpt_dir else None)
+        finally:
+            if ckpt_dir:
+                shutil.rmtree(ckpt_dir, ignore_errors=True)
+
+
+# -- the per-worker training both libraries share ------------------------------------------
+def train_rounds(trainer_cls: Any, params: Mapping[str, Any], splits: Mapping[str, Any],
+                 total: int, *, announce: bool = True, numbered: bool = False,
+                 **callback_kwargs: Any) -> None:
+    """Trains ``total`` rounds on this worker's ``splits`` (``{name: (X, y)}``, "train"
+    first), resuming from the run's checkpoint if there is one: the rounds it holds are not
+    trained again. ``numbered`` adds ``epoch`` (1, 2, ... across resumes) to the reports."""
+    import itertools
+
+    from tandem.train import get_checkpoint, get_context
+
+    callback_cls = trainer_cls.report_callback_class()
+    checkpoint = get_checkpoint()
+    start = (callback_cls.get_model(checkpoint, callback_kwargs.get("filename"))
+             if checkpoint is not None else None)
+    done = trainer_cls.rounds_in(start) if start is not None else 0
+    if announce and checkpoint is not None and done and get_context().world_rank == 0:
+        print(f"resuming at round {done + 1} of {total} from {checkpoint.path}", flush=True)
+    if done >= total:
+        return
+    if numbered:
+        counter = itertools.count(done + 1)
+        callback_kwargs["results_postprocessing_fn"] = (
+            lambda metrics: {**metrics, "epoch": next(counter)})
+    callback = callback_cls(**callback_kwargs)
+    trainer_cls.train_booster(dict(params), splits, total - done, start, callback)
+
+
+def params_form_loop(trainer_cls: Any, config: Mapping[str, Any]) -> None:
+    """The per-worker function of a params-form trainer."""
+    shards = worker_datasets(config)
+    trainer_cls.unify_categories(shards)
+    label = config["label_column"]
+    splits = {name: features_and_label(s, label) for name, s in shards.items()}
+    train_rounds(trainer_cls, config["params"], splits, int(config["num_boost_round"]),
+                 frequency=config["checkpoint_frequency"],
+                 checkpoint_at_end=config["checkpoint_at_end"])
+
+
+def gpu_assigned() -> bool:
+    """Whether the gang gave this worker a GPU (tandem sets ``CUDA_VISIBLE_DEVICES`` to the
+    worker's GPUs, empty for none)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return visible is not None and visible.strip() not in ("", "-1", "NoDevFiles")

@@ -9,14 +9,11 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tandem._core.errors import ConfigError
 from tandem.train._internal import gbdt
 from tandem.train.backends.base import Backend, BackendConfig
 
 if TYPE_CHECKING:
-    import xgboost
 
-    from tandem.train.api.checkpoint import Checkpoint
     from tandem.train.context import TrainContext
 
 
@@ -85,45 +82,28 @@ class XGBoostBackend(Backend):
             tracker.free()
 
 
-def _xgb_dmatrix(x: Any, y: Any) -> Any:
+def _dmatrix(x: Any, y: Any = None) -> Any:
     import xgboost
 
     return xgboost.DMatrix(x, label=y, enable_categorical=True,
                            nthread=gbdt.worker_threads() or None)
 
 
+def worker_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The params a worker trains with: the user's, this worker's CPU share as ``nthread``,
+    and ``device="cuda"`` when the gang gave this worker a GPU (unless params name a
+    device)."""
+    out = dict(params)
+    if gbdt.worker_threads():
+        out.setdefault("nthread", gbdt.worker_threads())
+    if "device" not in out and gbdt.gpu_assigned():
+        out["device"] = "cuda"
+    return out
+
+
 def xgboost_params_form(config: dict[str, Any]) -> None:
     """The per-worker function of ``XGBoostTrainer(params=...)``."""
-    import xgboost
-
-    from tandem.train import get_checkpoint, get_context
-    from tandem.train.xgboost.callback import RayTrainReportCallback
-
-    shards = gbdt.worker_datasets(config)
-    if xgboost.collective.get_world_size() > 1:
-        gbdt.unify_categories(shards, _allgather)
-    label = config["label_column"]
-    mats = {name: _xgb_dmatrix(*gbdt.features_and_label(s, label)) for name, s in shards.items()}
-    params = dict(config["params"])
-    if gbdt.worker_threads():
-        params.setdefault("nthread", gbdt.worker_threads())
-    if "device" not in params and os.environ.get("CUDA_VISIBLE_DEVICES", "") not in ("", "-1"):
-        params["device"] = "cuda"
-    start_model = None
-    total = int(config["num_boost_round"])
-    checkpoint = get_checkpoint()
-    if checkpoint is not None:
-        start_model = RayTrainReportCallback.get_model(checkpoint)
-    done = start_model.num_boosted_rounds() if start_model is not None else 0
-    if checkpoint is not None and done and get_context().world_rank == 0:
-        print(f"resuming at round {done + 1} of {total} from {checkpoint.path}", flush=True)
-    if done >= total:
-        return
-    callback = RayTrainReportCallback(frequency=config["checkpoint_frequency"],
-                                      checkpoint_at_end=config["checkpoint_at_end"])
-    xgboost.train(params, mats["train"], num_boost_round=total - done,
-                  evals=[(m, name) for name, m in mats.items()], xgb_model=start_model,
-                  callbacks=[callback], verbose_eval=False)
+    gbdt.params_form_loop(XGBoostTrainer, config)
 
 
 def _allgather(value: Any) -> list[Any]:
@@ -147,46 +127,61 @@ class XGBoostTrainer(gbdt.BoostedTreeTrainer):
     datasets=...)``, where the function calls ``xgboost.train(...,
     callbacks=[RayTrainReportCallback()])`` on ``train.get_dataset_shard(name)``.
 
+    ``xgboost_config=XGBoostConfig(timeout_s=...)`` sets the collective's timeout.
+
     Reports ``<eval set>-<metric>`` once per round; checkpoints the booster every
     ``CheckpointConfig.checkpoint_frequency`` rounds (default 10) and at the end; a failed
     gang restarts from the last checkpointed round.
     """
 
     library = "xgboost"
+    display_name = "XGBoost"
     _backend_config_cls = XGBoostConfig
-
-    def __init__(self, train_loop_per_worker: Any = None, *,
-                 xgboost_config: XGBoostConfig | None = None, **kwargs: Any) -> None:
-        if xgboost_config is not None:
-            kwargs.setdefault("backend_config", xgboost_config)
-        super().__init__(train_loop_per_worker, **kwargs)
+    config_keyword = "xgboost_config"
+    docs_url = "https://xgboost.readthedocs.io/en/stable/parameter.html"
 
     def _params_form_fn(self) -> Any:
         return xgboost_params_form
 
-    def _check_params(self, params: dict[str, Any], described: Mapping[str, Any],
-                      label_column: Any) -> None:
-        head = gbdt.head_xy(described["train"], label_column)
-        if head is None:
-            return
+    # -- the library's part, on each worker -------------------------------------------------
+    @classmethod
+    def report_callback_class(cls) -> Any:
+        from tandem.train.xgboost.callback import RayTrainReportCallback
+
+        return RayTrainReportCallback
+
+    @classmethod
+    def rounds_in(cls, booster: Any) -> int:
+        return int(booster.num_boosted_rounds())
+
+    @classmethod
+    def unify_categories(cls, shards: dict[str, Any]) -> None:
+        import xgboost
+
+        if xgboost.collective.get_world_size() > 1:
+            gbdt.unify_categories(shards, _allgather)
+
+    @classmethod
+    def train_booster(cls, params: Mapping[str, Any], splits: Mapping[str, Any], rounds: int,
+                      start: Any, callback: Any) -> None:
+        import xgboost
+
+        mats = {name: _dmatrix(x, y) for name, (x, y) in splits.items()}
+        xgboost.train(worker_params(params), mats["train"], num_boost_round=rounds,
+                      evals=[(m, name) for name, m in mats.items()], xgb_model=start,
+                      callbacks=[callback], verbose_eval=False)
+
+    # -- on the driver ----------------------------------------------------------------------
+    @classmethod
+    def _probe(cls, params: Mapping[str, Any], head: tuple[Any, Any]) -> str | None:
         import xgboost
 
         probe = {**params, "nthread": 1, "device": "cpu", "verbosity": 0}
         try:
-            xgboost.train(probe, _xgb_dmatrix(*head), num_boost_round=1)
+            xgboost.train(probe, _dmatrix(*head), num_boost_round=1)
         except xgboost.core.XGBoostError as e:
-            raise ConfigError(
-                f"XGBoost rejected params={params!r}: {_first_lines(str(e))} Fix params (see "
-                f"https://xgboost.readthedocs.io/en/stable/parameter.html)."
-            ) from None
-
-    @staticmethod
-    def get_model(checkpoint: Checkpoint,
-                  filename: str = "model.ubj") -> xgboost.Booster:
-        """The booster saved in a checkpoint of this trainer (e.g. ``result.checkpoint``)."""
-        from tandem.train.xgboost.callback import RayTrainReportCallback
-
-        return RayTrainReportCallback.get_model(checkpoint, filename)
+            return _first_lines(str(e))
+        return None
 
 
 def _first_lines(msg: str) -> str:
