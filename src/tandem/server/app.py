@@ -10,7 +10,9 @@
 ``GET  /api/jobs/{id}/results``            reports, paged by ``after_seq``/``limit``
 ``GET  /api/jobs/{id}/logs``               a rank's output, paged by byte ``offset``;
                                            ``follow=true`` streams it until the job ends
-``GET  /api/jobs/{id}/events``             server-sent events: status, reports, event, end
+``GET  /api/jobs/{id}/events``             server-sent events: status, reports, event, end;
+                                           ``calls=true``: also the job's questions (call)
+``POST /api/jobs/{id}/calls/{call_id}``    answer a question of the job (``{"ok", "value"}``)
 ``GET  /api/jobs/{id}/outcome``            the pickled JobOutcome of a finished job
 ``GET  /api/jobs/{id}/usage``              resource-use samples per worker
 ``GET  /api/cluster``                      resources, what is free, running jobs' usage
@@ -106,6 +108,19 @@ class SubmitIn(BaseModel):
         return v
     name: str | None = Field(None, min_length=1, max_length=256)
     runtime_env: RuntimeEnvIn | None = None
+
+
+class CallAnswerIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ok: bool = Field(True, description="false: the job raises value as an error")
+    value: str | None = Field(None, max_length=65_536,
+                              description="the answer (a tuning verdict: continue / stop)")
+
+
+class CallAnswered(BaseModel):
+    job_id: str
+    call_id: int
+    answered: bool
 
 
 class JobOut(BaseModel):
@@ -440,10 +455,14 @@ def create_app(server: TrainServer, token: str) -> Any:
     async def events(
         job_id: str = JobIdPath,
         after_seq: int = Query(-1, ge=-1, le=BIG, description="send reports after this seq"),
+        calls: bool = Query(False, description=(
+            "also send the job's questions for its submitter (call events: a tuning trial "
+            "waiting for the tuner's verdict); the client answers each through "
+            "POST /api/jobs/{id}/calls/{call_id}")),
     ) -> Any:
         loop = asyncio.get_running_loop()
         for _ in range(20):
-            got = server.hub.subscribe(job_id, after_seq, loop)
+            got = server.hub.subscribe(job_id, after_seq, loop, answers_calls=calls)
             if got is not None:
                 sub, backlog = got
                 return StreamingResponse(_live_events(server, job_id, sub, backlog),
@@ -456,6 +475,18 @@ def create_app(server: TrainServer, token: str) -> Any:
                                          headers={"Cache-Control": "no-cache"})
             await asyncio.sleep(0.05)  # submitted this instant: not in the hub yet
         return err(409, f"job {job_id} is {rec.state} but not known to the job service")
+
+    @app.post("/api/jobs/{job_id}/calls/{call_id}", response_model=CallAnswered,
+              responses=_answers(404, 422))
+    def answer_call(
+        body: CallAnswerIn,
+        job_id: str = JobIdPath,
+        call_id: int = Path(..., ge=1, le=BIG),
+    ) -> Any:
+        if not server.hub.answer(job_id, call_id, body.ok, body.value):
+            return err(404, f"job {job_id} has no open question {call_id}: it was answered "
+                            f"already, or the job ended")
+        return {"job_id": job_id, "call_id": call_id, "answered": True}
 
     # ----------------------------------------------------------------- dashboard
 
@@ -574,12 +605,12 @@ def _merge_reports(items: list[StreamItem]) -> list[StreamItem]:
 
 
 def _format(item: StreamItem) -> str:
-    if item.kind == "event":
+    if item.kind in ("event", "call"):
         try:
             pickled = base64.b64encode(cloudpickle.dumps(item.payload)).decode("ascii")
         except Exception:  # noqa: BLE001 - an event that does not pickle is not sent
             return ""
-        return _sse("event", {**item.data, "pickle": pickled})
+        return _sse(item.kind, {**item.data, "pickle": pickled})
     return _sse(item.kind, item.data)
 
 

@@ -200,6 +200,8 @@ class TuneController:
         for trial_id, gen, kind, payload in items:
             trial = self._by_id.get(trial_id)
             if trial is None or gen != trial.gen:
+                if kind == "verdict":  # from a gang this tuner already ended
+                    payload.reply(True, "stop")
                 continue
             if kind == "reports":
                 self._on_reports(trial, payload)
@@ -209,8 +211,9 @@ class TuneController:
                     cb.on_trial_save(iteration=self._iteration, trials=self.trials, trial=trial)
             elif kind == "status":
                 self._on_status(trial, payload)
-            elif kind == "verdict":
-                self._verdicts.setdefault(trial.trial_id, []).append(payload)
+            elif kind == "verdict":  # a JobCall: the worker waits for it (AskSubmitter)
+                self._verdicts.setdefault(trial.trial_id, []).append(
+                    (tuple(payload.payload), payload.reply))
         if self._verdicts:
             self._answer_verdicts()
         self.reporter.refresh(self.trials)
