@@ -92,6 +92,17 @@ class FunctionStopper(Stopper):
     def __init__(self, function: Callable[[str, dict], bool]) -> None:
         self.fn = function
 
+    @classmethod
+    def is_valid_function(cls, fn: Any) -> bool:
+        """Ray's check: a plain callable (not a ``Stopper``); one with a ``stop_all`` must
+        subclass ``Stopper`` to be recognised as one."""
+        is_function = callable(fn) and not isinstance(fn, Stopper)
+        if is_function and hasattr(fn, "stop_all"):
+            raise ConfigError(
+                f"{fn!r} has stop_all() but is not a tandem.tune.Stopper: subclass Stopper "
+                f"so that it is used as one.")
+        return is_function
+
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         return bool(self.fn(trial_id, result))
 
