@@ -220,10 +220,11 @@ class TrialPlateauStopper(Stopper):
             return False
         if len(self._trial_results[trial_id]) < self._num_results:
             return False
-        if self._metric_threshold is not None:
-            if self._mode == "min" and metric_result > self._metric_threshold:
+        threshold = self._metric_threshold
+        if threshold is not None:
+            if self._mode == "min" and metric_result > threshold:  # type: ignore[operator]
                 return False
-            if self._mode == "max" and metric_result < self._metric_threshold:
+            if self._mode == "max" and metric_result < threshold:  # type: ignore[operator]
                 return False
         try:
             current_std = float(np.std(self._trial_results[trial_id]))

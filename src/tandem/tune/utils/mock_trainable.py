@@ -27,7 +27,7 @@ class MyTrainableClass(Trainable):
     maximum reward value reached.
     """
 
-    def setup(self, config: dict[str, Any]) -> None:
+    def setup(self, config: dict[str, Any], **kwargs: Any) -> None:
         self._sleep_time = config.get("sleep", 0)
         self._mock_error = config.get(MOCK_ERROR_KEY, False)
         self._persistent_error = config.get("persistent_error", False)
@@ -55,7 +55,7 @@ class MyTrainableClass(Trainable):
         with open(path, "w") as f:
             f.write(json.dumps({"timestep": self.timestep}))
 
-    def load_checkpoint(self, checkpoint_dir: str) -> None:
+    def load_checkpoint(self, checkpoint_dir: Any) -> None:
         path = os.path.join(checkpoint_dir, "checkpoint")
         with open(path) as f:
             self.timestep = json.loads(f.read())["timestep"]
