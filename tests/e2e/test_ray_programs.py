@@ -167,3 +167,24 @@ def test_stoppers_as_ray(tmp_path):
     got = dict(line.split(" ", 1) for line in out.splitlines()
                if line.split(" ", 1)[0] in expected)
     assert got == expected, out[-3000:]
+
+
+def test_torch_linear_example_prepare_model_and_data_loader(tmp_path):
+    """TorchTrainer with prepare_model / prepare_data_loader on 2 workers, a checkpoint per
+    epoch (Ray Train's torch_linear_example.py)."""
+    out = run_program("torch_linear_example.py", tmp_path, "--smoke-test")
+    (run,) = glob.glob(str(tmp_path / "results" / "TorchTrainer_*"))
+    assert [r["training_iteration"] for r in rows(os.path.join(run, "result.json"))] == [1, 2, 3]
+    assert sorted(os.path.basename(p) for p in glob.glob(os.path.join(run, "checkpoint_*"))) \
+        == ["checkpoint_000001", "checkpoint_000002", "checkpoint_000003"]
+    assert "{'loss': " in out
+
+
+def test_custom_func_checkpointing(tmp_path):
+    """Checkpoints from a function trainable; the best result's checkpoint is its last one
+    (stop at 10), inside its own trial folder."""
+    out = run_program("custom_func_checkpointing.py", tmp_path)
+    exp = tmp_path / "results" / "hyperband_test"
+    assert _iterations(str(exp)) == [list(range(1, 11))] * 5
+    best = [ln for ln in out.splitlines() if ln.startswith("Best checkpoint:")]
+    assert best and f"{exp}/train_func_" in best[0] and "checkpoint_000010" in best[0]
