@@ -12,7 +12,7 @@
                                            ``follow=true`` streams it until the job ends
 ``GET  /api/jobs/{id}/events``             server-sent events: status, reports, event, end;
                                            ``calls=true``: also the job's questions (call)
-``POST /api/jobs/{id}/calls/{call_id}``    answer a question of the job (``{"ok", "value"}``)
+``POST /api/calls``                        answer jobs' questions, in a batch
 ``GET  /api/jobs/{id}/outcome``            the pickled JobOutcome of a finished job
 ``GET  /api/jobs/{id}/usage``              resource-use samples per worker
 ``GET  /api/cluster``                      resources, what is free, running jobs' usage
@@ -112,15 +112,27 @@ class SubmitIn(BaseModel):
 
 class CallAnswerIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    job_id: str = Field(..., min_length=1, max_length=128)
+    call_id: int = Field(..., ge=1, le=BIG)
     ok: bool = Field(True, description="false: the job raises value as an error")
     value: str | None = Field(None, max_length=65_536,
                               description="the answer (a tuning verdict: continue / stop)")
 
 
-class CallAnswered(BaseModel):
+class CallAnswersIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    answers: list[CallAnswerIn] = Field(..., max_length=10_000)
+
+
+class CallRef(BaseModel):
     job_id: str
     call_id: int
-    answered: bool
+
+
+class CallsAnswered(BaseModel):
+    answered: int
+    unknown: list[CallRef] = Field(
+        description="questions no longer open (answered already, or the job ended)")
 
 
 class JobOut(BaseModel):
@@ -457,8 +469,8 @@ def create_app(server: TrainServer, token: str) -> Any:
         after_seq: int = Query(-1, ge=-1, le=BIG, description="send reports after this seq"),
         calls: bool = Query(False, description=(
             "also send the job's questions for its submitter (call events: a tuning trial "
-            "waiting for the tuner's verdict); the client answers each through "
-            "POST /api/jobs/{id}/calls/{call_id}")),
+            "waiting for the tuner's verdict); the client answers them through "
+            "POST /api/calls")),
     ) -> Any:
         loop = asyncio.get_running_loop()
         for _ in range(20):
@@ -476,17 +488,13 @@ def create_app(server: TrainServer, token: str) -> Any:
             await asyncio.sleep(0.05)  # submitted this instant: not in the hub yet
         return err(409, f"job {job_id} is {rec.state} but not known to the job service")
 
-    @app.post("/api/jobs/{job_id}/calls/{call_id}", response_model=CallAnswered,
-              responses=_answers(404, 422))
-    def answer_call(
-        body: CallAnswerIn,
-        job_id: str = JobIdPath,
-        call_id: int = Path(..., ge=1, le=BIG),
-    ) -> Any:
-        if not server.hub.answer(job_id, call_id, body.ok, body.value):
-            return err(404, f"job {job_id} has no open question {call_id}: it was answered "
-                            f"already, or the job ended")
-        return {"job_id": job_id, "call_id": call_id, "answered": True}
+    @app.post("/api/calls", response_model=CallsAnswered, responses=_answers(422))
+    def answer_calls(body: CallAnswersIn) -> Any:
+        """Answers of the client following jobs to their questions (call events); one
+        request carries every answer the client has ready (several trials at once)."""
+        unknown = [{"job_id": a.job_id, "call_id": a.call_id} for a in body.answers
+                   if not server.hub.answer(a.job_id, a.call_id, a.ok, a.value)]
+        return {"answered": len(body.answers) - len(unknown), "unknown": unknown}
 
     # ----------------------------------------------------------------- dashboard
 

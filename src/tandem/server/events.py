@@ -7,7 +7,7 @@ thread; it never blocks it for long: it appends to a list and wakes the stream r
 It also holds the questions jobs ask their submitter (``JobContext.ask``, e.g. a tuning
 trial waiting for the tuner's verdict on a report): each is sent to the streams opened
 with ``calls=true`` (the submitting client's), again to any such stream that opens later,
-until one answers it (``POST /api/jobs/{id}/calls/{call_id}``). When no such stream is
+until one answers it (``POST /api/calls``). When no such stream is
 open for ``CALL_UNATTENDED_S``, the job's questions get their default answer from then on
 (the client is gone: the job goes on as if nobody followed it).
 """

@@ -321,16 +321,24 @@ class RemoteJobService:
         self._answers.put((job_id, call_id, ok, value))
 
     def _send_answers(self) -> None:
+        """Sends the answers ready, all in one request (several trials answered at once)."""
         while True:
-            item = self._answers.get()
-            if item is None:
+            items = [self._answers.get()]
+            while True:
+                try:
+                    items.append(self._answers.get_nowait())
+                except queue.Empty:
+                    break
+            answers = [{"job_id": job_id, "call_id": call_id, "ok": bool(ok),
+                        "value": None if value is None else str(value)}
+                       for job_id, call_id, ok, value in (i for i in items if i is not None)]
+            if answers:
+                try:
+                    self._conn.request("POST", "/api/calls", json={"answers": answers})
+                except Exception as e:  # noqa: BLE001 - the question is sent again on reconnect
+                    logger.debug("answers to %d question(s) not sent: %s", len(answers), e)
+            if None in items:
                 return
-            job_id, call_id, ok, value = item
-            body = {"ok": bool(ok), "value": None if value is None else str(value)}
-            try:
-                self._conn.request("POST", f"/api/jobs/{job_id}/calls/{call_id}", json=body)
-            except Exception as e:  # noqa: BLE001 - answered already, or the job ended
-                logger.debug("job %s: answer to question %s not taken: %s", job_id, call_id, e)
 
     # -- internals -------------------------------------------------------------------------
     def _outcome(self, job_id: str, status: JobStatus, end: Mapping[str, Any]) -> JobOutcome:
