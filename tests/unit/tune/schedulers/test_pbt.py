@@ -152,7 +152,7 @@ def test_a_pause_still_taking_effect_is_not_resumed_yet():
     suggested for resumption while its job was still being stopped (status RUNNING), the
     controller dropped that suggestion, and the trial stayed PAUSED forever."""
     sched = _pbt()
-    a, b = _population(sched, 2)
+    a, _ = _population(sched, 2)
     waiting = Trial("w", {"lr": 0.5, "opt": "sgd", "bs": 16, "seed": 9})
     sched.on_trial_add(waiting)
     assert _report(sched, a, 10, 0.5).action is Action.PAUSE
