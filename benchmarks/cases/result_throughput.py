@@ -17,6 +17,11 @@ The ``*_stopper`` variants add stop criteria that never fire: each result must t
 checked before the trial goes on, so tandem's workers wait for the driver's verdict at every
 report (a stop at iteration k leaves exactly k rows, as in Ray). That is the cost of acting
 where the decision was made; without a stopper or an adaptive scheduler reports do not wait.
+
+The ``tandem_server*`` variants run the same Tuner against a train server (``tandem server
+start`` on loopback, started before the clock), reporting ``server_reports`` times per
+trial: results travel worker → server → the client's event stream, and with stop criteria
+each verdict goes back client → server → worker over HTTP.
 """
 
 from __future__ import annotations
@@ -36,11 +41,13 @@ def _tandem_reporter(config: dict[str, Any]) -> None:
         tune.report({"i": i, "loss": 1.0 / (i + 1)})
 
 
-def run_tandem(params: dict[str, Any], workdir: str, stop: Any = None) -> dict[str, Any]:
+def run_tandem(params: dict[str, Any], workdir: str, stop: Any = None,
+               init: bool = True) -> dict[str, Any]:
     import tandem
     from tandem import tune
 
-    tandem.init(num_cpus=CONCURRENT)
+    if init:
+        tandem.init(num_cpus=CONCURRENT)
     reports = int(params["reports"])
     tuner = tune.Tuner(
         _tandem_reporter,
@@ -65,6 +72,50 @@ def run_tandem_stopper(params: dict[str, Any], workdir: str) -> dict[str, Any]:
 
 def run_ray_stopper(params: dict[str, Any], workdir: str) -> dict[str, Any]:
     return run_ray(params, workdir, stop=NEVER)
+
+
+def run_tandem_server(params: dict[str, Any], workdir: str, stop: Any = None) -> dict[str, Any]:
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    home = os.path.join(workdir, "home")
+    os.makedirs(home, exist_ok=True)
+    os.environ["HOME"] = home  # the server's address/token file goes here, for the client
+    cli = [sys.executable, "-m", "tandem.cli", "server"]
+    subprocess.run([*cli, "start", "--port", str(port), "--num-cpus", str(CONCURRENT),
+                    "--usage-interval-s", "0"], check=True, capture_output=True, timeout=120)
+    with open(os.path.join(home, ".tandem", "server.json")) as f:
+        pid = int(json.load(f)["pid"])
+    try:
+        os.environ["TANDEM_ADDRESS"] = f"127.0.0.1:{port}"
+        return run_tandem({**params, "reports": params["server_reports"]}, workdir,
+                          stop=stop, init=False)
+    finally:
+        subprocess.run([*cli, "stop"], capture_output=True, timeout=60, check=False)
+        _wait_gone(pid)
+
+
+def run_tandem_server_stopper(params: dict[str, Any], workdir: str) -> dict[str, Any]:
+    return run_tandem_server(params, workdir, stop=NEVER)
+
+
+def _wait_gone(pid: int, timeout_s: float = 30.0) -> None:
+    import os
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)  # never leave the server behind
 
 
 def _ray_reporter(config: dict[str, Any]) -> None:
@@ -139,13 +190,22 @@ CASE = Case(
                  "driver's verdict, so decisions take effect at the result that made them.",
         ),
         subprocess_variant(
+            "tandem_server", "tandem", "tandem on a train server", f"{_M}:run_tandem_server",
+            note="the Tuner runs on the client; trials on a loopback train server.",
+        ),
+        subprocess_variant(
+            "tandem_server_stopper", "tandem", "tandem on a train server, stop criteria",
+            f"{_M}:run_tandem_server_stopper",
+            note="every report waits for the verdict, sent back by the client over HTTP.",
+        ),
+        subprocess_variant(
             "ray_stopper", "ray", "Ray Tune, stop criteria", f"{_M}:run_ray_stopper",
             env=quiet_ray_env(),
             note="the same stop criteria on Ray; reports `ray_reports` times per trial.",
         ),
     ],
-    params={"reports": 10_000, "ray_reports": 2_000},
-    smoke_params={"reports": 200, "ray_reports": 50},
+    params={"reports": 10_000, "ray_reports": 2_000, "server_reports": 2_000},
+    smoke_params={"reports": 200, "ray_reports": 50, "server_reports": 50},
     timeout_s=600,
     smoke_timeout_s=60,
 )

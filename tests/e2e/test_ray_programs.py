@@ -108,3 +108,83 @@ def test_wandb_logger_callback_docstring_example_offline(tmp_path):
         assert run.project == "Optimization_Project" and run.exit_code == 0
         assert [step for step, _ in run.metric("loss")] == list(range(1, 9))  # epochs 2..9
         assert len({r.group for r in runs}) == 1
+
+
+def _iterations(exp: str) -> list[list[int]]:
+    """Each trial's training_iteration column, in trial order."""
+    paths = sorted(glob.glob(os.path.join(exp, "*", "result.json")))
+    return [[r["training_iteration"] for r in rows(p)] for p in paths]
+
+
+def test_async_hyperband_example_stops_trials_at_rungs(tmp_path):
+    out = run_program("async_hyperband_example.py", tmp_path)
+    assert "Best hyperparameters found:" in out
+    its = _iterations(str(tmp_path / "results" / "asynchyperband_test"))
+    assert len(its) == 8
+    assert all(i == list(range(1, len(i) + 1)) for i in its), its  # no gap, no duplicate
+    ends = sorted(i[-1] for i in its)
+    assert ends[-1] == 20 and ends[0] < 20, ends  # max_t=20; ASHA stopped some early
+    assert set(ends) <= {3, 12, 20}, ends  # rungs at grace_period * 4**k (Ray's eta), max_t
+
+
+def test_hyperband_example_halves_its_bracket_as_ray(tmp_path):
+    """MyTrainableClass (a class Trainable) under HyperBand, max_t=27, 9 trials: bracket
+    (4 trials, 27) runs straight to 27; bracket (6 slots, milestone 9) keeps ceil(6/3) = 2
+    and runs them on to 27, as Ray 2.60 does on the same program (6 trials at 27, 3 at 9).
+    Before: every trial ran to 27 (the bracket was never halved)."""
+    out = run_program("hyperband_example.py", tmp_path)
+    assert "Best hyperparameters found were:" in out
+    its = _iterations(str(tmp_path / "results" / "hyperband_test"))
+    assert sorted(i[-1] for i in its) == [9, 9, 9] + [27] * 6
+    assert all(i == list(range(1, len(i) + 1)) for i in its), its  # paused, resumed, no repeat
+    assert "PAUSED" in out
+
+
+def test_pbt_example_class_api_finishes(tmp_path):
+    """Ray's pbt_example.py (class Trainable with reset_config, checkpoint_frequency, PBT
+    pausing 4 trials on 2 CPUs): it hung, a trial paused for good."""
+    out = run_program("pbt_example.py", tmp_path, "--smoke-test", timeout=120)
+    assert "Best hyperparameters found were:" in out
+    its = _iterations(str(tmp_path / "results" / "pbt_class_api_example"))
+    assert its == [list(range(1, 11))] * 4  # stop at 10, exactly
+
+
+def test_optuna_example_with_concurrency_limiter(tmp_path):
+    out = run_program("optuna_example.py", tmp_path, "--smoke-test")
+    assert "Best hyperparameters found were:" in out
+    (exp,) = glob.glob(str(tmp_path / "results" / "easy_objective_*"))
+    its = _iterations(exp)
+    assert len(its) == 10 and all(1 <= len(i) <= 20 for i in its)
+
+
+def test_stoppers_as_ray(tmp_path):
+    """The same program on Ray 2.60 prints these lines."""
+    out = run_program("tune_stoppers.py", tmp_path)
+    expected = {
+        "DICT": "[8]", "FUNCTION": "[8]", "CUSTOM_AT_MOST_8": "True", "TRIAL_PLATEAU": "[13]",
+        "MAX_ITER": "[5, 5]", "COMBINED": "[15]", "EXPERIMENT_PLATEAU": "[19]",
+    }
+    got = dict(line.split(" ", 1) for line in out.splitlines()
+               if line.split(" ", 1)[0] in expected)
+    assert got == expected, out[-3000:]
+
+
+def test_torch_linear_example_prepare_model_and_data_loader(tmp_path):
+    """TorchTrainer with prepare_model / prepare_data_loader on 2 workers, a checkpoint per
+    epoch (Ray Train's torch_linear_example.py)."""
+    out = run_program("torch_linear_example.py", tmp_path, "--smoke-test")
+    (run,) = glob.glob(str(tmp_path / "results" / "TorchTrainer_*"))
+    assert [r["training_iteration"] for r in rows(os.path.join(run, "result.json"))] == [1, 2, 3]
+    assert sorted(os.path.basename(p) for p in glob.glob(os.path.join(run, "checkpoint_*"))) \
+        == ["checkpoint_000001", "checkpoint_000002", "checkpoint_000003"]
+    assert "{'loss': " in out
+
+
+def test_custom_func_checkpointing(tmp_path):
+    """Checkpoints from a function trainable; the best result's checkpoint is its last one
+    (stop at 10), inside its own trial folder."""
+    out = run_program("custom_func_checkpointing.py", tmp_path)
+    exp = tmp_path / "results" / "hyperband_test"
+    assert _iterations(str(exp)) == [list(range(1, 11))] * 5
+    best = [ln for ln in out.splitlines() if ln.startswith("Best checkpoint:")]
+    assert best and f"{exp}/train_func_" in best[0] and "checkpoint_000010" in best[0]

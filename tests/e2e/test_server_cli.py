@@ -99,3 +99,16 @@ def test_working_dir_upload_and_tuner_on_the_server(server, tmp_path):
     listed = server.user.cli("jobs", "list", env=server.env()).stdout.splitlines()
     trials = [r for r in listed if "objective_" in r]  # every trial is a job on the server
     assert len(trials) == 3 and all("FINISHED" in r.split() for r in trials), listed
+
+
+def test_tuner_on_a_server_decides_at_the_result(server, tmp_path):
+    """Issue 17: on a train server too, a trial stopped at iteration k leaves exactly k
+    rows: its worker waits for the tuner's verdict, which the client sends back through
+    the server (it overshot to hundreds of rows: reports never waited there)."""
+    out = server.user.python("tuner_on_server.py", str(tmp_path / "results"),
+                             env=server.env())
+    assert line(out, "STOP_ROWS") == "[8, 8]"
+    assert line(out, "STOP_LAST") == "[7, 7]"
+    assert line(out, "STOP_FRAME") == "[8, 8]"
+    assert line(out, "SCHED_ROWS") == "[1, 2, 3, 4, 5]"
+    assert line(out, "ERRORS") == "0"

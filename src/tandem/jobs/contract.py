@@ -136,7 +136,10 @@ class JobService(Protocol):
         ...
 
     def submit(self, spec: JobSpec) -> JobView:
-        """Queues a job and returns its view at once."""
+        """Queues a job and returns its view at once. Its ``spec.listener`` hears the job's
+        events and its questions (``JobCall``, from ``JobContext.ask``), wherever the job
+        runs: the local and the remote service deliver both, and an answer reaches the job;
+        the nested service answers questions with their default."""
         ...
 
     def get(self, job_id: str) -> JobView:

@@ -19,7 +19,7 @@ from tandem._core.errors import ConfigError, JobNotFoundError, ServiceShutdownEr
 from tandem._core.ids import new_id
 from tandem.cluster.base import STRATEGIES, Cluster, Placement
 from tandem.jobs.scheduler import GangScheduler
-from tandem.jobs.spec import JobContext, JobOutcome, JobSpec, JobStatus
+from tandem.jobs.spec import JobCall, JobContext, JobOutcome, JobSpec, JobStatus
 from tandem.jobs.view import DEFAULT_REPORT_WINDOW, JobState, check_report_window, iter_reports
 
 __all__ = ["Job", "LocalJobService", "iter_reports"]
@@ -105,6 +105,10 @@ class LocalJobService:
         self._seq = itertools.count()
         self._closed = False
         self._subscribers: list[Callable[[Job, str, Any], None]] = []
+        self.call_router: Callable[[Job, str, JobCall], bool] | None = None
+        """Where a job without a listener sends its questions (``JobContext.ask``): the
+        train server routes them to the client following the job; returns False when it
+        cannot (the job then gets the call's default answer)."""
         self._wakeup = threading.Event()
         if getattr(cluster, "needs_polling", False):
             # The cluster's capacity changes on its own (nodes join): retry pending jobs.

@@ -41,6 +41,26 @@ class JobOutcome:
     error: BaseException | None = None
 
 
+@dataclass
+class JobCall:
+    """A question a running job asks whoever submitted it, e.g. a tuning trial's worker
+    asking the tuner whether to go on after a report.
+
+    It reaches the submitter's job listener as ``(kind, call)``: in this process directly,
+    for a job on a train server through the server's event stream. The submitter answers
+    it exactly once with ``call.reply(ok, value)`` (``ok=False``: ``value`` is an error to
+    raise in the job). ``default`` is the answer the job gets when nobody follows it (no
+    listener, or a train server's client gone).
+    """
+
+    payload: Any
+    reply: Callable[[bool, Any], None]
+    default: Any = None
+
+    def answer_default(self) -> None:
+        self.reply(True, self.default)
+
+
 class JobContext:
     """What the service gives a runner while its job runs. Created by the service."""
 
@@ -72,6 +92,20 @@ class JobContext:
     def emit(self, kind: str, payload: Any) -> None:
         """Passes an event (e.g. ``("checkpoint", ...)``) to the job's listener and subscribers."""
         self._job._emit(kind, payload)
+
+    def ask(self, kind: str, payload: Any, reply: Callable[[bool, Any], None],
+            default: Any = None) -> None:
+        """Asks the job's submitter (see ``JobCall``); ``reply`` gets the answer, from
+        another thread, or ``default`` at once when nobody can answer."""
+        call = JobCall(payload, reply, default)
+        listener = self._job.spec.listener
+        if listener is not None:
+            listener(kind, call)
+            return
+        router = self._job._service.call_router
+        if router is not None and router(self._job, kind, call):
+            return
+        call.answer_default()
 
     def set_log_paths(self, paths: Mapping[int, str]) -> None:
         """Tells the service where each rank's output goes (for ``JobHandle.logs()``)."""
@@ -150,4 +184,6 @@ class JobSpec:
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
     listener: Callable[[str, Any], None] | None = None
-    """Called with ``("reports", [..])`` and ``("status", JobStatus)`` on the job's thread."""
+    """Called with ``("reports", [..])`` and ``("status", JobStatus)`` on the job's thread,
+    other events (``("checkpoint", ..)``), and the job's questions as ``(kind, JobCall)``,
+    which it must answer (see ``JobCall``)."""

@@ -10,7 +10,9 @@
 ``GET  /api/jobs/{id}/results``            reports, paged by ``after_seq``/``limit``
 ``GET  /api/jobs/{id}/logs``               a rank's output, paged by byte ``offset``;
                                            ``follow=true`` streams it until the job ends
-``GET  /api/jobs/{id}/events``             server-sent events: status, reports, event, end
+``GET  /api/jobs/{id}/events``             server-sent events: status, reports, event, end;
+                                           ``calls=true``: also the job's questions (call)
+``POST /api/calls``                        answer jobs' questions, in a batch
 ``GET  /api/jobs/{id}/outcome``            the pickled JobOutcome of a finished job
 ``GET  /api/jobs/{id}/usage``              resource-use samples per worker
 ``GET  /api/cluster``                      resources, what is free, running jobs' usage
@@ -106,6 +108,31 @@ class SubmitIn(BaseModel):
         return v
     name: str | None = Field(None, min_length=1, max_length=256)
     runtime_env: RuntimeEnvIn | None = None
+
+
+class CallAnswerIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    job_id: str = Field(..., min_length=1, max_length=128)
+    call_id: int = Field(..., ge=1, le=BIG)
+    ok: bool = Field(True, description="false: the job raises value as an error")
+    value: str | None = Field(None, max_length=65_536,
+                              description="the answer (a tuning verdict: continue / stop)")
+
+
+class CallAnswersIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    answers: list[CallAnswerIn] = Field(..., max_length=10_000)
+
+
+class CallRef(BaseModel):
+    job_id: str
+    call_id: int
+
+
+class CallsAnswered(BaseModel):
+    answered: int
+    unknown: list[CallRef] = Field(
+        description="questions no longer open (answered already, or the job ended)")
 
 
 class JobOut(BaseModel):
@@ -440,10 +467,14 @@ def create_app(server: TrainServer, token: str) -> Any:
     async def events(
         job_id: str = JobIdPath,
         after_seq: int = Query(-1, ge=-1, le=BIG, description="send reports after this seq"),
+        calls: bool = Query(False, description=(
+            "also send the job's questions for its submitter (call events: a tuning trial "
+            "waiting for the tuner's verdict); the client answers them through "
+            "POST /api/calls")),
     ) -> Any:
         loop = asyncio.get_running_loop()
         for _ in range(20):
-            got = server.hub.subscribe(job_id, after_seq, loop)
+            got = server.hub.subscribe(job_id, after_seq, loop, answers_calls=calls)
             if got is not None:
                 sub, backlog = got
                 return StreamingResponse(_live_events(server, job_id, sub, backlog),
@@ -456,6 +487,14 @@ def create_app(server: TrainServer, token: str) -> Any:
                                          headers={"Cache-Control": "no-cache"})
             await asyncio.sleep(0.05)  # submitted this instant: not in the hub yet
         return err(409, f"job {job_id} is {rec.state} but not known to the job service")
+
+    @app.post("/api/calls", response_model=CallsAnswered, responses=_answers(422))
+    def answer_calls(body: CallAnswersIn) -> Any:
+        """Answers of the client following jobs to their questions (call events); one
+        request carries every answer the client has ready (several trials at once)."""
+        unknown = [{"job_id": a.job_id, "call_id": a.call_id} for a in body.answers
+                   if not server.hub.answer(a.job_id, a.call_id, a.ok, a.value)]
+        return {"answered": len(body.answers) - len(unknown), "unknown": unknown}
 
     # ----------------------------------------------------------------- dashboard
 
@@ -574,12 +613,12 @@ def _merge_reports(items: list[StreamItem]) -> list[StreamItem]:
 
 
 def _format(item: StreamItem) -> str:
-    if item.kind == "event":
+    if item.kind in ("event", "call"):
         try:
             pickled = base64.b64encode(cloudpickle.dumps(item.payload)).decode("ascii")
         except Exception:  # noqa: BLE001 - an event that does not pickle is not sent
             return ""
-        return _sse("event", {**item.data, "pickle": pickled})
+        return _sse(item.kind, {**item.data, "pickle": pickled})
     return _sse(item.kind, item.data)
 
 

@@ -130,6 +130,9 @@ class TrainServer:
         self._lock = threading.Lock()
         self._run_folders: dict[str, str] = {}  # run path -> live job writing into it
         self.service.subscribe(self.projection.on_job_event)
+        # a job's questions for its submitter (a trial waiting for the tuner's verdict)
+        # go to the client following it, through its event stream
+        self.service.call_router = lambda job, kind, call: self.hub.call(job.job_id, kind, call)
         # Code running in this process (a trial that fits a Trainer, through its driver
         # calls) submits to this service, not to a new embedded one.
         from tandem.jobs import runtime

@@ -13,6 +13,17 @@ a result takes effect there."""
 
 
 @dataclass(frozen=True)
+class AskSubmitter:
+    """A ``call_handlers`` entry: the workers' call is a question for whoever submitted
+    the run. It reaches the job listener as ``(kind, tandem.jobs.spec.JobCall)`` whose
+    ``reply`` answers the worker, in this process or across a train server's connection;
+    a run nobody follows gets ``default``."""
+
+    kind: str
+    default: Any = None
+
+
+@dataclass(frozen=True)
 class StorageContext:
     """Where a run writes: ``run_path = storage_path/run_name`` (local path or fsspec URL)."""
 

@@ -151,6 +151,8 @@ class TuneController:
         # reports whose worker waits for the verdict on them: trial id -> [((iteration,
         # reports made by that gang), reply)]
         self._verdicts: dict[str, list[tuple[tuple[int, int], Callable[[bool, str], None]]]] = {}
+        # scheduler suggestions for trials told to pause whose job has not ended yet
+        self._after_pause: dict[str, Any] = {}
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> list[TuneTrial]:
@@ -200,6 +202,8 @@ class TuneController:
         for trial_id, gen, kind, payload in items:
             trial = self._by_id.get(trial_id)
             if trial is None or gen != trial.gen:
+                if kind == "verdict":  # from a gang this tuner already ended
+                    payload.reply(True, "stop")
                 continue
             if kind == "reports":
                 self._on_reports(trial, payload)
@@ -209,8 +213,9 @@ class TuneController:
                     cb.on_trial_save(iteration=self._iteration, trials=self.trials, trial=trial)
             elif kind == "status":
                 self._on_status(trial, payload)
-            elif kind == "verdict":
-                self._verdicts.setdefault(trial.trial_id, []).append(payload)
+            elif kind == "verdict":  # a JobCall: the worker waits for it (AskSubmitter)
+                self._verdicts.setdefault(trial.trial_id, []).append(
+                    (tuple(payload.payload), payload.reply))
         if self._verdicts:
             self._answer_verdicts()
         self.reporter.refresh(self.trials)
@@ -236,15 +241,15 @@ class TuneController:
             if suggestion is None:
                 break
             trial = self._by_id.get(suggestion.trial_id)
-            if trial is None or trial.status is not TrialStatus.PAUSED:
+            if trial is None:
                 continue
-            self._paused.discard(trial.trial_id)
-            if suggestion.action.name == "RESUME":
-                trial.status = TrialStatus.PENDING
-                self._start(trial, trial.checkpoint)
-            else:
-                self._end_trial(trial, TrialStatus.TERMINATED, remove=True,
-                                note=suggestion.reason)
+            if trial.status is not TrialStatus.PAUSED:
+                if trial.action is not None and trial.action.action is Action.PAUSE:
+                    # told to pause, its job not ended yet: act once it has (dropping the
+                    # suggestion would leave the trial paused for good)
+                    self._after_pause[trial.trial_id] = suggestion
+                continue
+            self._act_on_suggestion(trial, suggestion)
         while self._room() and not self._search_done:
             if not self.searcher_counts and self._created >= self.num_samples:
                 break
@@ -258,6 +263,14 @@ class TuneController:
             trial = self._new_trial(trial_id, config)
             self.scheduler.on_trial_add(trial)
             self._start(trial, None)
+
+    def _act_on_suggestion(self, trial: TuneTrial, suggestion: Any) -> None:
+        self._paused.discard(trial.trial_id)
+        if suggestion.action.name == "RESUME":
+            trial.status = TrialStatus.PENDING
+            self._start(trial, trial.checkpoint)
+        else:
+            self._end_trial(trial, TrialStatus.TERMINATED, remove=True, note=suggestion.reason)
 
     def _room(self) -> bool:
         if self._queued >= self.queue_depth:
@@ -345,6 +358,9 @@ class TuneController:
                 self._paused.add(trial.trial_id)
                 self._state_dirty = True
                 self.reporter.status_change(trial, self.trials, action.reason)
+                later = self._after_pause.pop(trial.trial_id, None)
+                if later is not None:
+                    self._act_on_suggestion(trial, later)
                 return
             if action.action is Action.RESTART:
                 trial.config = dict(action.config)

@@ -16,13 +16,12 @@ import cloudpickle
 from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
 from tandem.jobs.contract import JobService, JobView
-from tandem.jobs.client import RemoteJobService
 from tandem.jobs.runtime import get_service, log_to_driver
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, RunConfig, ScalingConfig, as_search_dict
 from tandem.train.api.files import join_path, make_dirs, read_file, remove_dir, write_file
 from tandem.train.api.result import Result
-from tandem.train.api.run import RunDescription, job_spec, pickle_train_fn
+from tandem.train.api.run import AskSubmitter, RunDescription, job_spec, pickle_train_fn
 from tandem.train.api.trainer import DataParallelTrainer
 from tandem.train.context import AWAIT_VERDICT, StorageContext
 from tandem.tune.callback import Callback
@@ -305,9 +304,11 @@ class Tuner:
                     num_workers=1, resources_per_worker=res)
                 fields = {"config": trial.config, "scaling_config": scaling}
             handlers: dict[str, Any] = {}
-            if verdicts and not isinstance(service, RemoteJobService):
+            if verdicts:
                 fields["metadata"] = {**base.metadata, AWAIT_VERDICT: True}
-                handlers["tune_verdict"] = _verdict_handler(listener)
+                # answered by this tuner, also across a train server's connection; a trial
+                # nobody follows any more (the client gone) goes on
+                handlers["tune_verdict"] = AskSubmitter("verdict", default="continue")
             run = replace(
                 base, **fields, storage=StorageContext(exp_path, trial.name, exp_name),
                 trial_id=trial.trial_id, trial_name=trial.name,
@@ -421,16 +422,6 @@ def _restored_results(restore: Mapping[str, Any], tc: TuneConfig) -> ResultGrid:
     trials: list[TuneTrial] = list(restore["trials"])
     return ResultGrid([Tuner._result_of(t) for t in trials], restore["experiment_path"],
                       tc.metric, tc.mode, trial_ids=[t.trial_id for t in trials])
-
-
-def _verdict_handler(listener: Callable[[str, Any], None]) -> Callable[..., None]:
-    """The driver call a trial's rank 0 makes after each report: the request goes to the
-    tune controller, which replies once it has handled that report."""
-
-    def handle(controller: Any, rank: int, payload: Any, reply: Callable[[bool, Any], None]) -> None:
-        listener("verdict", (tuple(payload), reply))
-
-    return handle
 
 
 def _default_experiment_name(storage: str, prefix: str) -> str:

@@ -189,6 +189,13 @@ def test_bad_input_is_refused_with_clear_errors(server, tmp_path):
             r = c.get(path)
             assert r.status_code == 404 and "job_nope" in r.json()["detail"], path
         assert c.post("/api/jobs/job_nope/stop").status_code == 404
+        # answers to questions no job asks: taken, and listed as not open
+        r = c.post("/api/calls", json={"answers": [{"job_id": "job_nope", "call_id": 1,
+                                                     "value": "continue"}]})
+        assert r.status_code == 200 and r.json() == {
+            "answered": 0, "unknown": [{"job_id": "job_nope", "call_id": 1}]}
+        r = c.post("/api/calls", json={"answers": [{"job_id": "j", "call_id": 0}]})
+        assert r.status_code == 422 and "call_id" in str(r.json()["detail"])
         r = c.put("/api/packages/" + "a" * 32, content=os.urandom(2 * 2**20))
         assert r.status_code == 413 and "max-upload-mb" in r.json()["detail"]
 

@@ -9,6 +9,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
+from tandem.jobs.spec import JobCall
 from tandem.jobs.store import InMemoryJobStore, JobRecord, ReportRecord
 from tandem.server.auth import TokenAuth
 from tandem.server.events import EventHub, StoreWriter
@@ -34,6 +35,82 @@ def test_hub_backlog_then_live_then_end():
         assert [b.kind for b in backlog] == ["status", "reports", "end"]
         hub.drop("j")
         assert hub.subscribe("j", -1, loop) is None
+
+    asyncio.run(main())
+
+
+def _call(answers: list, payload=(1, 1)) -> JobCall:
+    return JobCall(payload, lambda ok, value: answers.append((ok, value)), "continue")
+
+
+def _wait_for(cond, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_hub_calls_reach_the_answering_stream_and_its_answer_the_job():
+    """A job's question goes to the submitter's stream only (calls=true), again to one
+    that opens later (a reconnection) until answered; a second answer is refused."""
+    async def main():
+        hub = EventHub()
+        loop = asyncio.get_running_loop()
+        hub.open("j", "RUNNING")
+        reader, _ = hub.subscribe("j", -1, loop)  # someone reading results: no questions
+        answers: list = []
+        assert hub.call("j", "verdict", _call(answers, (3, 3)))
+        first, backlog = hub.subscribe("j", -1, loop, answers_calls=True)
+        calls = [b for b in backlog if b.kind == "call"]
+        assert len(calls) == 1 and calls[0].payload == (3, 3)
+        assert calls[0].data["kind"] == "verdict"
+        hub.unsubscribe("j", first)  # the client reconnects: the question is sent again
+        again, backlog = hub.subscribe("j", -1, loop, answers_calls=True)
+        cid = next(b for b in backlog if b.kind == "call").data["call_id"]
+        assert cid == calls[0].data["call_id"]
+        assert hub.call("j", "verdict", _call(answers, (4, 4)))
+        live = await asyncio.wait_for(again.queue.get(), 1)
+        assert live.kind == "call" and live.payload == (4, 4)
+        assert reader.queue.empty()
+        assert hub.answer("j", cid, True, "stop")
+        assert not hub.answer("j", cid, True, "stop")  # answered already
+        assert hub.answer("j", live.data["call_id"], False, "boom")
+        assert answers[0] == (True, "stop")
+        assert answers[1][0] is False and "boom" in str(answers[1][1])
+        assert not hub.answer("other", 1, True, "x")
+
+    asyncio.run(main())
+
+
+def test_hub_questions_nobody_answers_get_their_default():
+    """The client is gone: after ``unattended_s`` its questions get the default answer,
+    and later ones at once, until a client follows the job again."""
+    async def main():
+        hub = EventHub(unattended_s=0.2)
+        loop = asyncio.get_running_loop()
+        hub.open("j", "RUNNING")
+        answers: list = []
+        hub.call("j", "verdict", _call(answers))
+        await asyncio.sleep(0.05)
+        assert answers == []  # the submitter may still connect
+        _wait_for(lambda: answers == [(True, "continue")])
+        hub.call("j", "verdict", _call(answers))
+        assert answers[-1] == (True, "continue") and len(answers) == 2  # at once
+        sub, _ = hub.subscribe("j", -1, loop, answers_calls=True)
+        hub.call("j", "verdict", _call(answers))
+        assert len(answers) == 2  # followed again: it waits for the client
+        got = await asyncio.wait_for(sub.queue.get(), 1)
+        hub.unsubscribe("j", sub)
+        _wait_for(lambda: len(answers) == 3)
+        assert not hub.answer("j", got.data["call_id"], True, "stop")
+        hub.call("j", "verdict", _call(answers))
+        assert len(answers) == 4  # unattended again: at once
+        sub, _ = hub.subscribe("j", -1, loop, answers_calls=True)
+        hub.call("j", "verdict", _call(answers))
+        hub.end("j", "FINISHED", None)  # the job ended: its question needs no answer
+        hub.unsubscribe("j", sub)
+        await asyncio.sleep(0.4)
+        assert len(answers) == 4
 
     asyncio.run(main())
 

@@ -9,6 +9,7 @@ import dataclasses
 import json
 import logging
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,7 +26,7 @@ from tandem.jobs.client.discovery import (
     resolve_connection,
 )
 from tandem.jobs.client.packaging import check_runtime_env, package_working_dir
-from tandem.jobs.spec import JobOutcome, JobSpec, JobStatus
+from tandem.jobs.spec import JobCall, JobOutcome, JobSpec, JobStatus
 from tandem.jobs.view import DEFAULT_REPORT_WINDOW, JobState, check_report_window
 
 logger = logging.getLogger(__name__)
@@ -91,9 +92,12 @@ class RemoteJob(JobState):
         delay = 0.1
         while True:
             try:
+                params: dict[str, Any] = {"after_seq": self._last_seq}
+                if self.listener is not None:  # the submitter answers the job's questions
+                    params["calls"] = "true"
                 with conn.http.stream(
                     "GET", f"/api/jobs/{self.job_id}/events",
-                    params={"after_seq": self._last_seq},
+                    params=params,
                     timeout=conn._httpx.Timeout(10.0, read=None),
                 ) as r:
                     conn.check(r)
@@ -140,11 +144,33 @@ class RemoteJob(JobState):
                                    data.get("kind"), e)
                     return False
                 self.listener(data["kind"], payload)
+        elif event == "call":
+            self._on_call(data)
         elif event == "end":
             status = JobStatus(data["state"])
             self._finish(self._service._outcome(self.job_id, status, data))
             return True
         return False
+
+    def _on_call(self, data: dict) -> None:
+        """A question of the job (``JobContext.ask`` on the server): to the listener, whose
+        ``reply`` sends the answer back (sent again after a reconnection until answered)."""
+        if self.listener is None:
+            return
+        call_id = int(data["call_id"])
+        try:
+            payload = cloudpickle.loads(base64.b64decode(data["pickle"]))
+        except Exception as e:  # noqa: BLE001
+            logger.warning("job %s: could not load a %r question: %s", self.job_id,
+                           data.get("kind"), e)
+            self._service.answer_call(self.job_id, call_id, False, f"not loadable: {e}")
+            return
+        job_id, service = self.job_id, self._service
+
+        def reply(ok: bool, value: Any) -> None:
+            service.answer_call(job_id, call_id, ok, value)
+
+        self.listener(str(data["kind"]), JobCall(payload, reply))
 
     def _finish(self, outcome: JobOutcome) -> None:
         if self._end(outcome) and self.listener is not None:
@@ -213,6 +239,8 @@ class RemoteJobService:
         self._package: dict[str, Any] | None = None
         self._lock = threading.Lock()
         self.cluster = _ClusterView(self)
+        self._answers: queue.SimpleQueue[tuple[str, int, bool, Any] | None] = queue.SimpleQueue()
+        self._answerer: threading.Thread | None = None
 
     # -- the LocalJobService surface -------------------------------------------------------
 
@@ -277,7 +305,40 @@ class RemoteJobService:
 
     def shutdown(self, timeout_s: float = 0.0) -> None:
         """Closes the connection; jobs on the server keep running."""
+        if self._answerer is not None:
+            self._answers.put(None)
+            self._answerer.join(1.0)
         self._conn.close()
+
+    def answer_call(self, job_id: str, call_id: int, ok: bool, value: Any) -> None:
+        """Sends the answer to a job's question (from a thread of its own: whoever answers,
+        e.g. the tuner's loop, never waits on the network)."""
+        with self._lock:
+            if self._answerer is None:
+                self._answerer = threading.Thread(target=self._send_answers,
+                                                  name="tandem-answers", daemon=True)
+                self._answerer.start()
+        self._answers.put((job_id, call_id, ok, value))
+
+    def _send_answers(self) -> None:
+        """Sends the answers ready, all in one request (several trials answered at once)."""
+        while True:
+            items = [self._answers.get()]
+            while True:
+                try:
+                    items.append(self._answers.get_nowait())
+                except queue.Empty:
+                    break
+            answers = [{"job_id": job_id, "call_id": call_id, "ok": bool(ok),
+                        "value": None if value is None else str(value)}
+                       for job_id, call_id, ok, value in (i for i in items if i is not None)]
+            if answers:
+                try:
+                    self._conn.request("POST", "/api/calls", json={"answers": answers})
+                except Exception as e:  # noqa: BLE001 - the question is sent again on reconnect
+                    logger.debug("answers to %d question(s) not sent: %s", len(answers), e)
+            if None in items:
+                return
 
     # -- internals -------------------------------------------------------------------------
     def _outcome(self, job_id: str, status: JobStatus, end: Mapping[str, Any]) -> JobOutcome:

@@ -53,7 +53,7 @@ from tandem.train.api.errors import TrainingFailedError
 from tandem.train.api.files import remove_dir
 from tandem.train.api.result import Result
 from tandem.train.backends.base import Backend
-from tandem.train.context import StorageContext, TrainContext
+from tandem.train.context import AskSubmitter, StorageContext, TrainContext
 
 logger = logging.getLogger(__name__)
 
@@ -371,6 +371,10 @@ class TrainController(JobRunner):
             except Exception as e:  # value did not pickle
                 worker.send(("reply", call_id, False, RuntimeError(repr(e))))
 
+        if isinstance(handler, AskSubmitter):
+            assert self.ctx is not None
+            self.ctx.ask(handler.kind, payload, reply, handler.default)
+            return
         handler(self, rank, payload, reply)
 
     # -- gang lifecycle ------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any
 import cloudpickle
 
 from tandem._core.errors import JobNotFoundError
-from tandem.jobs.spec import JobOutcome, JobSpec
+from tandem.jobs.spec import JobCall, JobOutcome, JobSpec
 from tandem.jobs.view import DEFAULT_REPORT_WINDOW, JobState, check_report_window
 from tandem.train.api.callback import Callback, CallbackDispatcher, CallbackSite
 from tandem.train.api.result import Result
@@ -159,6 +159,9 @@ def handle_submit(controller: Any, rank: int, payload: Any, reply: Any) -> None:
     ready = threading.Event()
 
     def listener(kind: str, data: Any) -> None:
+        if isinstance(data, JobCall):  # a question for a submitter inside a worker: not
+            data.answer_default()      # forwarded there (the job goes on as if unfollowed)
+            return
         if kind == "status":
             outcome = None
             if data.is_terminal:

@@ -38,9 +38,9 @@ from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import RunConfig, ScalingConfig
 from tandem.train.api.validation import check_train_fn
 from tandem.train.backends.base import BackendConfig
-from tandem.train.context import StorageContext
+from tandem.train.context import AskSubmitter, StorageContext
 
-__all__ = ["RunDescription", "submit"]
+__all__ = ["AskSubmitter", "RunDescription", "submit"]
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,9 @@ class RunDescription:
         failure_setting: how error messages name the restart budget, with ``{}`` for its
             value (the 1.x ``Trainer`` says ``Trainer(max_retries={})``).
         call_handlers: ``name -> handler(controller, rank, payload, reply)``: calls the
-            workers may make to this process (the tuner's ``tune_verdict``).
+            workers may make to the driver; or ``name -> AskSubmitter(kind, default)``: a
+            call the run's submitter answers (the tuner's ``tune_verdict``), also when the
+            run goes to a train server.
     """
 
     train_fn: Callable[..., Any]

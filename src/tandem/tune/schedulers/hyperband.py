@@ -28,7 +28,8 @@ class _Bracket:
     Trials run until ``time_attr`` reaches the current milestone (``cumul_r``), then pause.
     When every live trial has reached it, the top ``ceil(n / eta)`` continue to the next
     milestone and the rest stop. Milestones follow Ray exactly:
-    ``r <- int(min(r * eta, max_t - cumul_r)); cumul_r <- r``.
+    ``r <- int(min(r * eta, max_t)); cumul_r <- r`` (Ray 2.60; older Ray capped the last
+    one at ``max_t - cumul_r``, which stopped trials short of ``max_t``)
     """
 
     def __init__(
@@ -59,11 +60,10 @@ class _Bracket:
     def milestones(self) -> list[float]:
         """Every milestone this bracket will use, computed the way halving will."""
         out: list[float] = [self.r0]
-        n, r, cumul = self.n0, self.r0, self.r0
+        n, r = self.n0, self.r0
         for _ in range(self.s):
             n = math.ceil(n / self.eta)
-            r = int(min(r * self.eta, self.max_t_attr - cumul))
-            cumul = r
+            r = int(min(r * self.eta, self.max_t_attr))
             out.append(r)
         return out
 
@@ -86,7 +86,10 @@ class _Bracket:
         return self._time(self.live[trial_id]) < self.cumul_r
 
     def filled(self) -> bool:
-        return len(self.live) == self.n
+        # Ray: len(live) == n, with every trial created up front (Tune's pending trials),
+        # so a bracket takes its n0 first trials. tandem creates trials as slots free up:
+        # counting the trials that joined keeps Ray's assignment when some already ended.
+        return len(self.all_trials) >= self.n0 or len(self.live) == self.n
 
     def successive_halving(self, metric: str, metric_op: float) -> tuple[list[str], list[str]]:
         if self.halves == 0 and not self.stop_last_trials:
@@ -94,7 +97,7 @@ class _Bracket:
         assert self.halves > 0
         self.halves -= 1
         self.n = math.ceil(self.n / self.eta)
-        self.r = int(min(self.r * self.eta, self.max_t_attr - self.cumul_r))
+        self.r = int(min(self.r * self.eta, self.max_t_attr))
         self.cumul_r = self.r
         ranked = sorted(self.live, key=lambda t: metric_op * self.live[t][metric])  # type: ignore[index]
         return ranked[-self.n :], ranked[: -self.n]
@@ -145,7 +148,7 @@ class HyperBandScheduler(TrialScheduler):
     CONTINUE, for the trial reporting) and the rest STOP (``TrialSuggestion.stop`` for
     paused ones). When the last milestone is done the bracket's trials stop. Exactly Ray's
     ``HyperBandScheduler``, including its milestones (the last one is
-    ``min(r * eta, max_t - previous milestone)``).
+    ``min(r * eta, max_t)``, as in Ray 2.60).
 
     Args:
         time_attr: Monotonically increasing result key measuring progress.

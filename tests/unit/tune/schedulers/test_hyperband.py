@@ -35,13 +35,14 @@ def test_brackets_as_ray_computes_them():
     _add(sched, 5 + 8 + 15 + 34 + 81)
     (band,) = sched.bands
     assert [b.n0 for b in band] == [5, 8, 15, 34, 81]
-    # Ray's milestones: r <- int(min(r * eta, max_t - previous milestone)), so the last is 54.
+    # Ray 2.60's milestones: r <- int(min(r * eta, max_t)), so the last is max_t (its
+    # hyperband_example.py runs the survivors of bracket (6, 9) on to 27 = max_t)
     assert [b.milestones for b in band] == [
         [81],
-        [27, 54],
-        [9, 27, 54],
-        [3, 9, 27, 54],
-        [1, 3, 9, 27, 54],
+        [27, 81],
+        [9, 27, 81],
+        [3, 9, 27, 81],
+        [1, 3, 9, 27, 81],
     ]
     _add(sched, 1, prefix="extra")
     assert len(sched.bands) == 2 and sched.bands[1][0].n0 == 5
@@ -51,13 +52,31 @@ def test_trials_fill_brackets_in_order():
     sched = _hb(max_t=9, reduction_factor=3)  # s_max_1 = 3: sizes 3, 5, 9; starts 9, 3, 1
     _add(sched, 3 + 5 + 2)
     assert [len(b.live) for b in sched.bands[0]] == [3, 5, 2]
-    assert [b.milestones for b in sched.bands[0]] == [[9], [3, 6], [1, 3, 6]]
+    assert [b.milestones for b in sched.bands[0]] == [[9], [3, 9], [1, 3, 9]]
+
+
+def test_a_trial_created_after_others_finished_joins_the_next_bracket():
+    """Ray's hyperband_example.py (9 trials, max_t=27): Ray creates its trials up front, so
+    the first bracket (4 trials, straight to 27) takes trials 0-3 and the next (6 slots,
+    milestone 9) the rest. tandem creates trials as slots free up: a trial of bracket 0
+    that finished made room there again, every trial ran to 27 and none was halved."""
+    sched = _hb(max_t=27)
+    first = _add(sched, 4)
+    for t in first[:2]:
+        t.status = TrialStatus.TERMINATED
+        sched.on_trial_complete(t, {"training_iteration": 27, "acc": 1.0})
+    late = _add(sched, 5, prefix="late")
+    (band,) = sched.bands
+    assert [(b.n0, b.r0) for b in band] == [(4, 27), (6, 9)]
+    assert sorted(band[1].live) == [t.trial_id for t in late]
+    assert sched.on_trial_result(late[0], {"training_iteration": 9, "acc": 1.0}).action \
+        is Action.PAUSE
 
 
 def test_pause_at_milestone_then_resume_top_and_stop_rest():
     sched = _hb(max_t=9, reduction_factor=3)
     _add(sched, 3, prefix="first")  # bracket s=0 (milestone 9)
-    b = _add(sched, 5, prefix="b")  # bracket s=1: milestones 3, 6; keeps ceil(5 / 3) = 2
+    b = _add(sched, 5, prefix="b")  # bracket s=1: milestones 3, 9; keeps ceil(5 / 3) = 2
     score = {f"b{i}": float(i) for i in range(5)}
 
     def report(trial, it):
@@ -85,12 +104,12 @@ def test_pause_at_milestone_then_resume_top_and_stop_rest():
         sched.on_trial_remove(t)
     b[3].status = TrialStatus.RUNNING
     assert _drain(sched) == []
-    # Second milestone (6): b4 gets there first and waits; b3 finishes the bracket.
-    assert report(b[4], 4) is CONTINUE and report(b[4], 5) is CONTINUE
-    assert report(b[4], 6).action is Action.PAUSE
+    # Second milestone (9 = max_t): b4 gets there first and waits; b3 finishes the bracket.
+    assert all(report(b[4], i) is CONTINUE for i in range(4, 9))
+    assert report(b[4], 9).action is Action.PAUSE
     b[4].status = TrialStatus.PAUSED
-    assert report(b[3], 4) is CONTINUE and report(b[3], 5) is CONTINUE
-    d = report(b[3], 6)
+    assert all(report(b[3], i) is CONTINUE for i in range(4, 9))
+    d = report(b[3], 9)
     assert d.action is Action.STOP and "bracket finished" in d.reason
     assert _drain(sched) == [(SuggestionAction.STOP, "b4")]
 

@@ -147,6 +147,22 @@ def test_pauses_for_waiting_trials_and_resumes_least_trained():
     assert sched.suggest() is None
 
 
+def test_a_pause_still_taking_effect_is_not_resumed_yet():
+    """Ray's pbt_example.py (class API, 4 trials on 2 CPUs) hung: a trial told to pause was
+    suggested for resumption while its job was still being stopped (status RUNNING), the
+    controller dropped that suggestion, and the trial stayed PAUSED forever."""
+    sched = _pbt()
+    a, _ = _population(sched, 2)
+    waiting = Trial("w", {"lr": 0.5, "opt": "sgd", "bs": 16, "seed": 9})
+    sched.on_trial_add(waiting)
+    assert _report(sched, a, 10, 0.5).action is Action.PAUSE
+    waiting.status = TrialStatus.RUNNING  # w starts before a's job has ended
+    assert sched.suggest() is None  # a still runs: nothing to resume yet
+    a.status = TrialStatus.PAUSED
+    s = sched.suggest()
+    assert (s.action, s.trial_id) == (SuggestionAction.RESUME, "p0")
+
+
 def test_missing_attrs():
     sched = _pbt()
     (a,) = _population(sched, 1)
