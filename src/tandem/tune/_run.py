@@ -44,7 +44,7 @@ def run(
     local_dir: str | None = None,
     storage_path: str | None = None,
     name: str | None = None,
-    resume: bool | str | None = False,
+    resume: bool | str | None = None,
     verbose: int | None = None,
     callbacks: Sequence[Any] | None = None,
     max_concurrent_trials: int | None = None,

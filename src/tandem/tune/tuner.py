@@ -173,25 +173,44 @@ class Tuner:
                         f"{', '.join(repr(k) for k in allowed)}. Put {key!r} inside "
                         f"'train_loop_config'."
                     )
+            self._refuse_checkpoint_schedule("a Trainer")
             return "trainer", inner
         if is_trainable_class(inner) or isinstance(inner, _ClassWithParameters):
             cls = inner.cls if isinstance(inner, _ClassWithParameters) else inner
             params = inner.params if isinstance(inner, _ClassWithParameters) else {}
             cc = self.run_config.checkpoint_config or CheckpointConfig()
             runner = ClassTrainableRunner(
-                cls, checkpoint_frequency=getattr(cc, "checkpoint_frequency", 0) or 0,
-                checkpoint_at_end=bool(getattr(cc, "checkpoint_at_end", False)),
+                cls, checkpoint_frequency=cc.checkpoint_frequency or 0,
+                # Ray's default for a Trainable class in a Tuner: a checkpoint at the end
+                checkpoint_at_end=True if cc.checkpoint_at_end is None else cc.checkpoint_at_end,
                 stop=self.run_config.stop if isinstance(self.run_config.stop, Mapping) else None,
                 kwargs=params,
             )
             return "function", runner
         if callable(inner):
             check_function_trainable(inner)
+            self._refuse_checkpoint_schedule("a function trainable")
             return "function", inner
         raise ConfigError(
             f"Tuner(trainable={trainable!r:.60}) is not a trainable: give a function f(config), "
             f"a tune.Trainable subclass, or a Trainer (e.g. TorchTrainer)."
         )
+
+    def _refuse_checkpoint_schedule(self, what: str) -> None:
+        """Ray's check: ``checkpoint_frequency`` / ``checkpoint_at_end`` only apply to
+        Trainable classes; a function reports its own checkpoints."""
+        cc = self.run_config.checkpoint_config
+        if cc is None:
+            return
+        for name, value in (("checkpoint_at_end", cc.checkpoint_at_end),
+                            ("checkpoint_frequency", cc.checkpoint_frequency)):
+            if value:
+                raise ConfigError(
+                    f"CheckpointConfig({name}={value!r}) cannot be used with {what} (as in "
+                    f"Ray): it saves its own checkpoints. Call tune.report(metrics, "
+                    f"checkpoint=...) every N iterations and at the end of the function "
+                    f"instead, and remove {name}."
+                )
 
     # -- running ---------------------------------------------------------------------------
     def fit(self) -> ResultGrid:

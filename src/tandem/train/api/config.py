@@ -169,9 +169,12 @@ class CheckpointConfig:
     checkpoint_score_attribute: str | None = None
     checkpoint_score_order: str = "max"
     checkpoint_frequency: int = 0
-    """For ``tune.Trainable`` classes: save a checkpoint every N steps (0 = never)."""
-    checkpoint_at_end: bool = False
-    """For ``tune.Trainable`` classes: save a checkpoint when the trial ends."""
+    """For ``tune.Trainable`` classes (and the boosted-tree trainers' params form): save a
+    checkpoint every N steps (0 = never). A train function reports its own checkpoints, so
+    with one it is refused, as in Ray."""
+    checkpoint_at_end: bool | None = None
+    """For ``tune.Trainable`` classes: save a checkpoint when the trial ends. ``None`` (Ray's
+    default) means yes for a Trainable class in a ``Tuner``; refused with a train function."""
 
     def __post_init__(self) -> None:
         k = self.num_to_keep

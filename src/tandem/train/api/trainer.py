@@ -30,6 +30,9 @@ class DataParallelTrainer:
     """
 
     _backend_config_cls: type[BackendConfig] = BackendConfig
+    _checkpoint_schedule_read: bool = False
+    """True where the trainer itself saves checkpoints on ``CheckpointConfig``'s
+    ``checkpoint_frequency`` / ``checkpoint_at_end`` (the boosted trees' params form)."""
     param_space_keys: tuple[str, ...] = ()
     """``Tuner(trainer, param_space=...)`` keys this trainer takes besides
     ``train_loop_config`` / ``scaling_config`` / ``datasets``: a trial's value for each is
@@ -83,6 +86,17 @@ class DataParallelTrainer:
                     f"{type(dataset_config).__name__}."
                 )
             dataset_config.check_names(datasets or {})
+        cc = run_config.checkpoint_config
+        if cc is not None and not self._checkpoint_schedule_read:
+            if cc.checkpoint_frequency or cc.checkpoint_at_end:
+                raise ConfigError(
+                    f"{type(self).__name__}(run_config=RunConfig(checkpoint_config="
+                    f"CheckpointConfig(checkpoint_frequency={cc.checkpoint_frequency!r}, "
+                    f"checkpoint_at_end={cc.checkpoint_at_end!r}))): a train function saves "
+                    f"its own checkpoints, so these are not used (Ray Train refuses them too). "
+                    f"Call train.report(metrics, checkpoint=...) every N steps and at the end "
+                    f"of the function instead, and remove them."
+                )
         if run_config.stop is not None:
             raise ConfigError(
                 f"{type(self).__name__}(run_config=RunConfig(stop={run_config.stop!r})): stop "
