@@ -446,10 +446,10 @@ def test_the_audit_refuses_a_reader_that_does_not_read() -> None:
     assert "Runner.go' never loads .label" in text
 
 
-def test_the_audit_checks_a_refusal_by_calling() -> None:
+def test_the_audit_checks_a_refusal_by_calling(index: A.SourceIndex) -> None:
     from tandem.train import ScalingConfig
 
     accepted = A.Param("tandem.train.ScalingConfig", "num_workers", ScalingConfig, True)
     problems = A.audit([accepted], {"tandem.train.ScalingConfig": {
-        "num_workers": Refused(3)}}, A.SourceIndex())
+        "num_workers": Refused(3)}}, index)
     assert problems and "was accepted" in problems[0]
