@@ -40,7 +40,7 @@ def test_only_the_named_datasets_are_split(storage, tmp_path, split):
         scaling_config=ScalingConfig(num_workers=2),
         run_config=RunConfig(storage_path=storage, verbose=0),
     ).fit()
-    seen = [json.load(open(out / f"rank{r}.json")) for r in (0, 1)]
+    seen = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [s["train"] for s in seen] == [[0, 1, 2, 3], [4, 5, 6, 7]]
     if split == "all":
         assert [s["valid"] for s in seen] == [[100, 101, 102], [103, 104, 105]]

@@ -194,10 +194,9 @@ def init_flow(node: ast.FunctionDef | ast.AsyncFunctionDef, param: str) -> Flow:
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 attrs = [_is_self_attr(t, self_name) for t in targets]
                 if all(a is not None for a in attrs) and param in _names_in(stmt.value):
+                    # stored, even if computed from it (``self._mode = check_mode(mode)``):
+                    # the stored value still needs a reader
                     stored.extend(a for a in attrs if a is not None)
-                    # building something from it (a call other than a copy) also consumes it
-                    if _builds_from(stmt.value, param):
-                        consumed = True
                     continue
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
                     and _is_super_init(stmt.value):
@@ -231,22 +230,6 @@ def init_flow(node: ast.FunctionDef | ast.AsyncFunctionDef, param: str) -> Flow:
     if stored:
         return Flow("stored", tuple(stored))
     return Flow("unread")
-
-
-_COPIES = frozenset({"dict", "list", "tuple", "set", "frozenset", "float", "int", "str", "bool",
-                     "sorted", "deepcopy", "copy"})
-
-
-def _builds_from(value: ast.AST, param: str) -> bool:
-    """The stored value is computed by a call on ``param`` other than a plain copy
-    (``dict(p)``, ``list(p or [])``): e.g. ``self._pass = check_train_fn(fn)``."""
-    for sub in ast.walk(value):
-        if isinstance(sub, ast.Call) and param in _names_in(sub):
-            f = sub.func
-            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-            if name not in _COPIES:
-                return True
-    return False
 
 
 # -- public entry points -----------------------------------------------------------------------

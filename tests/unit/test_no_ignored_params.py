@@ -101,6 +101,8 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
             "rows each worker gets does not change; tandem's shards are local already"),
     },
     "tandem.train.DataParallelTrainer": {
+        "train_loop_per_worker": R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description",
+                                   attr="train_loop_per_worker"),
         "train_loop_config": R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description"),
         "backend_config": R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description"),
         "datasets": R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description"),
@@ -143,7 +145,12 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
     },
     "tandem.train.Trainer": {
         "max_retries": R("tandem.train.legacy._trainer:Trainer._start", attr="_max_retries"),
+        "backend": R("tandem.train.legacy._trainer:Trainer._start", attr="_backend_config"),
+        "num_workers": R("tandem.train.legacy._trainer:Trainer._start", attr="_scaling"),
+        "logdir": R("tandem.train.legacy._trainer:Trainer._next_run_name", attr="_logdir"),
     },
+    "tandem.train.torch.TorchTrainer": {"train_loop_per_worker": R(
+        f"{_TRAIN}.trainer:DataParallelTrainer.run_description", attr="train_loop_per_worker")},
     "tandem.train.torch.TorchConfig": {
         "backend": R("tandem.train.backends.torch:TorchConfig.backend", attr="backend_name"),
         "init_method": Same(
@@ -188,6 +195,11 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
     f"{_SCHED}.ASHAScheduler": {
         "time_attr": R(f"{_SCHED}.asha:ASHAScheduler.on_trial_result", attr="_time_attr"),
         "metric": R(f"{_SCHED}.base:TrialScheduler.metric", attr="_metric"),
+        # the rungs (built from these) decide every promotion
+        **{name: R(f"{_SCHED}.asha:ASHAScheduler.on_trial_result", attr="_brackets")
+           for name in ("max_t", "grace_period", "reduction_factor", "brackets",
+                        "stop_last_trials")},
+        "seed": R(f"{_SCHED}.asha:ASHAScheduler.on_trial_add", attr="_rng"),
     },
     f"{_SCHED}.FIFOScheduler": {
         "metric": R(f"{_SCHED}.base:TrialScheduler.metric", attr="_metric"),
@@ -198,6 +210,9 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "metric": R(f"{_SCHED}.base:TrialScheduler.metric", attr="_metric"),
         "stop_last_trials": R(f"{_SCHED}.hyperband:HyperBandScheduler.on_trial_add",
                               attr="_stop_last_trials"),
+        "max_t": R(f"{_SCHED}.hyperband:HyperBandScheduler.on_trial_add", attr="_max_t_attr"),
+        "reduction_factor": R(f"{_SCHED}.hyperband:HyperBandScheduler.on_trial_add",
+                              attr="_eta"),
     },
     f"{_SCHED}.MedianStoppingRule": {
         "time_attr": R(f"{_SCHED}.median:MedianStoppingRule.on_trial_result", attr="_time_attr"),
@@ -227,6 +242,7 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "log_config": R(f"{_SCHED}.pbt:PopulationBasedTraining._exploit", attr="_log_config"),
         "require_attrs": R(f"{_SCHED}.pbt:PopulationBasedTraining.on_trial_result",
                            attr="_require_attrs"),
+        "seed": R(f"{_SCHED}.pbt:PopulationBasedTraining._exploit", attr="_rng"),
     },
     f"{_SCHED}.TrialScheduler": {
         "metric": R(f"{_SCHED}.base:TrialScheduler.metric", attr="_metric"),

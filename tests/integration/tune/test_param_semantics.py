@@ -90,7 +90,8 @@ def test_a_trainable_class_checkpoints_at_its_end_by_default(storage):
     (r,) = list(tune.Tuner(Counter, run_config=RunConfig(storage_path=storage, verbose=0)).fit())
     assert r.metrics["n"] == 3
     assert r.checkpoint is not None
-    assert open(os.path.join(r.checkpoint.path, "n")).read() == "3"
+    with open(os.path.join(r.checkpoint.path, "n")) as f:
+        assert f.read() == "3"
     # and checkpoint_at_end=False turns it off, as in Ray
     (r,) = list(tune.Tuner(Counter, run_config=RunConfig(
         storage_path=storage, verbose=0,
