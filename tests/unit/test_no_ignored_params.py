@@ -28,6 +28,9 @@ MODULES = [
     "tandem.tune.stopper", "tandem.tune.logger", "tandem.tune.integration",
     "tandem.tune.integration.ray_train", "tandem.model",
     "tandem.air.integrations.mlflow", "tandem.air.integrations.wandb",
+    "tandem.train.v2.api.config", "tandem.train.v2.api.data_parallel_trainer",
+    "tandem.train.v2.api.context", "tandem.train.v2.api.result",
+    "tandem.train.v2.api.train_fn_utils",
 ]
 
 #: Classes the framework builds and hands to users (results, contexts, handles, decisions);
