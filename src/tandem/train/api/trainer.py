@@ -87,16 +87,16 @@ class DataParallelTrainer:
                 )
             dataset_config.check_names(datasets or {})
         cc = run_config.checkpoint_config
-        if cc is not None and not self._checkpoint_schedule_read:
-            if cc.checkpoint_frequency or cc.checkpoint_at_end:
-                raise ConfigError(
-                    f"{type(self).__name__}(run_config=RunConfig(checkpoint_config="
-                    f"CheckpointConfig(checkpoint_frequency={cc.checkpoint_frequency!r}, "
-                    f"checkpoint_at_end={cc.checkpoint_at_end!r}))): a train function saves "
-                    f"its own checkpoints, so these are not used (Ray Train refuses them too). "
-                    f"Call train.report(metrics, checkpoint=...) every N steps and at the end "
-                    f"of the function instead, and remove them."
-                )
+        if cc is not None and not self._checkpoint_schedule_read and (
+                cc.checkpoint_frequency or cc.checkpoint_at_end):
+            raise ConfigError(
+                f"{type(self).__name__}(run_config=RunConfig(checkpoint_config="
+                f"CheckpointConfig(checkpoint_frequency={cc.checkpoint_frequency!r}, "
+                f"checkpoint_at_end={cc.checkpoint_at_end!r}))): a train function saves "
+                f"its own checkpoints, so these are not used (Ray Train refuses them too). "
+                f"Call train.report(metrics, checkpoint=...) every N steps and at the end "
+                f"of the function instead, and remove them."
+            )
         if run_config.stop is not None:
             raise ConfigError(
                 f"{type(self).__name__}(run_config=RunConfig(stop={run_config.stop!r})): stop "
