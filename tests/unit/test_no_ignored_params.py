@@ -342,6 +342,29 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "max_queued_requests": R(f"{_MODEL}.serve._runner:ServeRunner._make_front"),
         "max_restarts": R(f"{_MODEL}.serve._runner:ServeRunner._on_replica_event"),
     },
+    "tandem.tune.MLflowLoggerCallback": {
+        **{name: R("tandem.tune.integration.mlflow:MLflowLoggerCallback.setup") for name in (
+            "tracking_uri", "registry_uri", "experiment_name", "tracking_token")},
+        "tags": R("tandem.tune.integration.mlflow:MLflowLoggerCallback.log_trial_start"),
+        "save_artifact": R("tandem.tune.integration.mlflow:MLflowLoggerCallback.log_trial_end",
+                           attr="should_save_artifact"),
+        "log_params_on_trial_end": R(
+            "tandem.tune.integration.mlflow:MLflowLoggerCallback.log_trial_start"),
+    },
+    "tandem.tune.WandbLoggerCallback": {
+        "project": R("tandem.tune.integration.wandb:WandbLoggerCallback.log_trial_start"),
+        "group": R("tandem.tune.integration.wandb:WandbLoggerCallback.log_trial_start"),
+        "api_key_file": R("tandem.tune.integration.wandb:WandbLoggerCallback.setup",
+                          attr="api_key_path"),
+        "api_key": R("tandem.tune.integration.wandb:WandbLoggerCallback.setup"),
+        "excludes": R("tandem.tune.integration.wandb:WandbLoggerCallback.log_trial_start"),
+        "log_config": R("tandem.tune.integration.wandb:WandbLoggerCallback.log_trial_start"),
+        "upload_checkpoints": R("tandem.tune.integration.wandb:WandbLoggerCallback.log_trial_save"),
+        "upload_timeout": R("tandem.tune.integration.wandb:WandbLoggerCallback.on_experiment_end",
+                            attr="_upload_timeout"),
+        "video_kwargs": R("tandem.tune.integration.wandb:WandbLoggerCallback.log_trial_result"),
+        "image_kwargs": R("tandem.tune.integration.wandb:WandbLoggerCallback.log_trial_result"),
+    },
     "tandem.init": {
         "**ray_kwargs": Refused({"object_store_memory": 10**9}),
     },

@@ -1,14 +1,12 @@
 # Ported from Ray's python/ray/tune/examples/logging_example.py (Apache-2.0, ray-project/ray):
 # Ray's text with the imports swapped to tandem and the sizes shrunk for a 2-core machine.
-# Ray's LoggerCallback is a tune Callback with the same on_trial_result hook; tandem's
-# callback base class is imported under that name.
 #!/usr/bin/env python
 
 import argparse
 import time
 
 from tandem import tune
-from tandem.tune import Callback as LoggerCallback
+from tandem.tune.logger import LoggerCallback
 
 
 class TestLoggerCallback(LoggerCallback):
