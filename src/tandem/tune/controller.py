@@ -276,7 +276,14 @@ class TuneController:
             if isinstance(config, str):  # Searcher.FINISHED: it will suggest nothing more
                 self._search_done = True
                 break
-            trial = self._new_trial(trial_id, config)
+            try:
+                trial = self._new_trial(trial_id, config)
+            except ConfigError as e:
+                # a trial name / folder creator that cannot work: the experiment ends as on a
+                # launch error, after the trials already running are stopped and gone
+                self._fatal = e
+                self._stop_everything()
+                return
             self.scheduler.on_trial_add(trial)
             self._start(trial, None)
 
