@@ -58,6 +58,7 @@ _TUNE = "tandem.tune"
 _CTRL = "tandem.train._internal.controller:TrainController"
 _SCHED = "tandem.tune.schedulers"
 _MODEL = "tandem.model"
+_GBDT = "tandem.train._internal.gbdt"
 
 
 def _trainer(**kw: Any) -> Any:
@@ -275,28 +276,39 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "points_to_evaluate": R("tandem.tune.search.optuna:OptunaSearch._setup",
                                 attr="_points"),
     },
-    "tandem.train.xgboost.RayTrainReportCallback": {
-        "metrics": R("tandem.train.xgboost.callback:RayTrainReportCallback.after_iteration",
-                     attr="_metrics"),
-        "filename": R("tandem.train.xgboost.callback:RayTrainReportCallback._save",
-                      attr="_filename"),
-        "frequency": R("tandem.train.xgboost.callback:RayTrainReportCallback.after_iteration",
-                       attr="_frequency"),
-        "checkpoint_at_end": R(
-            "tandem.train.xgboost.callback:RayTrainReportCallback.after_training",
-            attr="_checkpoint_at_end"),
-        "results_postprocessing_fn": R(
-            "tandem.train.xgboost.callback:RayTrainReportCallback.after_iteration",
-            attr="_post"),
-        "extra_files": R("tandem.train.xgboost.callback:RayTrainReportCallback._save",
-                         attr="_extra"),
+    **{f"tandem.train.{lib}.RayTrainReportCallback": {
+        "metrics": R(f"{_GBDT}:ReportCallbackBase._report_metrics", attr="_metrics"),
+        "results_postprocessing_fn": R(f"{_GBDT}:ReportCallbackBase._report_metrics",
+                                       attr="_post"),
+        "frequency": R(f"{_GBDT}:ReportCallbackBase._due", attr="_frequency"),
+        "filename": R(f"{_GBDT}:ReportCallbackBase._save", attr="_filename"),
+        "extra_files": R(f"{_GBDT}:ReportCallbackBase._save", attr="_extra"),
+        "checkpoint_at_end": R(at_end, attr="_checkpoint_at_end"),
+    } for lib, at_end in (
+        ("xgboost", "tandem.train.xgboost.callback:RayTrainReportCallback.after_training"),
+        ("lightgbm", "tandem.train.lightgbm.callback:RayTrainReportCallback.__call__"))},
+    **{f"tandem.train.{path}": {
+        name: R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description")
+        for name in ("train_loop_config", "metadata")
+    } for path in ("xgboost.XGBoostTrainer", "lightgbm.LightGBMTrainer")},
+    "tandem.tune.stopper.CombinedStopper": {
+        "*stoppers": R(f"{_TUNE}.stopper:CombinedStopper.__call__", attr="_stoppers"),
     },
-    "tandem.train.lightgbm.RayTrainReportCallback": {
-        name: R("tandem.train.lightgbm.callback:RayTrainReportCallback.__call__", attr=attr)
-        for name, attr in (("metrics", "_metrics"), ("filename", "_filename"),
-                           ("frequency", "_frequency"),
-                           ("checkpoint_at_end", "_checkpoint_at_end"),
-                           ("results_postprocessing_fn", "_post"), ("extra_files", "_extra"))
+    "tandem.tune.stopper.ExperimentPlateauStopper": {
+        name: R(f"{_TUNE}.stopper:ExperimentPlateauStopper.{where}", attr=f"_{name}")
+        for name, where in (("metric", "__call__"), ("mode", "__call__"),
+                            ("std", "has_plateaued"), ("top", "__call__"),
+                            ("patience", "stop_all"))
+    },
+    "tandem.tune.stopper.FunctionStopper": {
+        "function": R(f"{_TUNE}.stopper:FunctionStopper.__call__", attr="fn"),
+    },
+    "tandem.tune.stopper.MaximumIterationStopper": {
+        "max_iter": R(f"{_TUNE}.stopper:MaximumIterationStopper.__call__", attr="_max_iter"),
+    },
+    "tandem.tune.stopper.TrialPlateauStopper": {
+        name: R(f"{_TUNE}.stopper:TrialPlateauStopper.__call__", attr=f"_{name}")
+        for name in ("metric", "std", "num_results", "grace_period", "metric_threshold", "mode")
     },
     "tandem.train.xgboost.XGBoostConfig": {
         "timeout_s": R("tandem.train.xgboost.trainer:XGBoostConfig.backend"),
@@ -312,8 +324,7 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "num_epochs": R(f"{_MODEL}._loop:run_worker"),
         "batch_size": R(f"{_MODEL}._data:WorkerData._batches"),
         "resources_per_worker": R(f"{_MODEL}._api:_build"),
-        "checkpoint_every": R(f"{_MODEL}._loop:run_worker|{_MODEL}._trees:xgboost_model_loop"
-                              f"|{_MODEL}._trees:lightgbm_model_loop"),
+        "checkpoint_every": R(f"{_MODEL}._loop:run_worker|{_MODEL}._trees:tree_model_loop"),
         "max_failures": R(f"{_MODEL}._api:_build"),
         "label_column": R(f"{_MODEL}._loop:_worker_data|{_MODEL}._trees:_worker_state"),
         "precision": R(f"{_MODEL}._loop:run_worker"),
