@@ -188,3 +188,18 @@ def test_custom_func_checkpointing(tmp_path):
     assert _iterations(str(exp)) == [list(range(1, 11))] * 5
     best = [ln for ln in out.splitlines() if ln.startswith("Best checkpoint:")]
     assert best and f"{exp}/train_func_" in best[0] and "checkpoint_000010" in best[0]
+
+
+def test_logging_example_trial_name_and_dirname_creators(tmp_path):
+    out = run_program("logging_example.py", tmp_path, "--smoke-test")
+    assert "Best hyperparameters: " in out
+    # trial_name_creator names each trial ("<trainable>_<trial_id>_123") where Ray prints it,
+    # and trial_dirname_creator names its folder
+    named = [line for line in out.splitlines() if line.startswith("TestLogger for trial ")]
+    assert len(named) == 5, out[-3000:]
+    names = {line.split()[3].rstrip(":") for line in named}
+    assert len(names) == 5 and all(n.startswith("easy_objective_") and n.endswith("_123")
+                                   for n in names)
+    folders = {os.path.basename(os.path.dirname(p)) for p in glob.glob(
+        str(tmp_path / "results" / "hyperband_test" / "*" / "result.json"))}
+    assert folders == names

@@ -303,6 +303,10 @@ def tune(
     from tandem.tune import ResultGrid, TuneConfig, Tuner
 
     ts = TuneSettings.from_any(tune_settings)
+    # stop criteria are the Tuner's (a trainer's own fit() refuses them)
+    stop = run_config.stop if run_config is not None else None
+    if run_config is not None and stop is not None:
+        run_config = dataclasses.replace(run_config, stop=None)
     plan = _build(m, config, train_settings, dataset, run_config, name_suffix="_tune")
     cls = plan.cls
     space = dict(param_space) if param_space is not None else dict(cls.hyperparameter_space())
@@ -327,7 +331,7 @@ def tune(
         tune_config=TuneConfig(metric=metric, mode=mode, num_samples=ts.num_samples,
                                scheduler=ts.scheduler, search_alg=ts.search_alg,
                                max_concurrent_trials=ts.max_concurrent_trials),
-        run_config=plan.trainer.run_config,
+        run_config=dataclasses.replace(plan.trainer.run_config, stop=stop),
     )
     grid = tuner.fit()
     results: list[Result] = []

@@ -44,18 +44,18 @@ def run(
     local_dir: str | None = None,
     storage_path: str | None = None,
     name: str | None = None,
-    resume: bool | str | None = False,
+    resume: bool | str | None = None,
     verbose: int | None = None,
     callbacks: Sequence[Any] | None = None,
     max_concurrent_trials: int | None = None,
     time_budget_s: float | None = None,
     raise_on_failed_trial: bool = True,
-    reuse_actors: bool | None = None,
+    reuse_actors: bool = False,
     trial_name_creator: Callable[[Any], str] | None = None,
     trial_dirname_creator: Callable[[Any], str] | None = None,
     sync_config: Any = None,
     progress_reporter: Any = None,
-    log_to_file: bool = True,
+    log_to_file: bool | str | tuple[str, str] = False,
 ) -> ExperimentAnalysis:
     """Runs an experiment the older way; returns an ``ExperimentAnalysis``.
 
@@ -84,12 +84,31 @@ def run(
         raise_on_failed_trial: raise ``TuneError`` if a trial ended in error (the older
             default); with False, failed trials are in ``analysis.trials`` with status
             ``"ERROR"``.
-        reuse_actors, sync_config, progress_reporter, log_to_file: accepted, unused.
+        reuse_actors: as ``TuneConfig(reuse_actors=...)`` (Ray's speed-up; results do not
+            depend on it).
+        trial_name_creator, trial_dirname_creator: as in ``TuneConfig``.
+        sync_config, progress_reporter, log_to_file: refused unless left at their defaults
+            (tandem writes to storage directly, prints its own progress at ``verbose``, and
+            always keeps each worker's output in ``<trial>/logs/``); the error says so.
 
     Raises:
         ConfigError: an argument that cannot work (the message says which and the fix).
         TuneError: a trial failed and ``raise_on_failed_trial`` is True.
     """
+    if progress_reporter is not None:
+        raise ConfigError(
+            f"tune.run(progress_reporter={progress_reporter!r}) is not supported: tandem "
+            f"prints its own progress (a status line per trial change and a table at the "
+            f"end); choose how much with verbose=0..3 and remove progress_reporter."
+        )
+    tune_config = TuneConfig(
+        metric=metric, mode=mode, num_samples=num_samples, search_alg=search_alg,
+        scheduler=scheduler, max_concurrent_trials=max_concurrent_trials,
+        time_budget_s=time_budget_s, reuse_actors=reuse_actors,
+        trial_name_creator=trial_name_creator, trial_dirname_creator=trial_dirname_creator,
+    )
+    # sync_config and log_to_file are checked (and refused) by RunConfig, before any work
+    RunConfig(sync_config=sync_config, log_to_file=log_to_file)
     trainable = _check_trainable(run_or_experiment)
     if resources_per_trial is not None:
         if isinstance(trainable, _WithResources):
@@ -112,12 +131,6 @@ def run(
         score_attr, score_order = score_attr[len("min-"):], "min"
     elif score_attr is not None and score_attr.startswith("max-"):
         score_attr = score_attr[len("max-"):]
-    tune_config = TuneConfig(
-        metric=metric, mode=mode, num_samples=num_samples, search_alg=search_alg,
-        scheduler=scheduler, max_concurrent_trials=max_concurrent_trials,
-        time_budget_s=time_budget_s, reuse_actors=reuse_actors,
-        trial_name_creator=trial_name_creator, trial_dirname_creator=trial_dirname_creator,
-    )
     run_config = RunConfig(
         name=name, storage_path=storage_path or local_dir, stop=stop, callbacks=callbacks,
         failure_config=FailureConfig(max_failures=max_failures),

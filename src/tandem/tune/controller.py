@@ -54,12 +54,15 @@ class TuneTrial(Trial):
         "path",
         "result",
         "time_total_s",
+        "trainable_name",
     )
 
     def __init__(self, trial_id: str, config: dict, *, name: str, path: str, index: int,
-                 experiment_tag: str = "", resources: Any = None) -> None:
+                 experiment_tag: str = "", resources: Any = None,
+                 trainable_name: str = "") -> None:
         super().__init__(trial_id, config, experiment_tag=experiment_tag, resources=resources)
         self.name = name
+        self.trainable_name = trainable_name
         self.path = path
         self.index = index
         self.job: JobView | None = None
@@ -71,6 +74,14 @@ class TuneTrial(Trial):
         self.result: Result | None = None
         # scheduler decisions other than CONTINUE, for the dashboard's learning curves
         self.decisions: list[dict[str, Any]] = []
+
+    @property
+    def dirname(self) -> str:
+        """The trial's folder name in the experiment folder."""
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+    def __str__(self) -> str:
+        return self.name  # Ray's str(trial) is its name, what trial_name_creator sets
 
     @property
     def iteration(self) -> int:
@@ -110,7 +121,11 @@ class TuneController:
         stop_service: Callable[[Any], None] | None = None,
         forget_job: Callable[[str], None] | None = None,
         fail_fast: bool | str = False,
+        trial_name_creator: Callable[[Any], str] | None = None,
+        trial_dirname_creator: Callable[[Any], str] | None = None,
     ) -> None:
+        self.trial_name_creator = trial_name_creator
+        self.trial_dirname_creator = trial_dirname_creator
         self._launch_job = launch
         self._forget_job = forget_job or (lambda job_id: None)
         self.searcher = searcher
@@ -133,6 +148,7 @@ class TuneController:
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         self.trials: list[TuneTrial] = list(restored or [])
         self._by_id = {t.trial_id: t for t in self.trials}
+        self._dirnames: dict[str, str] = {t.dirname: t.trial_id for t in self.trials}
         self._created = len(self.trials)
         self._search_done = False
         self._queued = 0  # trials whose job waits in the service queue
@@ -260,7 +276,14 @@ class TuneController:
             if isinstance(config, str):  # Searcher.FINISHED: it will suggest nothing more
                 self._search_done = True
                 break
-            trial = self._new_trial(trial_id, config)
+            try:
+                trial = self._new_trial(trial_id, config)
+            except ConfigError as e:
+                # a trial name / folder creator that cannot work: the experiment ends as on a
+                # launch error, after the trials already running are stopped and gone
+                self._fatal = e
+                self._stop_everything()
+                return
             self.scheduler.on_trial_add(trial)
             self._start(trial, None)
 
@@ -289,7 +312,21 @@ class TuneController:
             tag = format_vars(last.resolved_vars)
         trial = TuneTrial(trial_id, config, name=name, index=index,
                           path=self.experiment_path.rstrip("/") + "/" + name,
-                          experiment_tag=f"{index}_{tag}" if tag else str(index))
+                          experiment_tag=f"{index}_{tag}" if tag else str(index),
+                          trainable_name=self.name_prefix)
+        if self.trial_name_creator is not None:
+            trial.name = _created_name(self.trial_name_creator, trial, "trial_name_creator")
+        dirname = trial.name
+        if self.trial_dirname_creator is not None:
+            dirname = _created_name(self.trial_dirname_creator, trial, "trial_dirname_creator")
+        if dirname in self._dirnames:
+            raise ConfigError(
+                f"TuneConfig(trial_dirname_creator/trial_name_creator) gave the folder name "
+                f"{dirname!r} to two trials ({self._dirnames[dirname]} and {trial_id}); each "
+                f"trial needs its own folder: include trial.trial_id in the name."
+            )
+        self._dirnames[dirname] = trial_id
+        trial.path = self.experiment_path.rstrip("/") + "/" + dirname
         self.trials.append(trial)
         self._by_id[trial_id] = trial
         self._state_dirty = True
@@ -558,6 +595,17 @@ class _Stopped:
 
 
 _STOPPED = _Stopped()
+
+
+def _created_name(creator: Callable[[Any], str], trial: TuneTrial, option: str) -> str:
+    """``creator(trial)``, checked: a non-empty folder-safe string."""
+    name = creator(trial)
+    if not isinstance(name, str) or not name.strip() or "/" in name or name in (".", ".."):
+        raise ConfigError(
+            f"TuneConfig({option}=...) returned {name!r} for trial {trial.trial_id}; it must "
+            f"return a non-empty name without '/'."
+        )
+    return name
 
 
 def _trial_state(t: TuneTrial) -> dict:

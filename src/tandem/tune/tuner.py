@@ -70,6 +70,14 @@ class TuneConfig:
         scheduler: a ``TrialScheduler`` (default: FIFO, every trial runs to its end).
         max_concurrent_trials: an optional cap; not needed to avoid starvation.
         time_budget_s: stop the whole experiment after this many seconds.
+        reuse_actors: Ray's speed-up (default ``False``, as in Ray): Ray reuses an actor
+            only where a trial then starts as a fresh one would, so results do not depend
+            on it; tandem starts every trial fresh (its trials start in milliseconds).
+        trial_name_creator: ``f(trial) -> str``: each trial's name (in the progress output,
+            ``tune.get_context().get_trial_name()``, and the default folder name).
+            ``trial`` has ``trial_id``, ``config``, ``experiment_tag``, ``trainable_name``.
+        trial_dirname_creator: ``f(trial) -> str``: each trial's folder name in the
+            experiment folder (must be unique per trial).
         seed: makes random and grid search reproducible.
     """
 
@@ -80,7 +88,7 @@ class TuneConfig:
     scheduler: TrialScheduler | None = None
     max_concurrent_trials: int | None = None
     time_budget_s: float | None = None
-    reuse_actors: bool | None = None  # accepted for compatibility; workers are cheap here
+    reuse_actors: bool = False
     trial_name_creator: Callable[[Any], str] | None = None
     trial_dirname_creator: Callable[[Any], str] | None = None
     seed: int | None = None
@@ -104,6 +112,12 @@ class TuneConfig:
                 f"TuneConfig(search_alg=...) must be a tandem.tune.search.Searcher, got "
                 f"{type(self.search_alg).__name__}."
             )
+        for name in ("trial_name_creator", "trial_dirname_creator"):
+            fn = getattr(self, name)
+            if fn is not None and not callable(fn):
+                raise ConfigError(
+                    f"TuneConfig({name}={fn!r}) must be a function f(trial) -> str."
+                )
         if self.scheduler is not None and not isinstance(self.scheduler, TrialScheduler):
             raise ConfigError(
                 f"TuneConfig(scheduler=...) must be a tandem.tune.schedulers.TrialScheduler, "
@@ -159,25 +173,44 @@ class Tuner:
                         f"{', '.join(repr(k) for k in allowed)}. Put {key!r} inside "
                         f"'train_loop_config'."
                     )
+            self._refuse_checkpoint_schedule("a Trainer")
             return "trainer", inner
         if is_trainable_class(inner) or isinstance(inner, _ClassWithParameters):
             cls = inner.cls if isinstance(inner, _ClassWithParameters) else inner
             params = inner.params if isinstance(inner, _ClassWithParameters) else {}
             cc = self.run_config.checkpoint_config or CheckpointConfig()
             runner = ClassTrainableRunner(
-                cls, checkpoint_frequency=getattr(cc, "checkpoint_frequency", 0) or 0,
-                checkpoint_at_end=bool(getattr(cc, "checkpoint_at_end", False)),
+                cls, checkpoint_frequency=cc.checkpoint_frequency or 0,
+                # Ray's default for a Trainable class in a Tuner: a checkpoint at the end
+                checkpoint_at_end=True if cc.checkpoint_at_end is None else cc.checkpoint_at_end,
                 stop=self.run_config.stop if isinstance(self.run_config.stop, Mapping) else None,
                 kwargs=params,
             )
             return "function", runner
         if callable(inner):
             check_function_trainable(inner)
+            self._refuse_checkpoint_schedule("a function trainable")
             return "function", inner
         raise ConfigError(
             f"Tuner(trainable={trainable!r:.60}) is not a trainable: give a function f(config), "
             f"a tune.Trainable subclass, or a Trainer (e.g. TorchTrainer)."
         )
+
+    def _refuse_checkpoint_schedule(self, what: str) -> None:
+        """Ray's check: ``checkpoint_frequency`` / ``checkpoint_at_end`` only apply to
+        Trainable classes; a function reports its own checkpoints."""
+        cc = self.run_config.checkpoint_config
+        if cc is None:
+            return
+        for name, value in (("checkpoint_at_end", cc.checkpoint_at_end),
+                            ("checkpoint_frequency", cc.checkpoint_frequency)):
+            if value:
+                raise ConfigError(
+                    f"CheckpointConfig({name}={value!r}) cannot be used with {what} (as in "
+                    f"Ray): it saves its own checkpoints. Call tune.report(metrics, "
+                    f"checkpoint=...) every N iterations and at the end of the function "
+                    f"instead, and remove {name}."
+                )
 
     # -- running ---------------------------------------------------------------------------
     def fit(self) -> ResultGrid:
@@ -232,6 +265,8 @@ class Tuner:
             name_prefix=name_prefix, exp_uid=exp_uid, restored=restored, strict_metric=strict,
             forget_job=service.forget,
             fail_fast=rc.failure_config.fail_fast if rc.failure_config is not None else False,
+            trial_name_creator=tc.trial_name_creator,
+            trial_dirname_creator=tc.trial_dirname_creator,
         )
         if r is not None:
             controller._created = r.get("created", len(restored))
@@ -310,7 +345,7 @@ class Tuner:
                 # nobody follows any more (the client gone) goes on
                 handlers["tune_verdict"] = AskSubmitter("verdict", default="continue")
             run = replace(
-                base, **fields, storage=StorageContext(exp_path, trial.name, exp_name),
+                base, **fields, storage=StorageContext(exp_path, trial.dirname, exp_name),
                 trial_id=trial.trial_id, trial_name=trial.name,
                 resume_from_checkpoint=checkpoint or base.resume_from_checkpoint,
                 echo_prefix=f"{trial.name}, " if verbose >= 2 or log_to_driver() else None,

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from sklearn.datasets import load_digits
 
 from tandem import model, tune
+from tandem._core.errors import ConfigError
 from tandem.train import RunConfig
 from tandem.tune.schedulers import ASHAScheduler
 
@@ -68,3 +69,21 @@ def test_tune_with_asha_stops_trials_early_and_best_model_loads(tmp_path):
     assert acc == pytest.approx(best.metrics["val_accuracy"], abs=1e-6) and acc > 0.9
     df = grid.get_dataframe()
     assert "config/lr" in df.columns
+
+
+def test_stop_criteria_reach_the_tuner_and_model_train_refuses_them(tmp_path):
+    # issue 17, item 9: RunConfig(stop=...) is the Tuner's; a single model.train run would
+    # ignore it, so it is refused there (as a trainer's fit() refuses it)
+    data = {"train": (X[:400], Y[:400]), "valid": (X[400:600], Y[400:600])}
+    grid = model.tune(
+        Digits, param_space={"lr": tune.grid_search([0.03, 0.01])}, dataset=data,
+        train_settings={"num_epochs": 5, "batch_size": 64, "seed": 0},
+        run_config=RunConfig(storage_path=str(tmp_path), verbose=0,
+                             stop={"training_iteration": 2}),
+    )
+    assert grid.num_errors == 0
+    assert sorted(r.metrics["training_iteration"] for r in grid) == [2, 2]
+    with pytest.raises(ConfigError, match=r"stop=.*Tuner"):
+        model.train(Digits, dataset=data, train_settings={"num_epochs": 1},
+                    run_config=RunConfig(storage_path=str(tmp_path), verbose=0,
+                                         stop={"training_iteration": 2}))

@@ -74,6 +74,9 @@ class RunSpec:
     failure_config: FailureConfig | None = None
     checkpoint_config: CheckpointConfig | None = None
     datasets: Mapping[str, Any] = field(default_factory=dict)
+    datasets_to_split: tuple[str, ...] | None = None
+    """``DataConfig.datasets_to_split``: None splits every dataset by rank; otherwise the
+    datasets not named reach every worker whole."""
     resume_from_checkpoint: Checkpoint | None = None
     start_iteration: int = 0
     time_offset_s: float = 0.0
@@ -421,7 +424,9 @@ class TrainController(JobRunner):
         plan = plan_gang(placement.node_ids[:n], placement.node_ips[:n])
         envs = with_local_ranks(spec.backend.worker_env([p.node_ip for p in plan]), plan)
         ray_split = ctx.cluster.supports_ray_objects
+        split_names = spec.datasets_to_split
         shards = {name: data_mod.split(name, d, n, ray_split=ray_split)
+                  if split_names is None or name in split_names else [d] * n
                   for name, d in spec.datasets.items()}
         by_ray = {name for name, d in spec.datasets.items()
                   if ray_split and data_mod.is_ray_dataset(d)}

@@ -567,7 +567,14 @@ class BoostedTreeTrainer(DataParallelTrainer):
         self._check_params(dict(params), described, label_column)
         rc = run_config if run_config is not None else RunConfig()
         cc = rc.checkpoint_config
+        if cc is not None and cc.checkpoint_at_end is False:
+            raise ConfigError(
+                f"{name}(run_config=RunConfig(checkpoint_config=CheckpointConfig("
+                f"checkpoint_at_end=False))): the trained booster is always saved at the end "
+                f"(result.checkpoint and {name}.get_model read it); remove checkpoint_at_end."
+            )
         freq = getattr(cc, "checkpoint_frequency", 0) or DEFAULT_CHECKPOINT_FREQUENCY
+        self._checkpoint_schedule_read = True
         kinds = {k: ("files", v) if isinstance(v, FileSource) else
                  ("ray", None) if data_mod.is_ray_dataset(v) else ("pieces", len(v.pieces))
                  for k, v in described.items()}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tandem._core.errors import ConfigError
@@ -47,9 +47,23 @@ class ScalingConfig:
     use_gpu: bool = False
     resources_per_worker: Mapping[str, float] | None = None
     placement_strategy: str = "PACK"
-    trainer_resources: Mapping[str, float] | None = None  # accepted for compatibility; unused
+    trainer_resources: Mapping[str, float] | None = None
+    """Ray's resources for the training coordinator. tandem's coordinator runs in the
+    driver and holds none: ``None`` or all-zero amounts (``{"CPU": 0}``, what Ray programs
+    pass to fit small machines) mean exactly that; anything else is refused."""
 
     def __post_init__(self) -> None:
+        tr = self.trainer_resources
+        if tr is not None and not is_search_space(tr) and (
+                not isinstance(tr, Mapping) or any(
+                    isinstance(v, bool) or not isinstance(v, (int, float)) or v != 0
+                    for v in tr.values())):
+            raise ConfigError(
+                f"ScalingConfig(trainer_resources={tr!r}) is not supported: tandem's training "
+                f"coordinator runs in your driver process and holds no resources (Ray Train "
+                f"V2 refuses this field too). Remove it, or add what the coordinator would "
+                f"need to resources_per_worker."
+            )
         if self.search_space_fields():
             return  # resolved per trial by the Tuner; checked when a trial builds its config
         n = self.num_workers
@@ -155,9 +169,12 @@ class CheckpointConfig:
     checkpoint_score_attribute: str | None = None
     checkpoint_score_order: str = "max"
     checkpoint_frequency: int = 0
-    """For ``tune.Trainable`` classes: save a checkpoint every N steps (0 = never)."""
-    checkpoint_at_end: bool = False
-    """For ``tune.Trainable`` classes: save a checkpoint when the trial ends."""
+    """For ``tune.Trainable`` classes (and the boosted-tree trainers' params form): save a
+    checkpoint every N steps (0 = never). A train function reports its own checkpoints, so
+    with one it is refused, as in Ray."""
+    checkpoint_at_end: bool | None = None
+    """For ``tune.Trainable`` classes: save a checkpoint when the trial ends. ``None`` (Ray's
+    default) means yes for a Trainable class in a ``Tuner``; refused with a train function."""
 
     def __post_init__(self) -> None:
         k = self.num_to_keep
@@ -195,8 +212,15 @@ class RunConfig:
         callbacks: ``tandem.train.Callback`` objects (run events: ``on_report(rows)``,
             ``on_checkpoint(entry)``, ``on_end(result)``...) and ``tandem.tune.Callback``
             objects (experiment events, for a ``Tuner``).
-        stop: for tuning: a dict of metric thresholds or a callable ``(trial_id, result) -> bool``.
+        stop: for tuning (a ``Tuner``'s or ``tune.run``'s run config): a dict of metric
+            thresholds, a ``Stopper``, or a callable ``(trial_id, result) -> bool``. A
+            trainer's own ``fit()`` refuses it, as Ray Train does.
         verbose: 0 silent, 1 status lines, 2 everything (workers' output echoed).
+        sync_config: refused unless None: tandem writes to ``storage_path`` directly, so
+            there is nothing to sync.
+        log_to_file: ``False`` (Ray's default). Each worker's stdout and stderr are always
+            written to ``<run>/logs/rank_<N>.log``; Ray's ``True`` / file names are refused
+            with where the output is.
     """
 
     name: str | None = None
@@ -206,10 +230,23 @@ class RunConfig:
     callbacks: Sequence[Callback] | None = None
     stop: Mapping[str, Any] | Callable[..., bool] | Any | None = None
     verbose: int | None = None
-    sync_config: Any = None  # accepted for compatibility; storage is written directly
-    log_to_file: bool = True
+    sync_config: Any = None
+    log_to_file: bool | str | tuple[str, str] = False
 
     def __post_init__(self) -> None:
+        if self.sync_config is not None:
+            raise ConfigError(
+                f"RunConfig(sync_config={self.sync_config!r}) is not supported: tandem writes "
+                f"results and checkpoints to storage_path directly (a local folder or an "
+                f"fsspec URL such as s3://...), so there is nothing to sync; remove it."
+            )
+        if self.log_to_file is not False:
+            raise ConfigError(
+                f"RunConfig(log_to_file={self.log_to_file!r}) is not supported: tandem always "
+                f"writes each worker's stdout and stderr to <run folder>/logs/rank_<N>.log "
+                f"(read them with `tandem jobs logs ID` or JobHandle.logs()); remove "
+                f"log_to_file."
+            )
         if self.name is not None and (not isinstance(self.name, str) or not self.name.strip()
                                       or "/" in self.name or self.name in (".", "..")):
             raise ConfigError(
@@ -239,7 +276,44 @@ class RunConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
-    """Accepted for compatibility with Ray's ``DataConfig``; datasets are split by rank."""
+    """Which of a trainer's ``datasets`` are split across workers (Ray's ``DataConfig``).
 
-    datasets_to_split: Any = "all"
-    extra: dict = field(default_factory=dict)
+    Args:
+        datasets_to_split: ``"all"`` (default: every dataset is split by rank) or a list of
+            dataset names; a dataset not in the list reaches every worker whole
+            (``train.get_dataset_shard(name)`` is the full dataset on each rank), as in Ray.
+        execution_options: Ray Data's streaming options: refused unless None (tandem hands
+            a ``ray.data.Dataset`` to Ray Data's own ``split``, with Ray Data's defaults).
+        enable_shard_locality: Ray's placement hint; which rows each worker gets does not
+            depend on it.
+    """
+
+    datasets_to_split: str | Sequence[str] = "all"
+    execution_options: Any = None
+    enable_shard_locality: bool = True
+
+    def __post_init__(self) -> None:
+        d = self.datasets_to_split
+        if not (d == "all" or (isinstance(d, (list, tuple)) and all(isinstance(n, str)
+                                                                     for n in d))):
+            raise ConfigError(
+                f"DataConfig(datasets_to_split={d!r}) is invalid: use 'all' or a list of "
+                f"dataset names, e.g. ['train']."
+            )
+        if self.execution_options is not None:
+            raise ConfigError(
+                f"DataConfig(execution_options={self.execution_options!r}) is not supported: "
+                f"tandem splits a ray.data.Dataset with Ray Data's defaults; set the options on "
+                f"the dataset's DataContext instead, or remove execution_options."
+            )
+
+    def check_names(self, datasets: Mapping[str, Any]) -> None:
+        if self.datasets_to_split == "all":
+            return
+        unknown = [n for n in self.datasets_to_split if n not in datasets]
+        if unknown:
+            raise ConfigError(
+                f"DataConfig(datasets_to_split={list(self.datasets_to_split)!r}) names "
+                f"{', '.join(repr(n) for n in unknown)}, which the trainer's datasets do not "
+                f"have (it has {', '.join(repr(n) for n in datasets) or 'none'})."
+            )

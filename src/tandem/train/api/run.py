@@ -35,7 +35,7 @@ from tandem.jobs.runtime import get_service, log_to_driver
 from tandem.jobs.spec import JobSpec
 from tandem.train._internal.controller import RunSpec, TrainController
 from tandem.train.api.checkpoint import Checkpoint
-from tandem.train.api.config import RunConfig, ScalingConfig
+from tandem.train.api.config import DataConfig, RunConfig, ScalingConfig
 from tandem.train.api.validation import check_train_fn
 from tandem.train.backends.base import BackendConfig
 from tandem.train.context import AskSubmitter, StorageContext
@@ -84,6 +84,8 @@ class RunDescription:
             workers may make to the driver; or ``name -> AskSubmitter(kind, default)``: a
             call the run's submitter answers (the tuner's ``tune_verdict``), also when the
             run goes to a train server.
+        dataset_config: a ``DataConfig``: the datasets not in its ``datasets_to_split``
+            reach every worker whole.
     """
 
     train_fn: Callable[..., Any]
@@ -107,6 +109,7 @@ class RunDescription:
     report_all_ranks: bool = False
     failure_setting: str = "FailureConfig(max_failures={})"
     call_handlers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    dataset_config: DataConfig | None = None
     _takes_config: bool = field(default=True, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -232,6 +235,9 @@ def job_spec(
         failure_config=rc.failure_config,
         checkpoint_config=rc.checkpoint_config,
         datasets=run.datasets,
+        datasets_to_split=(None if run.dataset_config is None
+                           or run.dataset_config.datasets_to_split == "all"
+                           else tuple(run.dataset_config.datasets_to_split)),
         resume_from_checkpoint=run.resume_from_checkpoint,
         trial_id=run.trial_id,
         trial_name=run.trial_name,

@@ -11,7 +11,7 @@ from typing import Any
 from tandem._core.errors import ConfigError
 from tandem.jobs.handle import JobHandle
 from tandem.train.api.checkpoint import Checkpoint
-from tandem.train.api.config import RunConfig, ScalingConfig
+from tandem.train.api.config import DataConfig, RunConfig, ScalingConfig
 from tandem.train.api.result import Result
 from tandem.train.api.run import RunDescription, submit
 from tandem.train.api.validation import check_train_fn
@@ -30,6 +30,9 @@ class DataParallelTrainer:
     """
 
     _backend_config_cls: type[BackendConfig] = BackendConfig
+    _checkpoint_schedule_read: bool = False
+    """True where the trainer itself saves checkpoints on ``CheckpointConfig``'s
+    ``checkpoint_frequency`` / ``checkpoint_at_end`` (the boosted trees' params form)."""
     param_space_keys: tuple[str, ...] = ()
     """``Tuner(trainer, param_space=...)`` keys this trainer takes besides
     ``train_loop_config`` / ``scaling_config`` / ``datasets``: a trial's value for each is
@@ -45,7 +48,7 @@ class DataParallelTrainer:
         scaling_config: ScalingConfig | None = None,
         run_config: RunConfig | None = None,
         datasets: Mapping[str, Any] | None = None,
-        dataset_config: Any = None,
+        dataset_config: DataConfig | None = None,
         resume_from_checkpoint: Checkpoint | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
@@ -76,6 +79,32 @@ class DataParallelTrainer:
                 f"datasets must be a dict of name -> data, e.g. {{'train': data}}; got "
                 f"{type(datasets).__name__}."
             )
+        if dataset_config is not None:
+            if not isinstance(dataset_config, DataConfig):
+                raise ConfigError(
+                    f"dataset_config must be a tandem.train.DataConfig, got "
+                    f"{type(dataset_config).__name__}."
+                )
+            dataset_config.check_names(datasets or {})
+        cc = run_config.checkpoint_config
+        if cc is not None and not self._checkpoint_schedule_read and (
+                cc.checkpoint_frequency or cc.checkpoint_at_end):
+            raise ConfigError(
+                f"{type(self).__name__}(run_config=RunConfig(checkpoint_config="
+                f"CheckpointConfig(checkpoint_frequency={cc.checkpoint_frequency!r}, "
+                f"checkpoint_at_end={cc.checkpoint_at_end!r}))): a train function saves "
+                f"its own checkpoints, so these are not used (Ray Train refuses them too). "
+                f"Call train.report(metrics, checkpoint=...) every N steps and at the end "
+                f"of the function instead, and remove them."
+            )
+        if run_config.stop is not None:
+            raise ConfigError(
+                f"{type(self).__name__}(run_config=RunConfig(stop={run_config.stop!r})): stop "
+                f"criteria apply to tuning (Tuner(..., run_config=RunConfig(stop=...)) or "
+                f"tune.run(stop=...)); a trainer's fit() runs its train function to the end, "
+                f"as in Ray Train. Return from the train function to stop early, or move "
+                f"stop= to the Tuner's RunConfig."
+            )
         if resume_from_checkpoint is not None:
             if not isinstance(resume_from_checkpoint, Checkpoint):
                 raise ConfigError(
@@ -97,6 +126,7 @@ class DataParallelTrainer:
         self.datasets = dict(datasets or {})
         self.resume_from_checkpoint = resume_from_checkpoint
         self.metadata = dict(metadata or {})
+        self.dataset_config = dataset_config
 
     # -- running ---------------------------------------------------------------------------
     def run_description(self) -> RunDescription:
@@ -112,6 +142,7 @@ class DataParallelTrainer:
             resume_from_checkpoint=self.resume_from_checkpoint,
             metadata=self.metadata,
             trainer_name=type(self).__name__,
+            dataset_config=self.dataset_config,
         )
 
     def fit(self, block: bool = True) -> Result | JobHandle:

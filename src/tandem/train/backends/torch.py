@@ -19,11 +19,18 @@ _BACKENDS = ("gloo", "nccl", "mpi", "ucc", "xccl")
 class TorchConfig(BackendConfig):
     """Args:
         backend: ``"gloo"``, ``"nccl"``, ...; default nccl when the worker has a GPU, else gloo.
-        init_method: only ``"tcp"`` is supported.
+        init_method: Ray's ``"env"`` (default) or ``"tcp"``: how ranks find rank 0. Both
+            give the same process group here: ranks meet through a TCPStore whose port rank
+            0 picks, and ``MASTER_ADDR``/``MASTER_PORT`` are set as with ``"env"``.
         timeout_s: how long collectives wait for a peer before failing.
     """
 
-    def __init__(self, backend: str | None = None, init_method: str = "tcp", timeout_s: int = 1800):
+    def __init__(self, backend: str | None = None, init_method: str = "env", timeout_s: int = 1800):
+        if init_method not in ("env", "tcp"):
+            raise ConfigError(
+                f"TorchConfig(init_method={init_method!r}) is not supported: use 'env' (the "
+                f"default) or 'tcp', as in Ray."
+            )
         if backend is not None and backend not in _BACKENDS:
             raise ConfigError(
                 f"TorchConfig(backend={backend!r}) is not a torch.distributed backend; use one "
