@@ -138,7 +138,7 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "verbose": R(f"{_TRAIN}.run:job_spec|tandem.tune.tuner:Tuner.fit"
                      "|tandem.train.progress:console_progress"),
         "sync_config": Refused(object()),
-        "log_to_file": Refused(True),
+        "log_to_file": R(f"{_TRAIN}.config:RunConfig.log_files"),
     },
     "tandem.train.ScalingConfig": {
         "num_workers": R(f"{_TRAIN}.config:ScalingConfig.bundles"),
@@ -194,7 +194,7 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
     "tandem.tune.run": {
         "progress_reporter": Refused(object(), call=_tune_run),
         "sync_config": Refused(object(), call=_tune_run),
-        "log_to_file": Refused(True, call=_tune_run),
+        "log_to_file": R("tandem.tune._run:run"),
     },
     f"{_SCHED}.ASHAScheduler": {
         "time_attr": R(f"{_SCHED}.asha:ASHAScheduler.on_trial_result", attr="_time_attr"),

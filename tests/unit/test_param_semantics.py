@@ -83,15 +83,15 @@ def test_changed_defaults() -> None:
     (lambda: ScalingConfig(trainer_resources={"CPU": 1}), ["trainer_resources", "Remove"]),
     (lambda: ScalingConfig(trainer_resources={"GPU": 0.5}), ["trainer_resources"]),
     (lambda: RunConfig(sync_config=object()), ["sync_config", "storage_path", "remove"]),
-    (lambda: RunConfig(log_to_file=True), ["log_to_file", "logs/rank_"]),
-    (lambda: RunConfig(log_to_file=("out", "err")), ["log_to_file"]),
+    (lambda: RunConfig(log_to_file=("out",)), ["log_to_file", "pair"]),
+    (lambda: RunConfig(log_to_file="a/b"), ["log_to_file", "without '/'"]),
     (lambda: TorchConfig(init_method="file"), ["init_method", "'env'"]),
     (lambda: DataConfig(execution_options={"x": 1}), ["execution_options"]),
     (lambda: DataConfig(datasets_to_split="train"), ["datasets_to_split", "list"]),
     (lambda: tune.TuneConfig(trial_name_creator="name"), ["trial_name_creator"]),
     (lambda: tune.run("x", progress_reporter=object()), ["progress_reporter", "verbose"]),
     (lambda: tune.run("x", sync_config=object()), ["sync_config"]),
-    (lambda: tune.run("x", log_to_file=True), ["log_to_file"]),
+    (lambda: tune.run("x", log_to_file=3), ["log_to_file"]),
 ])
 def test_refused_with_the_parameter_named(make: Any, names: list[str]) -> None:
     with pytest.raises(ConfigError) as e:

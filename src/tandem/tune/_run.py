@@ -87,7 +87,9 @@ def run(
         reuse_actors: as ``TuneConfig(reuse_actors=...)`` (Ray's speed-up; results do not
             depend on it).
         trial_name_creator, trial_dirname_creator: as in ``TuneConfig``.
-        sync_config, progress_reporter, log_to_file: refused unless left at their defaults
+        log_to_file: as ``RunConfig.log_to_file`` (Ray's meaning: the trial's stdout / stderr
+            also written to files in its folder).
+        sync_config, progress_reporter: refused unless left at their defaults
             (tandem writes to storage directly, prints its own progress at ``verbose``, and
             always keeps each worker's output in ``<trial>/logs/``); the error says so.
 
@@ -107,7 +109,7 @@ def run(
         time_budget_s=time_budget_s, reuse_actors=reuse_actors,
         trial_name_creator=trial_name_creator, trial_dirname_creator=trial_dirname_creator,
     )
-    # sync_config and log_to_file are checked (and refused) by RunConfig, before any work
+    # sync_config (refused) and log_to_file (validated) are checked by RunConfig, before any work
     RunConfig(sync_config=sync_config, log_to_file=log_to_file)
     trainable = _check_trainable(run_or_experiment)
     if resources_per_trial is not None:

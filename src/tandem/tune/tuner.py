@@ -315,6 +315,7 @@ class Tuner:
                 base.run_config, verbose=verbose,
                 failure_config=rc.failure_config or base.run_config.failure_config,
                 checkpoint_config=rc.checkpoint_config or base.run_config.checkpoint_config,
+                log_to_file=rc.log_to_file or base.run_config.log_to_file,
             ))
         else:
             if resources is not None and not callable(resources):
@@ -322,7 +323,8 @@ class Tuner:
             base = RunDescription(
                 train_fn=fn, trainer_name="Trainable",
                 run_config=RunConfig(failure_config=rc.failure_config,
-                                     checkpoint_config=rc.checkpoint_config, verbose=verbose),
+                                     checkpoint_config=rc.checkpoint_config, verbose=verbose,
+                                     log_to_file=rc.log_to_file),
             )
 
         fn_bytes = pickle_train_fn(base.train_fn)  # once for every trial

@@ -97,3 +97,44 @@ def test_a_trainable_class_checkpoints_at_its_end_by_default(storage):
         storage_path=storage, verbose=0,
         checkpoint_config=CheckpointConfig(checkpoint_at_end=False))).fit())
     assert r.checkpoint is None
+
+
+def chatty(config):
+    import sys
+
+    print(f"out of trial x={config['x']}")
+    print(f"err of trial x={config['x']}", file=sys.stderr)
+    tune.report({"x": config["x"]})
+
+
+def test_log_to_file_writes_each_trials_output_into_its_folder(storage):
+    """Ray Tune's ``RunConfig(log_to_file=True)``: ``stdout`` and ``stderr`` files in each
+    trial's folder hold that trial's own prints (and only its own)."""
+    rg = tune.Tuner(
+        chatty, param_space={"x": tune.grid_search([1, 2])},
+        run_config=RunConfig(storage_path=storage, name="logs", verbose=0, log_to_file=True),
+    ).fit()
+    assert rg.num_errors == 0
+    for r in rg:
+        x = r.config["x"]
+        with open(os.path.join(r.path, "stdout")) as f:
+            out = f.read()
+        with open(os.path.join(r.path, "stderr")) as f:
+            err = f.read()
+        assert f"out of trial x={x}\n" in out and "err of" not in out
+        assert f"err of trial x={x}\n" in err and "out of" not in err
+        assert f"x={3 - x}" not in out + err
+
+
+def test_log_to_file_one_name_for_both_with_tune_run(storage):
+    analysis = tune.run(chatty, config={"x": tune.grid_search([5])}, storage_path=storage,
+                        name="one", verbose=0, log_to_file="both.log")
+    (trial,) = analysis.trials
+    with open(os.path.join(trial.path, "both.log")) as f:
+        text = f.read()
+    assert "out of trial x=5" in text and "err of trial x=5" in text
+
+
+def test_log_to_file_refused_when_malformed_before_any_trial(storage):
+    with pytest.raises(ConfigError, match="log_to_file"):
+        RunConfig(storage_path=storage, log_to_file=("only-one",))

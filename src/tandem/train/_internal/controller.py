@@ -12,6 +12,7 @@ rank runs where is planned by ``plan_gang`` (gang.py).
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import signal
 import time
@@ -92,6 +93,9 @@ class RunSpec:
     """Extra modules for the zygote to import once (e.g. ``tandem.tune`` for trials)."""
     failure_setting: str = "FailureConfig(max_failures={})"
     """How errors name the restart budget the user set (the older Trainer: max_retries)."""
+    log_files: tuple[str | None, str | None] = (None, None)
+    """``RunConfig.log_to_file`` as file names in the run folder: each rank's train
+    function tees its stdout / stderr there (Ray Tune's ``log_to_file``)."""
     emit_rank_reports: bool = False
     """Emit every rank's report batches as ``("rank_reports", (rank, batch))`` job events
     (each ``(iteration, time_total_s, metrics, checkpoint_path | None)``), for the older
@@ -193,6 +197,12 @@ class TrainController(JobRunner):
     # -- JobRunner -----------------------------------------------------------------------
     def prepare(self, cluster: Any) -> None:
         cluster.prewarm(self._preload())
+
+    def _log_files(self) -> tuple[str | None, str | None]:
+        assert self.storage is not None
+        folder = self.storage.local_dir
+        return tuple(os.path.join(folder, f) if f else None  # type: ignore[return-value]
+                     for f in self.spec.log_files)
 
     def _preload(self) -> tuple[str, ...]:
         return _WORKER_PRELOAD + tuple(self.spec.backend.preload) + tuple(self.spec.preload)
@@ -446,6 +456,7 @@ class TrainController(JobRunner):
                 context=tctx, checkpoint_path=ckpt_path, start_iteration=start_it,
                 time_offset_s=self._time_offset_s, backend=spec.backend, backend_env=envs[rank],
                 dataset_shards={k: v[rank] for k, v in shards.items() if k not in by_ray},
+                log_files=self._log_files(),
             )
             tasks.append(cloudpickle.dumps(task))
             specs.append(WorkerSpec(

@@ -15,16 +15,18 @@ row (the 1.x ``train.save_checkpoint(**state)``); its other metrics only score t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
+import io
 import os
 import shutil
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 import cloudpickle
 
@@ -71,9 +73,15 @@ class WorkerTask:
     backend: Any  # tandem.train.backends.Backend
     backend_env: Mapping[str, str] = field(default_factory=dict)
     dataset_shards: Mapping[str, Any] = field(default_factory=dict)
+    log_files: tuple[str | None, str | None] = (None, None)
+    """Absolute paths the function's stdout / stderr are also written to (log_to_file)."""
 
     def __call__(self, channel: Any) -> int:
         prepare_worker_process(self.backend_env)
+        with _tee_output(*self.log_files):
+            return self._run(channel)
+
+    def _run(self, channel: Any) -> int:
         session = WorkerSession(self, channel)
         session_mod._set_session(session)
         from tandem.jobs import runtime
@@ -123,6 +131,51 @@ class WorkerTask:
             except Exception:
                 pass
         return code
+
+
+class _Tee(io.TextIOBase):
+    """Writes to the stream it wraps and to a file (Ray's ``Tee`` for ``log_to_file``)."""
+
+    def __init__(self, stream: TextIO, file: TextIO) -> None:
+        self._stream, self._file = stream, file
+
+    def write(self, s: str) -> int:
+        self._file.write(s)
+        return self._stream.write(s)
+
+    def flush(self) -> None:
+        self._file.flush()
+        self._stream.flush()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._stream, "encoding", None) or "utf-8"
+
+
+@contextlib.contextmanager
+def _tee_output(stdout_path: str | None, stderr_path: str | None) -> Iterator[None]:
+    """``log_to_file``: the function's ``sys.stdout`` / ``sys.stderr`` also go to these
+    files (appended to, line-buffered; one file when both paths are the same)."""
+    if not stdout_path and not stderr_path:
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        opened: dict[str, TextIO] = {}
+        for path in (stdout_path, stderr_path):
+            if path and path not in opened:
+                os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+                opened[path] = stack.enter_context(open(path, "a", buffering=1))
+        if stdout_path:
+            stack.enter_context(contextlib.redirect_stdout(_Tee(sys.stdout, opened[stdout_path])))
+        if stderr_path:
+            stack.enter_context(contextlib.redirect_stderr(_Tee(sys.stderr, opened[stderr_path])))
+        yield
 
 
 VERDICT_STOP_GRACE_S = 300.0

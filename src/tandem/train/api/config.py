@@ -218,9 +218,12 @@ class RunConfig:
         verbose: 0 silent, 1 status lines, 2 everything (workers' output echoed).
         sync_config: refused unless None: tandem writes to ``storage_path`` directly, so
             there is nothing to sync.
-        log_to_file: ``False`` (Ray's default). Each worker's stdout and stderr are always
-            written to ``<run>/logs/rank_<N>.log``; Ray's ``True`` / file names are refused
-            with where the output is.
+        log_to_file: as Ray Tune's: ``False`` (default) writes no extra files; ``True``
+            tees the train function's stdout and stderr (Python's ``sys.stdout`` /
+            ``sys.stderr``, still shown as before) into ``stdout`` and ``stderr`` in the run
+            (trial) folder; a string names one file for both; a pair ``(out, err)`` names
+            each. Every rank appends to the same files. Each rank's whole output is also
+            always in ``<run>/logs/rank_<N>.log``.
     """
 
     name: str | None = None
@@ -233,6 +236,26 @@ class RunConfig:
     sync_config: Any = None
     log_to_file: bool | str | tuple[str, str] = False
 
+    def log_files(self) -> tuple[str | None, str | None]:
+        """``log_to_file`` as (stdout file, stderr file) names in the run folder, as Ray's
+        ``_validate_log_to_file`` reads it."""
+        v = self.log_to_file
+        if not v:  # False, None, "" (Ray: no files)
+            return None, None
+        if v is True:
+            return "stdout", "stderr"
+        if isinstance(v, str) and v and "/" not in v and v not in (".", ".."):
+            return v, v
+        if (isinstance(v, (tuple, list)) and len(v) == 2
+                and all(isinstance(x, str) and x and "/" not in x and x not in (".", "..")
+                        for x in v)):
+            return v[0], v[1]
+        raise ConfigError(
+            f"RunConfig(log_to_file={v!r}) is invalid: pass True (files 'stdout' and "
+            f"'stderr' in the run folder), one file name for both, or a pair of file names "
+            f"(stdout, stderr) — names without '/'."
+        )
+
     def __post_init__(self) -> None:
         if self.sync_config is not None:
             raise ConfigError(
@@ -240,13 +263,7 @@ class RunConfig:
                 f"results and checkpoints to storage_path directly (a local folder or an "
                 f"fsspec URL such as s3://...), so there is nothing to sync; remove it."
             )
-        if self.log_to_file is not False:
-            raise ConfigError(
-                f"RunConfig(log_to_file={self.log_to_file!r}) is not supported: tandem always "
-                f"writes each worker's stdout and stderr to <run folder>/logs/rank_<N>.log "
-                f"(read them with `tandem jobs logs ID` or JobHandle.logs()); remove "
-                f"log_to_file."
-            )
+        self.log_files()  # refuses a value Ray refuses, before any work
         if self.name is not None and (not isinstance(self.name, str) or not self.name.strip()
                                       or "/" in self.name or self.name in (".", "..")):
             raise ConfigError(

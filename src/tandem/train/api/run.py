@@ -249,6 +249,7 @@ def job_spec(
         preload=run.preload,
         failure_setting=run.failure_setting,
         emit_rank_reports=run.report_all_ranks,
+        log_files=rc.log_files(),
         call_handlers=dict(run.call_handlers),
         # a run whose (storage_path, name) holds an earlier run resumes it, as Ray Train's
         # fit() does; a trial's restarts are the tuner's business
