@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from tandem._core.errors import ConfigError
 from tandem.cluster.base import STRATEGIES, validate_bundle
@@ -196,6 +196,11 @@ class CheckpointConfig:
             )
 
 
+def _is_file_name(v: object) -> TypeGuard[str]:
+    """A single folder or file name: a non-empty string, no '/', not '.' or '..'."""
+    return isinstance(v, str) and bool(v) and "/" not in v and v not in (".", "..")
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Where a run's results go and how it behaves.
@@ -244,11 +249,9 @@ class RunConfig:
             return None, None
         if v is True:
             return "stdout", "stderr"
-        if isinstance(v, str) and v and "/" not in v and v not in (".", ".."):
+        if _is_file_name(v):
             return v, v
-        if (isinstance(v, (tuple, list)) and len(v) == 2
-                and all(isinstance(x, str) and x and "/" not in x and x not in (".", "..")
-                        for x in v)):
+        if isinstance(v, (tuple, list)) and len(v) == 2 and all(map(_is_file_name, v)):
             return v[0], v[1]
         raise ConfigError(
             f"RunConfig(log_to_file={v!r}) is invalid: pass True (files 'stdout' and "
@@ -264,8 +267,7 @@ class RunConfig:
                 f"fsspec URL such as s3://...), so there is nothing to sync; remove it."
             )
         self.log_files()  # refuses a value Ray refuses, before any work
-        if self.name is not None and (not isinstance(self.name, str) or not self.name.strip()
-                                      or "/" in self.name or self.name in (".", "..")):
+        if self.name is not None and not (_is_file_name(self.name) and self.name.strip()):
             raise ConfigError(
                 f"RunConfig(name={self.name!r}) is invalid: use a non-empty folder name "
                 f"without '/'."
