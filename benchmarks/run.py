@@ -374,7 +374,7 @@ def print_table(results: dict[str, Any]) -> None:
                     met,
                 )
                 first_row = first_of_fig = False
-        for vname, v in case["variants"].items():
+        for v in case["variants"].values():
             if v.get("skipped") and v["skipped"] != "not selected (--systems)":
                 table.add_row(
                     cname if first_row else "",

@@ -438,7 +438,7 @@ def main() -> None:
     print(f"{'system':10s} {'p50 ms':>8s} {'p99 ms':>8s} {'req/s@64':>9s} "
           f"{'first answer s':>15s} {'PSS MB':>8s}")
     for system, r in results.items():
-        def f(key: str, fmt: str) -> str:
+        def f(key: str, fmt: str, r: dict = r) -> str:
             v = r.get(key)
             return format(v, fmt) if isinstance(v, (int, float)) else "-"
 

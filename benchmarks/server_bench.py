@@ -124,11 +124,10 @@ def timed_reporter(config):
 def outage(root: str, outage_s: float) -> list[tuple[str, str, str, str]]:
     """Reports/s during and after a store outage of ``outage_s`` (a real PostgreSQL)."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from tests.conftest_postgres import start_postgres
-
-    from tandem.jobs.client import RemoteJobService, parse_sse
     from tandem.jobs import runtime
+    from tandem.jobs.client import RemoteJobService, parse_sse
     from tandem.train import DataParallelTrainer, RunConfig
+    from tests.conftest_postgres import start_postgres
 
     pg = start_postgres(durable_commits=True)
     home, storage = os.path.join(root, "home2"), os.path.join(root, "server2")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 
 import httpx
-
 import torch
 import torch.nn.functional as F
 

@@ -138,7 +138,7 @@ def normalize(name: str, data: Any, label_column: str | None, where: str) -> Any
                 f"columns are {list(data.columns)[:20]}."
             )
         features = data.drop(columns=[label_column])
-        bad = [c for c, t in features.dtypes.items() if not (t.kind in "biuf")]
+        bad = [c for c, t in features.dtypes.items() if t.kind not in "biuf"]
         if bad:
             raise DataError(
                 f"{key}: feature column{'s' if len(bad) > 1 else ''} {bad} "

@@ -250,6 +250,6 @@ class EventHub:
 
 
 # The writer lives in writer.py; kept importable from here.
-from tandem.server.writer import StoreWriter
+from tandem.server.writer import StoreWriter  # noqa: E402 - after EventHub, which it uses
 
 __all__ = ["EventHub", "StoreWriter", "StreamItem", "Subscriber"]

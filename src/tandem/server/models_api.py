@@ -31,8 +31,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from tandem.model.registry import ModelNotFoundError, ModelRef, ModelStore, RegistryError
-from tandem.model.registry import unpack_to
+from tandem.model.registry import ModelNotFoundError, ModelRef, ModelStore, RegistryError, unpack_to
 
 MAX_VERSION = 2**31 - 1  # versions are INTEGER columns in the store (32-bit on PostgreSQL)
 

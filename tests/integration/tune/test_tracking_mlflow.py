@@ -14,7 +14,7 @@ from tandem.train import Checkpoint, RunConfig, ScalingConfig
 from tandem.train.torch import TorchTrainer
 
 mlflow = pytest.importorskip("mlflow")
-from mlflow.tracking import MlflowClient
+from mlflow.tracking import MlflowClient  # noqa: E402 - after importorskip
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

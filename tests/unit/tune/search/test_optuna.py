@@ -10,7 +10,7 @@ from tandem.tune import search as tune
 from tandem.tune.search import BasicVariantGenerator, Searcher
 
 optuna = pytest.importorskip("optuna")
-from tandem.tune.search import OptunaSearch
+from tandem.tune.search import OptunaSearch  # noqa: E402 - after importorskip
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
