@@ -1,14 +1,34 @@
-"""Test hygiene: every test starts with no tandem service and leaves no process behind."""
+"""Test hygiene: every test starts with no tandem service and leaves no process behind,
+and the whole session runs in a home folder of its own.
+
+The isolation happens here, at import, before ``tandem`` is imported: ``HOME`` is a fresh
+temporary folder (so no test finds ``~/.tandem/server.json`` of a server that another test
+or a person started, and nothing is written to the real home), and the ``TANDEM_*``
+variables that point at servers, tokens or storage are removed. Tests that need a server
+start their own; tests that need a variable set it themselves.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 
-import psutil
-import pytest
+#: TANDEM_* variables that configure the test machinery itself, kept from the caller's
+#: environment; every other TANDEM_* variable is removed for the session.
+KEPT_ENV = ("TANDEM_PG_BIN", "TANDEM_PG_USER", "TANDEM_CHROMIUM", "TANDEM_TEST_POSTGRES_URL",
+            "TANDEM_UPDATE_COMPAT", "TANDEM_CI_VENV", "TANDEM_CI_KEEP_VENV")
+REAL_HOME = os.path.expanduser("~")
+SESSION_HOME = tempfile.mkdtemp(prefix="tandem-tests-home-")
+os.environ["HOME"] = SESSION_HOME
+for _key in [k for k in os.environ if k.startswith("TANDEM_") and k not in KEPT_ENV]:
+    del os.environ[_key]
 
-import tandem
+import psutil  # noqa: E402 - after the isolation above
+import pytest  # noqa: E402
+
+import tandem  # noqa: E402
 
 pytest_plugins = []
 if os.path.exists(os.path.join(os.path.dirname(__file__), "conftest_postgres.py")):
@@ -74,3 +94,7 @@ def worker_processes() -> list[psutil.Process]:
         except psutil.Error:
             pass
     return out
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(SESSION_HOME, ignore_errors=True)

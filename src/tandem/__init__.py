@@ -7,7 +7,9 @@ first ``fit()`` or an explicit ``tandem.init()``.
 
 from __future__ import annotations
 
+from tandem._core.extras import MissingExtraError, require_extras
 from tandem._init import init, is_initialized, shutdown
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "init", "is_initialized", "shutdown"]
+__all__ = ["MissingExtraError", "__version__", "init", "is_initialized", "require_extras",
+           "shutdown"]

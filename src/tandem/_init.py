@@ -34,10 +34,13 @@ def init(
 
     Args:
         address: a train server to submit jobs to (``host:port``, or ``"auto"`` for the local
-            server in ``~/.tandem/server.json``); see ``tandem server start``.
+            server in ``~/.tandem/server.json``); see ``tandem server start``. ``"local"``
+            (or None) runs jobs in this process.
         token: the server's token (default ``$TANDEM_TOKEN``, else the local server's file).
         runtime_env: for jobs sent to a server: ``{"working_dir": ".", "env_vars": {...}}``
             uploads that folder (``.gitignore`` honoured) so your own modules import there.
+            Without ``working_dir``, the folder of the script you run is sent (capped);
+            ``{"working_dir": None}`` sends nothing.
         num_cpus, num_gpus, memory, resources: the logical resources of the embedded local
             cluster, as ``ray.init(num_cpus=...)`` declares them (default: this machine's).
         cluster: ``"local"`` (processes on this machine) or ``"ray"`` (a Ray cluster).
@@ -61,6 +64,8 @@ def init(
     _check_ray_keywords(ray_kwargs, include_dashboard=include_dashboard, local_mode=local_mode,
                         log_to_driver=log_to_driver)
     level = _logging_level(logging_level)
+    if isinstance(address, str) and address.strip().lower() == "local":
+        address = None  # as TANDEM_ADDRESS=local: this process
     if runtime.current_service() is not None:
         if ignore_reinit_error:
             return

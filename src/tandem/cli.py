@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tandem._core.errors import TandemError
+from tandem._core.extras import require_extras
 
 
 def _console() -> Any:
@@ -79,6 +80,7 @@ def cmd_version(a: argparse.Namespace) -> int:
 
 
 def cmd_server_start(a: argparse.Namespace) -> int:
+    require_extras("server", what="`tandem server start`")
     from tandem.server import daemon
 
     if a.foreground:
@@ -118,8 +120,9 @@ def cmd_server_stop(a: argparse.Namespace) -> int:
 
 def cmd_server_status(a: argparse.Namespace) -> int:
     from tandem.jobs.client import read_server_file, server_file_path
+    from tandem.jobs.client.discovery import env_address
 
-    info = read_server_file() if not (a.address or os.environ.get("TANDEM_ADDRESS")) else None
+    info = read_server_file() if not (a.address or env_address()) else None
     try:
         conn = _conn(a)
         health = conn.json("GET", "/api/health")
@@ -222,18 +225,57 @@ def cmd_jobs_logs(a: argparse.Namespace) -> int:
         print(conn.json("GET", f"/api/jobs/{a.job_id}/logs", params=params)["text"], end="")
         return 0
     params["follow"] = "true"
+    import threading
+
+    lock = threading.Lock()
+    ended: dict[str, Any] = {}
+
+    def write(text: str) -> None:
+        with lock:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+    # reports too: a job that only calls report() (and prints nothing) is followed as well
+    reports = threading.Thread(target=_follow_reports, args=(conn, a.job_id, write, ended),
+                               name="tandem-follow-reports", daemon=True)
     try:
         with conn.http.stream("GET", f"/api/jobs/{a.job_id}/logs", params=params,
                               timeout=conn._httpx.Timeout(10.0, read=None)) as r:
             conn.check(r)
+            reports.start()
             for chunk in r.iter_text():
-                sys.stdout.write(chunk)
-                sys.stdout.flush()
+                write(chunk)
+        reports.join(timeout=10)
     except conn._httpx.TransportError as e:
         raise conn.unreachable(e) from None
     except KeyboardInterrupt:
         return 130
+    if ended.get("state"):
+        write(f"job {a.job_id} {ended['state']}"
+              + (f": {ended['error']}" if ended.get("error") else "") + "\n")
     return 0
+
+
+def _follow_reports(conn: Any, job_id: str, write: Any, ended: dict[str, Any]) -> None:
+    """Writes each report of the job as a ``(report N) key=value ...`` line until it ends."""
+    from tandem.jobs.client import parse_sse
+    from tandem.train.progress import format_metrics
+
+    try:
+        with conn.http.stream("GET", f"/api/jobs/{job_id}/events", params={"after_seq": -1},
+                              timeout=conn._httpx.Timeout(10.0, read=None)) as r:
+            conn.check(r)
+            for event, data in parse_sse(r.iter_lines()):
+                body = json.loads(data)
+                if event == "reports":
+                    first = int(body.get("first_seq", 0))
+                    write("".join(f"(report {first + i + 1}) {format_metrics(row)}\n"
+                                  for i, row in enumerate(body.get("rows") or [])))
+                elif event == "end":
+                    ended.update(state=body.get("state"), error=body.get("error"))
+                    return
+    except Exception:  # noqa: BLE001 - the logs go on; only the report lines stop
+        return
 
 
 def cmd_jobs_stop(a: argparse.Namespace) -> int:
@@ -309,6 +351,7 @@ def cmd_dashboard(a: argparse.Namespace) -> int:
 
 
 def _serve_results_dashboard(a: argparse.Namespace) -> int:
+    require_extras("server", what="`tandem dashboard`")
     import secrets
     import socket
 
@@ -352,13 +395,21 @@ def _serve_results_dashboard(a: argparse.Namespace) -> int:
 
 
 def _models_backend(a: argparse.Namespace) -> Any:
-    """The train server's registry with --address or $TANDEM_ADDRESS, else the local one."""
-    from tandem.jobs.client import ADDRESS_ENV
+    """The train server's registry, found as ``tandem jobs`` finds it (--address,
+    $TANDEM_ADDRESS, or the local server of ``~/.tandem/server.json`` when it answers);
+    with none of them (or ``TANDEM_ADDRESS=local``), the local registry."""
+    from tandem.jobs.client.discovery import env_address, find_local_server, wants_embedded
 
-    if a.address or os.environ.get(ADDRESS_ENV):
+    if a.address or env_address():
         from tandem.model.registry import RemoteRegistry
 
         return RemoteRegistry(_conn(a))
+    found = None if wants_embedded() else find_local_server()
+    if found is not None:
+        from tandem.jobs.client import ServerConnection
+        from tandem.model.registry import RemoteRegistry
+
+        return RemoteRegistry(ServerConnection(found.url, a.token or found.token))
     from tandem.model.registry import local_registry
 
     return local_registry()
@@ -438,13 +489,15 @@ def cmd_models_delete(a: argparse.Namespace) -> int:
 
 
 def cmd_serve(a: argparse.Namespace) -> int:
-    from tandem.jobs.client import ADDRESS_ENV
+    from tandem.jobs import runtime
+    from tandem.jobs.client import RemoteJobService
+    from tandem.jobs.client.discovery import env_address
 
-    remote = bool(a.address or os.environ.get(ADDRESS_ENV))
-    if remote:
+    address = a.address or env_address()
+    if address:
         import tandem
 
-        tandem.init(address=a.address or os.environ[ADDRESS_ENV], token=a.token)
+        tandem.init(address=address, token=a.token)
     from tandem import model
 
     settings: dict[str, Any] = {"port": a.port, "host": a.host, "num_replicas": a.replicas,
@@ -455,6 +508,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
     if a.num_cpus is not None:
         settings["resources_per_replica"] = {"CPU": a.num_cpus}
     handle = model.serve(a.ref, serve_settings=settings)
+    remote = isinstance(runtime.current_service(), RemoteJobService)  # a local server too
     if a.json:
         _print_json({"url": handle.url, "job_id": handle.job_id})
     else:

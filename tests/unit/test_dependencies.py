@@ -18,8 +18,9 @@ import importlib.metadata
 import os
 import re
 import sys
-import tomllib
 from collections.abc import Iterator
+
+import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SRC = os.path.join(ROOT, "src", "tandem")

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import atexit
-import os
+import sys
 import threading
 from collections.abc import Callable
 
 from tandem.cluster.base import Cluster
-from tandem.jobs.client.discovery import ADDRESS_ENV
+from tandem.jobs.client.discovery import (
+    ADDRESS_ENV,
+    env_address,
+    find_local_server,
+    server_file_path,
+    wants_embedded,
+)
 from tandem.jobs.contract import JobService
 from tandem.jobs.handle import JobHandle
 from tandem.jobs.service import LocalJobService
@@ -36,8 +42,11 @@ def get_service(
     create: bool = True, cluster_factory: Callable[[], Cluster] | None = None
 ) -> JobService:
     """The process-wide job service: a ``RemoteJobService`` when ``tandem.init(address=...)``
-    was called or ``$TANDEM_ADDRESS`` is set, else the embedded ``LocalJobService``, started
-    on first use over this machine's resources. Inside a worker process: a proxy to the
+    was called or ``$TANDEM_ADDRESS`` names a server; else, as ``ray.init()`` attaches to a
+    running local cluster, the train server running on this machine (``~/.tandem/
+    server.json``, if it answers); else the embedded ``LocalJobService``, started on first
+    use over this machine's resources (``TANDEM_ADDRESS=local`` forces it). The choice made
+    on its own is said in one line on stderr. Inside a worker process: a proxy to the
     driver's service (nested jobs). Each meets ``tandem.jobs.contract.JobService``."""
     global _service
     if _process_override is not None:
@@ -46,11 +55,24 @@ def get_service(
         if _service is None:
             if not create:
                 raise RuntimeError("tandem is not initialised")
-            if cluster_factory is None and os.environ.get(ADDRESS_ENV):
+            if cluster_factory is None and env_address() is not None:
                 from tandem.jobs.client.remote import RemoteJobService
 
                 _service = RemoteJobService()
                 return _service
+            if cluster_factory is None and not wants_embedded():
+                found = find_local_server()
+                if found is not None:
+                    from tandem.jobs.client.remote import RemoteJobService
+
+                    _service = RemoteJobService(found.url, token=found.token)
+                    _say(f"tandem: sending jobs to the train server running on this machine "
+                         f"at {found.url} ({server_file_path()}); {ADDRESS_ENV}=local runs "
+                         f"them in this process instead")
+                    return _service
+                _say(f"tandem: no train server is running on this machine; running jobs in "
+                     f"this process (`tandem server start` starts one; {ADDRESS_ENV}=local "
+                     f"skips this check)")
             if cluster_factory is None:
                 from tandem.cluster.local import LocalCluster
 
@@ -59,6 +81,13 @@ def get_service(
                 cluster = cluster_factory()
             _service = LocalJobService(cluster)
         return _service
+
+
+def _say(line: str) -> None:
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def current_service() -> JobService | None:

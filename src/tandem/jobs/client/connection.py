@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tandem._core.errors import ConfigError, JobNotFoundError, TandemError
+from tandem._core.extras import import_optional
 from tandem.jobs.client.discovery import ADDRESS_ENV, TOKEN_ENV, server_file_path
 
 
@@ -18,8 +19,7 @@ class ServerConnection:
     """An httpx client that turns transport and HTTP errors into clear ``TandemError``s."""
 
     def __init__(self, url: str, token: str | None, timeout_s: float = 30.0) -> None:
-        import httpx
-
+        httpx = import_optional("httpx", "server", f"Talking to the train server at {url}")
         self.url = url
         self.token = token
         headers = {"Authorization": f"Bearer {token}"} if token else {}

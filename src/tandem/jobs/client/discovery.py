@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -17,6 +21,62 @@ TOKEN_ENV = "TANDEM_TOKEN"
 PRIORITY_ENV = "TANDEM_JOB_PRIORITY"
 TAGS_ENV = "TANDEM_JOB_TAGS"
 SUBMIT_RECORD_ENV = "TANDEM_SUBMIT_RECORD"
+#: ``TANDEM_ADDRESS=local``: jobs run in this process even when a local server runs.
+LOCAL = "local"
+
+
+def env_address() -> str | None:
+    """``$TANDEM_ADDRESS`` when it names a server; None when unset, empty or ``local``."""
+    value = os.environ.get(ADDRESS_ENV, "").strip()
+    return None if not value or value.lower() == LOCAL else value
+
+
+def wants_embedded() -> bool:
+    """``TANDEM_ADDRESS=local``: run jobs in this process, never on a server."""
+    return os.environ.get(ADDRESS_ENV, "").strip().lower() == LOCAL
+
+
+@dataclass(frozen=True)
+class LocalServer:
+    """The train server running on this machine (``~/.tandem/server.json``, answering)."""
+
+    url: str
+    token: str | None
+
+
+def find_local_server(timeout_s: float = 1.0) -> LocalServer | None:
+    """The server named in ``~/.tandem/server.json`` if it answers ``/api/health`` with its
+    token within ``timeout_s``; None when there is no such file or nothing answers there
+    (a server that was killed leaves its file behind). Needs only the standard library."""
+    info = read_server_file()
+    if not info or not info.get("address"):
+        return None
+    try:
+        url = normalize_address(str(info["address"]))
+    except ConfigError:
+        return None
+    token = str(info["token"]) if info.get("token") else None
+    context = None
+    if url.startswith("https://"):
+        cert = info.get("tls_cert")
+        try:
+            context = ssl.create_default_context(cafile=cert if isinstance(cert, str) else None)
+        except (OSError, ssl.SSLError):
+            return None
+    request = urllib.request.Request(f"{url}/api/health",
+                                     headers={"Authorization": f"Bearer {token or ''}"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s, context=context) as r:
+            body = json.loads(r.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        if e.code != 503:  # 503: it answers, its store is recovering
+            return None
+        body = {}
+    except (OSError, ValueError):
+        return None
+    if not isinstance(body, dict):
+        return None
+    return LocalServer(url, token)
 
 
 def server_file_path() -> str:
@@ -71,7 +131,12 @@ def resolve_connection(address: str | None = None, token: str | None = None) -> 
     ``~/.tandem/server.json``. ``token``: given, else ``$TANDEM_TOKEN``, else the token in
     ``~/.tandem/server.json`` when its address is the same server.
     """
-    address = address or os.environ.get(ADDRESS_ENV) or None
+    address = address or env_address()
+    if address is not None and address.strip().lower() == LOCAL:
+        raise ConfigError(
+            f"address={address!r} means \"run in this process\"; this needs a train server: "
+            f"give host:port, or leave it out for the local server (~/.tandem/server.json)."
+        )
     info = read_server_file()
     if address is None or address == "auto":
         if info is None or "address" not in info:

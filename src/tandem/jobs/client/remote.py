@@ -6,12 +6,15 @@ from __future__ import annotations
 import base64
 import builtins
 import dataclasses
+import io
 import json
 import logging
 import os
 import queue
+import sys
 import threading
 import time
+import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,11 +28,25 @@ from tandem.jobs.client.discovery import (
     TAGS_ENV,
     resolve_connection,
 )
-from tandem.jobs.client.packaging import check_runtime_env, package_working_dir
+from tandem.jobs.client.packaging import (
+    DEFAULT_WORKING_DIR_MAX_BYTES,
+    DEFAULT_WORKING_DIR_MAX_FILES,
+    check_runtime_env,
+    package_working_dir,
+    script_folder,
+)
 from tandem.jobs.spec import JobCall, JobOutcome, JobSpec, JobStatus
 from tandem.jobs.view import DEFAULT_REPORT_WINDOW, JobState, check_report_window
 
 logger = logging.getLogger(__name__)
+
+
+def _say(line: str) -> None:
+    """One line for the person running the script (stderr: stdout stays theirs)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 class RemoteJob(JobState):
@@ -204,6 +221,10 @@ class RemoteJobService:
             ``$TANDEM_ADDRESS``.
         token: default ``$TANDEM_TOKEN``, else the local server's ``~/.tandem/server.json``.
         runtime_env: ``{"working_dir": ".", "env_vars": {...}}`` for every job submitted.
+            Without a ``working_dir`` key, the folder of the script this process runs is
+            sent (as ``ray job submit --working-dir`` does; what ``.gitignore`` ignores is
+            left out, and past 50 MiB or 5,000 files nothing is sent); this is said once on
+            stderr. ``{"working_dir": None}`` sends nothing.
         priority, tags: defaults for every job (``tandem submit --priority/--tag`` set them
             through ``$TANDEM_JOB_PRIORITY`` / ``$TANDEM_JOB_TAGS``).
     """
@@ -223,6 +244,8 @@ class RemoteJobService:
         self.address = url
         self._conn = ServerConnection(url, token)
         self.runtime_env = check_runtime_env(runtime_env)
+        explicit = runtime_env is not None and "working_dir" in runtime_env
+        self._script_folder = None if explicit else script_folder()
         if priority is None and os.environ.get(PRIORITY_ENV):
             try:
                 priority = int(os.environ[PRIORITY_ENV])
@@ -357,23 +380,43 @@ class RemoteJobService:
     def _runtime_env_ref(self) -> dict[str, Any]:
         """The runtime_env as the server takes it (the working_dir uploaded once)."""
         env = self.runtime_env
-        if not env:
-            return {}
         out: dict[str, Any] = {}
         if env.get("env_vars"):
             out["env_vars"] = env["env_vars"]
-        if env.get("working_dir"):
+        if env.get("working_dir") or self._script_folder is not None:
             with self._lock:
                 if self._package is None:
-                    limit = self.health().get("max_upload_bytes")
-                    pkg_id, data = package_working_dir(env["working_dir"], limit)
-                    self._conn.request(
-                        "PUT", f"/api/packages/{pkg_id}", content=data,
-                        headers={"Content-Type": "application/zip"},
-                    )
-                    self._package = {"id": pkg_id}
-                out["working_dir"] = self._package["id"]
+                    self._package = self._upload_working_dir(env.get("working_dir"))
+                if self._package.get("id"):
+                    out["working_dir"] = self._package["id"]
         return out
+
+    def _upload_working_dir(self, given: str | None) -> dict[str, Any]:
+        """Packs and uploads the working_dir: the one given, else the script's folder
+        (capped; too big a folder is not sent, and that is said)."""
+        limit = self.health().get("max_upload_bytes")
+        if given:
+            pkg_id, data = package_working_dir(given, limit)
+        else:
+            assert self._script_folder is not None
+            folder, script = self._script_folder
+            cap = min(int(limit), DEFAULT_WORKING_DIR_MAX_BYTES) if limit else \
+                DEFAULT_WORKING_DIR_MAX_BYTES
+            try:
+                pkg_id, data = package_working_dir(folder, cap, DEFAULT_WORKING_DIR_MAX_FILES)
+            except ConfigError as e:
+                _say(f"tandem: not sending {folder} (the folder of {script}) to the train "
+                     f"server: {e} Jobs that import your own modules need "
+                     f"runtime_env={{'working_dir': ...}} (tandem.init) then.")
+                return {}
+            count = len(zipfile.ZipFile(io.BytesIO(data)).namelist())
+            _say(f"tandem: sending {folder} (the folder of {script}: {count} file"
+                 f"{'s' if count != 1 else ''}, {len(data) / 1024:.0f} KiB zipped; what "
+                 f".gitignore ignores left out) to the train server as the jobs' working_dir; "
+                 f"tandem.init(runtime_env={{'working_dir': None}}) sends nothing")
+        self._conn.request("PUT", f"/api/packages/{pkg_id}", content=data,
+                           headers={"Content-Type": "application/zip"})
+        return {"id": pkg_id}
 
     def __repr__(self) -> str:
         return f"RemoteJobService({self.address!r})"

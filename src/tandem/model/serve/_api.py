@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tandem._core.errors import ConfigError
+from tandem._core.extras import require_extras
 from tandem.jobs.handle import JobHandle
 from tandem.jobs.spec import JobSpec
 from tandem.model.serve._runner import ServeError, ServeRunner
@@ -104,6 +105,7 @@ def serve(
 
     settings = ServeSettings.of(serve_settings)
     settings.bundle()  # validate before anything starts
+    require_extras("server", what="model.serve()")  # before anything starts, too
     svc = runtime.get_service()
     remote = isinstance(svc, RemoteJobService)
     if isinstance(model, (str, ModelRef)):
