@@ -1,5 +1,6 @@
 """The model object: write a model once, train it on 2 DDP workers, predict, tune it.
 
+    pip install -e ".[torch,server]"   # torch to train; the server extra to serve
     python examples/model_quickstart.py [--epochs 6] [--samples 6]
 
 Seed 000's flow on scikit-learn's digits: a model class (setup, forward, training and
@@ -13,10 +14,10 @@ from __future__ import annotations
 
 import argparse
 
-import httpx
 import torch
 import torch.nn.functional as F
 
+import tandem
 from tandem import model, tune
 from tandem.train import RunConfig
 from tandem.tune.schedulers import ASHAScheduler
@@ -72,6 +73,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=6)
     parser.add_argument("--storage", default=None)
     args = parser.parse_args()
+    # it serves the best model at the end: say now, not after training, if serving can't run
+    tandem.require_extras("torch", "server", what="examples/model_quickstart.py")
     settings = {"num_workers": 2, "num_epochs": args.epochs, "batch_size": 32}
 
     # 1. train on 2 DDP workers; block=False returns a handle at once
@@ -105,6 +108,8 @@ def main() -> None:
           f"(true: {y[:5].tolist()})")
 
     # 4. register the best model (a new version of "digits"), then serve it over HTTP
+    import httpx
+
     ref = model.put(best, name="digits")
     with model.serve(ref, serve_settings={"max_batch_size": 32, "batch_wait_ms": 2}) as served:
         answer = httpx.post(served.url + "/predict", json={"inputs": (X[:5] / 16.0).tolist()})

@@ -1,5 +1,6 @@
 """Train a model, register it, serve it: the three lines at the bottom.
 
+    pip install -e ".[torch,server]"   # torch to train; the server extra to serve
     python examples/model_serve.py
 
 Trains a small MLP on scikit-learn's digits (one worker, a few epochs), registers the
@@ -10,11 +11,11 @@ a few predictions.
 
 from __future__ import annotations
 
-import httpx
 import numpy as np
 import torch
 from sklearn.datasets import load_digits
 
+import tandem
 from tandem import model
 
 
@@ -40,6 +41,9 @@ class DigitsMLP(model.TorchModel):
 
 
 def main() -> None:
+    tandem.require_extras("torch", "server", what="examples/model_serve.py")  # before training
+    import httpx
+
     X, y = load_digits(return_X_y=True)
     X = (X / 16.0).astype("float32")
     data = {"train": (X[:1400], y[:1400]), "valid": (X[1400:], y[1400:])}

@@ -1,5 +1,6 @@
 """tandem quickstart: tune an MLP on digits — every trial a 2-worker DDP job — with ASHA.
 
+    pip install -e ".[torch]"
     python examples/quickstart.py [--samples 8] [--epochs 8]
 
 Each trial is a train job of 2 DDP workers; the job service starts a trial only when

@@ -1,5 +1,6 @@
 """Train, then tune, on a Ray cluster: the same digits DDP loop as train_digits.py.
 
+    pip install -e ".[torch,ray]"
     ray start --head --num-cpus 4          # or a cluster from Ray's launcher / KubeRay
     python examples/ray_cluster.py --address auto [--storage s3://bucket/runs]
 

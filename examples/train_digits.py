@@ -1,5 +1,6 @@
 """Train an MLP on digits with 2 DDP workers on the CPU, a checkpoint per epoch.
 
+    pip install -e ".[torch]"
     python examples/train_digits.py [--epochs 10]
 
 Kill a worker while it runs (``pkill -9 -f tandem.cluster._zygote`` kills them all; a

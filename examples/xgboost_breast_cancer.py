@@ -1,5 +1,6 @@
 """XGBoost on the breast-cancer data with 2 workers, then a small tuning sweep.
 
+    pip install -e ".[xgboost]"
     python examples/xgboost_breast_cancer.py [--storage DIR]
 
 The two workers each hold half of the rows and grow one model together through XGBoost's

@@ -16,7 +16,7 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TextIO
 
 # report keys that are bookkeeping, not metrics a person scans for
@@ -61,11 +61,13 @@ class RunProgress:
         total / key: when set, progress reads ``row[key]`` out of ``total`` (an epoch count).
         tty: draw a live line (default: whether ``out`` is a terminal).
         out: where to write (default ``sys.stdout``).
+        clock: seconds, for the elapsed time shown (default ``time.monotonic``).
     """
 
     def __init__(self, name: str, run_path: str, num_workers: int = 1,
                  total: int | None = None, key: str | None = None, tty: bool | None = None,
-                 out: TextIO | None = None, refresh_s: float = 0.25) -> None:
+                 out: TextIO | None = None, refresh_s: float = 0.25,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.name = name
         self.run_path = run_path
         self.num_workers = num_workers
@@ -76,7 +78,9 @@ class RunProgress:
         self.refresh_s = refresh_s
         self.count = 0
         self.last: dict[str, Any] | None = None
-        self._t0 = time.monotonic()
+        self._clock = clock
+        self._t0 = clock()
+        self._ended = False
         self._live: Any = None
         self._lock = threading.Lock()
 
@@ -100,7 +104,8 @@ class RunProgress:
             from rich.live import Live
 
             console = Console(file=self._out) if self._out is not None else Console()
-            self._live = Live(self._line(), console=console, refresh_per_second=4,
+            # drawn anew at each refresh, so the clock runs while no report arrives
+            self._live = Live(console=console, refresh_per_second=4, get_renderable=self._render,
                               transient=False, redirect_stdout=True, redirect_stderr=True)
             self._live.start()
 
@@ -109,17 +114,17 @@ class RunProgress:
             self.count += 1
             self.last = dict(row)
             if self._live is not None:
-                self._live.update(self._line())
+                self._live.refresh()
             else:
                 self._print(self._plain(row))
 
     def end(self, status: str, error: BaseException | None = None) -> None:
         with self._lock:
             if self._live is not None:
-                self._live.update(self._line(final=True))
+                self._ended = True  # the last drawing: no spinner
                 self._live.stop()
                 self._live = None
-        took = time.monotonic() - self._t0
+        took = self._clock() - self._t0
         what = {"FINISHED": "finished", "FAILED": "failed", "STOPPED": "was stopped"}.get(
             status, status.lower())
         metrics = f": {format_metrics(self.last)}" if self.last and status == "FINISHED" else ""
@@ -139,9 +144,12 @@ class RunProgress:
         return f"report {self.count}"
 
     def _plain(self, row: Mapping[str, Any]) -> str:
-        took = time.monotonic() - self._t0
+        took = self._clock() - self._t0
         skip = {self.key} if self.key else set()
         return f"[{self.name}] {self._where(row)} {format_metrics(row, skip)} ({took:.1f} s)"
+
+    def _render(self) -> Any:
+        return self._line(final=self._ended)
 
     def _line(self, final: bool = False) -> Any:
         """``⠋ epoch 3/10 ━━━━━━╸━━━ loss=0.41 val_accuracy=0.93  12.3 s``: only the metrics
@@ -150,7 +158,7 @@ class RunProgress:
         from rich.text import Text
 
         row = self.last
-        took = time.monotonic() - self._t0
+        took = self._clock() - self._t0
         grid = Table.grid(padding=(0, 1), expand=True)
         cells: list[Any] = []
         if not final:

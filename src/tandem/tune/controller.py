@@ -50,6 +50,7 @@ class TuneTrial(Trial):
         "gen",
         "index",
         "job",
+        "job_state",
         "name",
         "path",
         "result",
@@ -66,6 +67,7 @@ class TuneTrial(Trial):
         self.path = path
         self.index = index
         self.job: JobView | None = None
+        self.job_state: str | None = None  # how its last job ended, in the jobs' words
         self.gen = 0
         self.gang_reports = 0  # reports seen from the trial's current job
         self.action: Any = None  # the decision being carried out while its job ends
@@ -371,6 +373,8 @@ class TuneController:
             return
         if not status.is_terminal:
             return
+        trial.job_state = status.value  # the dashboard names the trial's end with it
+        self._state_dirty = True
         job = trial.job
         was_running = trial.status is TrialStatus.RUNNING
         if trial.status is TrialStatus.PENDING:
@@ -622,6 +626,7 @@ def _trial_state(t: TuneTrial) -> dict:
         "num_failures": t.num_failures,
         "error": f"{type(t.error).__name__}: {t.error}" if t.error is not None else None,
         "decisions": t.decisions[-100:],
+        "job_state": t.job_state,
     }
 
 

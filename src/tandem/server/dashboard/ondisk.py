@@ -28,6 +28,23 @@ MAX_LOG_BYTES = 1 << 20
 SCAN_TTL_S = 2.0
 
 
+#: a trial's state (Ray Tune's words, in experiment_state.json) in the jobs' words, which
+#: the dashboard, ``tandem jobs list`` and the API all use; an ended trial shows how its
+#: job ended (a trial the tuner stopped is STOPPED, as its job is), PAUSED is a trial's own.
+TRIAL_TO_JOB_STATE = {"PENDING": "PENDING", "RUNNING": "RUNNING", "PAUSED": "PAUSED",
+                      "TERMINATED": "FINISHED", "ERROR": "FAILED"}
+JOB_END_STATES = ("FINISHED", "FAILED", "STOPPED")
+
+
+def trial_state(trial: dict[str, Any]) -> str:
+    """The state the dashboard shows for a trial record of ``experiment_state.json``."""
+    status = str(trial.get("status") or "?")
+    ended = trial.get("job_state")
+    if status in ("TERMINATED", "ERROR") and ended in JOB_END_STATES:
+        return str(ended)
+    return TRIAL_TO_JOB_STATE.get(status, status)
+
+
 def path_id(path: str) -> str:
     return hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:16]
 
@@ -250,7 +267,8 @@ class ResultsIndex:
             trials = state.get("trials") or []
             counts: dict[str, int] = {}
             for t in trials:
-                counts[t.get("status", "?")] = counts.get(t.get("status", "?"), 0) + 1
+                s = trial_state(t)
+                counts[s] = counts.get(s, 0) + 1
             metric, mode = state.get("metric"), state.get("mode") or "max"
             best = None
             for t in trials:
@@ -307,7 +325,8 @@ class ResultsIndex:
             config_keys.update(cfg)
             trials.append({
                 "trial_id": t.get("trial_id"), "name": t.get("name"), "index": t.get("index"),
-                "status": t.get("status"), "config": cfg, "path": tpath,
+                "status": trial_state(t), "trial_status": t.get("status"),
+                "config": cfg, "path": tpath,
                 "run_id": path_id(tpath) if tpath else None,
                 "last": {k: v for k, v in (t.get("last_result") or {}).items() if _is_num(v)},
                 "error": t.get("error"), "decisions": t.get("decisions") or [],
