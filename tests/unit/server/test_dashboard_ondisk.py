@@ -89,3 +89,31 @@ def test_a_big_experiment_sends_the_curves_of_its_best_trials_only(tmp_path):
     with_curves = [t["index"] for t in d["trials"] if t["rows"]]
     assert with_curves == list(range(50))  # the 50 lowest losses
     assert all(t["best"] is not None for t in d["trials"])
+
+
+def test_trials_are_named_with_the_jobs_states():
+    from tandem.server.dashboard.ondisk import trial_state
+
+    assert trial_state({"status": "TERMINATED", "job_state": "STOPPED"}) == "STOPPED"
+    assert trial_state({"status": "TERMINATED", "job_state": "FINISHED"}) == "FINISHED"
+    assert trial_state({"status": "TERMINATED"}) == "FINISHED"  # written before job_state
+    assert trial_state({"status": "ERROR", "job_state": "FAILED"}) == "FAILED"
+    assert trial_state({"status": "ERROR"}) == "FAILED"
+    assert trial_state({"status": "RUNNING", "job_state": "STOPPED"}) == "RUNNING"  # restarted
+    assert trial_state({"status": "PAUSED"}) == "PAUSED"
+
+
+def test_local_dashboard_answers_a_bad_experiment_id_with_a_plain_404(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from tandem.server.dashboard.local_app import local_app
+
+    client = TestClient(local_app([str(tmp_path)], "tok"))
+    auth = {"Authorization": "Bearer tok"}
+    for bad in ("nothex", "0123456789abcdef", "x" * 300, "'; drop"):
+        for what in ("experiments", "runs"):
+            r = client.get(f"/api/dashboard/{what}/{bad}", headers=auth)
+            assert r.status_code == 404, (bad, r.text)
+            detail = r.json()["detail"]
+            assert isinstance(detail, str) and f"no {what[:-1]} with id" in detail, detail
+            assert f"GET /api/dashboard/{what}" in detail

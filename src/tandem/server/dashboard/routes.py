@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import os
 import time
 from collections import OrderedDict
@@ -68,15 +69,22 @@ def page_response() -> HTMLResponse:
 
 
 def _not_found(what: str, ident: str) -> _JSON:
-    return _JSON({"detail": f"no {what} with id {ident!r}; list them with "
-                            f"GET /api/dashboard/{what}s"}, status_code=404)
+    shown = ident if len(ident) <= 40 else ident[:40] + "..."
+    return _JSON({"detail": f"no {what} with id {shown!r} (an id is the 16 hex digits the "
+                            f"list gives); list them with GET /api/dashboard/{what}s"},
+                 status_code=404)
+
+
+_ID = re.compile(r"[0-9a-f]{16}")
 
 
 def disk_router(index: ResultsIndex) -> APIRouter:
     """Routes over experiments and runs on disk (shared by the server and the local app)."""
     r = APIRouter()
     def id_path() -> Any:
-        return Path(..., pattern=r"^[0-9a-f]{16}$", description="an id from the listing")
+        # checked in the route: a malformed id is "no such experiment" (404 with a message),
+        # not a validation error
+        return Path(..., max_length=4096, description="an id from the listing (16 hex digits)")
 
     @r.get("/api/dashboard/experiments", responses=_documented())
     def experiments() -> Any:
@@ -85,7 +93,7 @@ def disk_router(index: ResultsIndex) -> APIRouter:
     @r.get("/api/dashboard/experiments/{exp_id}", responses=_documented(404, 422))
     def experiment(exp_id: str = id_path(),
                    metric: str | None = Query(None, max_length=256)) -> Any:
-        out = index.experiment(exp_id, metric)
+        out = index.experiment(exp_id, metric) if _ID.fullmatch(exp_id) else None
         return _not_found("experiment", exp_id) if out is None else _JSON(out)
 
     @r.get("/api/dashboard/runs", responses=_documented())
@@ -94,7 +102,7 @@ def disk_router(index: ResultsIndex) -> APIRouter:
 
     @r.get("/api/dashboard/runs/{run_id}", responses=_documented(404, 422))
     def run(run_id: str = id_path()) -> Any:
-        out = index.run(run_id)
+        out = index.run(run_id) if _ID.fullmatch(run_id) else None
         return _not_found("run", run_id) if out is None else _JSON(out)
 
     return r

@@ -41,7 +41,8 @@
       .then(function (r) {
         if (r.status === 401) { location.href = "/login"; throw new Error("not logged in"); }
         return r.json().then(function (body) {
-          if (!r.ok) throw new Error((body && body.detail) ? JSON.stringify(body.detail) : r.statusText);
+          var d = body && body.detail;
+          if (!r.ok) throw new Error(d ? (typeof d === "string" ? d : JSON.stringify(d)) : r.statusText);
           return body;
         });
       });
