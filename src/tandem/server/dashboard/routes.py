@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import os
+import re
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
