@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from tandem._core.extras import import_optional
 from tandem.train.api.callback import Callback as RunCallback
 
 
@@ -105,12 +106,7 @@ class TBXLoggerCallback(Callback):
     (needs ``tensorboardX``: ``pip install "tandem-ml[tensorboard]"``)."""
 
     def __init__(self) -> None:
-        try:
-            from tensorboardX import SummaryWriter  # noqa: F401
-        except ImportError as e:
-            raise ImportError(
-                "TBXLoggerCallback needs tensorboardX: pip install \"tandem-ml[tensorboard]\""
-            ) from e
+        import_optional("tensorboardX", "tensorboard", "TBXLoggerCallback")
         self._writers: dict[str, Any] = {}
 
     def _writer(self, trial: Any) -> Any:

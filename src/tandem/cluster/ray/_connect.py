@@ -6,20 +6,15 @@ import logging
 import socket
 from typing import Any
 
-from tandem._core.errors import ConfigError, TandemError
+from tandem._core.errors import ConfigError
+from tandem._core.extras import import_optional
 
 logger = logging.getLogger(__name__)
 
 
 def import_ray() -> Any:
     """The ``ray`` module, or an error with the install hint."""
-    try:
-        import ray
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise TandemError(
-            "The Ray backend needs Ray: pip install 'tandem-ml[ray]' (ray==2.60.0)."
-        ) from e
-    return ray
+    return import_optional("ray", "ray", "The Ray backend")
 
 
 def connect(address: str | None, namespace: str | None) -> bool:

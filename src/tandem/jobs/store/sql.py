@@ -17,6 +17,7 @@ from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine, Row
 
 from tandem._core.errors import ConfigError
+from tandem._core.extras import import_optional
 from tandem.jobs.store.base import (
     RUNNING_STATE,
     TERMINAL_STATES,
@@ -285,14 +286,9 @@ class SQLJobStore(JobStore):
                 parent = os.path.dirname(os.path.abspath(database))
                 os.makedirs(parent, exist_ok=True)
         else:
-            try:
-                import psycopg  # noqa: F401
-            except ImportError as e:
-                raise ImportError(
-                    f"the job store URL {parsed.render_as_string(hide_password=True)!r} needs "
-                    f"the PostgreSQL driver psycopg 3: pip install 'psycopg[binary]' "
-                    f"(or pip install 'tandem-ml[server]')"
-                ) from e
+            import_optional(  # the PostgreSQL driver, psycopg 3
+                "psycopg", "server",
+                f"The job store URL {parsed.render_as_string(hide_password=True)!r}")
             kwargs.setdefault("pool_pre_ping", True)
             # An unreachable host fails in seconds instead of hanging the caller.
             kwargs.setdefault("connect_args", {}).setdefault("connect_timeout", 5)

@@ -8,6 +8,8 @@ import math
 from collections.abc import Sequence
 from typing import Any, cast
 
+from tandem._core.extras import import_optional
+
 BOOKKEEPING = ("training_iteration", "time_total_s", "time_this_iter_s", "timestamp",
                "epoch", "step", "iteration", "trial_id")
 PREFERRED = ("loss", "val_loss", "valid_loss", "mean_loss", "accuracy", "val_accuracy", "score")
@@ -18,12 +20,7 @@ def _num(v: Any) -> bool:
 
 
 def figure(nrows: int = 1, ncols: int = 1) -> Any:
-    try:
-        from matplotlib.figure import Figure
-    except ImportError as e:
-        raise ImportError(
-            "plotting results needs matplotlib: pip install matplotlib "
-            "(or pip install 'tandem-ml[plot]')") from e
+    Figure = import_optional("matplotlib.figure", "plot", "Plotting results").Figure
     return Figure(figsize=(6.4 * ncols, 4.2 * nrows), layout="constrained")
 
 

@@ -15,6 +15,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from tandem._core.extras import import_optional
 from tandem.train.api.callback import Callback
 
 __all__ = [
@@ -136,13 +137,8 @@ class TBXLoggerCallback(TrainingCallback):
         self.logdir: str | None = None
 
     def start_training(self, logdir: str, config: dict | None = None, **info: Any) -> None:
-        try:
-            from tensorboardX import SummaryWriter
-        except ImportError as e:
-            raise ImportError(
-                "TBXLoggerCallback needs tensorboardX: pip install tensorboardX "
-                "(or pip install 'tandem-ml[tensorboard]')."
-            ) from e
+        SummaryWriter = import_optional("tensorboardX", "tensorboard",
+                                        "TBXLoggerCallback").SummaryWriter
         self.logdir = os.path.expanduser(self._given_logdir or logdir)
         self._writer = SummaryWriter(self.logdir, flush_secs=30)
 

@@ -38,6 +38,7 @@ from types import ModuleType
 from typing import Any
 
 from tandem._core.errors import ConfigError
+from tandem._core.extras import import_optional
 from tandem.train import session as train_session
 from tandem.tune.callback import LoggerCallback, refuse_in_train_run
 from tandem.tune.search.variant_generator import flatten_dict
@@ -46,16 +47,11 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["MLflowLoggerCallback", "setup_mlflow"]
 
-_INSTALL = 'pip install "tandem-ml[mlflow]"'
 _PARAM_LIMIT = 6000  # MLflow refuses longer param values
 
 
 def _import_mlflow(what: str) -> ModuleType:
-    try:
-        import mlflow
-    except ImportError as e:
-        raise ImportError(f"{what} needs MLflow, which is not installed: {_INSTALL}") from e
-    return mlflow
+    return import_optional("mlflow", "mlflow", what)
 
 
 class _NoopModule:

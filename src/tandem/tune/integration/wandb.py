@@ -37,6 +37,7 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from tandem._core.errors import ConfigError
+from tandem._core.extras import import_optional
 from tandem.train import session as train_session
 from tandem.tune.callback import LoggerCallback, refuse_in_train_run
 from tandem.tune.search.variant_generator import flatten_dict
@@ -52,17 +53,12 @@ WANDB_MODE_ENV_VAR = "WANDB_MODE"
 #: W&B's run modes (``wandb.init(mode=...)``).
 WANDB_MODES = ("online", "offline", "disabled", "shared")
 _NO_KEY_MODES = ("offline", "disabled", "dryrun")
-_INSTALL = 'pip install "tandem-ml[wandb]"'
 #: Ray's default upload timeout (``ray.train._internal.syncer.DEFAULT_SYNC_TIMEOUT``).
 DEFAULT_SYNC_TIMEOUT = 1800
 
 
 def _import_wandb(what: str) -> ModuleType:
-    try:
-        import wandb
-    except ImportError as e:
-        raise ImportError(f"{what} needs wandb, which is not installed: {_INSTALL}") from e
-    return wandb
+    return import_optional("wandb", "wandb", what)
 
 
 def _check_mode(mode: Any, where: str) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import ConfigError
+from tandem._core.extras import import_optional
 from tandem.tune.search.searcher import Searcher
 from tandem.tune.search.space import Categorical, Domain, Float, Function, Integer
 from tandem.tune.search.variant_generator import (
@@ -31,15 +32,9 @@ __all__ = ["OptunaSearch"]
 
 logger = logging.getLogger(__name__)
 
-_INSTALL_HINT = 'OptunaSearch needs optuna, which is not installed. Install it with: pip install "tandem-ml[optuna]"'
-
 
 def _import_optuna() -> Any:
-    try:
-        import optuna
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(_INSTALL_HINT) from exc
-    return optuna
+    return import_optional("optuna", "optuna", "OptunaSearch")
 
 
 _PRIMITIVES = (str, int, float, bool, type(None))
