@@ -228,11 +228,6 @@ class TrainController(JobRunner):
         try:
             self._start_gang()
             self.state = TrainControllerState.RUNNING
-            if (spec.num_workers > 1 and spec.backend.preload_after_start
-                    and self.policy.config.max_failures != 0):
-                # while this gang runs: a restarted gang's workers then fork with them
-                # loaded (only where a restart may come: the import delays the next fork)
-                ctx.cluster.prewarm(self._preload() + tuple(spec.backend.preload_after_start))
             while not self.state.is_terminal:
                 self.state = self.step()
                 if self.state is TrainControllerState.WORKER_FAILED:

@@ -27,12 +27,6 @@ class Backend:
     preload: tuple[str, ...] = ()
     """Modules worth importing once in the process workers are forked from."""
 
-    preload_after_start: tuple[str, ...] = ()
-    """Modules a multi-worker gang imports on its own while it sets up: for a run that may
-    restart (``FailureConfig(max_failures != 0)``), the process workers are forked from
-    imports them while the first gang runs, so a restarted gang (or the next run's) starts
-    with them loaded and the first gang never waits for them."""
-
     def worker_env(self, node_ips: Sequence[str]) -> list[Mapping[str, str]]:
         return [{} for _ in node_ips]
 

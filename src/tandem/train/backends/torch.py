@@ -49,9 +49,6 @@ class TorchConfig(BackendConfig):
 
 class TorchBackend(Backend):
     preload = ("torch", "torch.distributed", "torch.nn.parallel")
-    # DistributedDataParallel's constructor imports torch._dynamo (sympy, mpmath: ~800
-    # modules, the largest part of a restarted DDP gang's time to its first report)
-    preload_after_start = ("torch._dynamo",)
 
     def __init__(self, backend: str | None = None, timeout_s: int = 1800) -> None:
         self.backend_name = backend
