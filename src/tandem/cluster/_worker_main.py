@@ -1,6 +1,8 @@
 """What a worker process runs after the zygote forks it: connect, receive a task, run it.
 
-The cluster layer knows nothing of training. A task is a cloudpickled callable
+The worker authenticates its connection first (an HMAC challenge in both directions with
+the session's key, which arrived in ``spec`` through the zygote's stdin pipe); only then
+are frames exchanged. The cluster layer knows nothing of training. A task is a cloudpickled callable
 ``task(channel) -> int`` from a higher layer; ``channel`` sends frames to the driver
 (``channel.send``) and delivers the driver's frames to a handler the task registers
 (``channel.on_message``). If the driver goes away, the worker exits at once.
@@ -17,15 +19,14 @@ from typing import Any
 
 import cloudpickle
 
-from tandem.cluster._wire import SocketChannel
+from tandem.cluster._wire import SocketChannel, authenticate_client
 
 
 class WorkerChannel:
     """The worker's end of its connection to the driver."""
 
-    objects: dict = {}  # WorkerSpec.objects, on clusters that pass them (Ray)
-
     def __init__(self, channel: SocketChannel, worker_id: str) -> None:
+        self.objects: dict = {}  # WorkerSpec.objects, on clusters that pass them (Ray)
         self._channel = channel
         self.worker_id = worker_id
         self._handler: Callable[[Any], None] | None = None
@@ -55,6 +56,9 @@ class WorkerChannel:
 def run(spec: dict) -> int:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(spec["address"])
+    # Prove we hold the session's key and check the driver does, before any pickle. The
+    # key is dropped from the spec: user code that prints its environment never sees it.
+    authenticate_client(sock, spec.pop("authkey"))
     channel = SocketChannel(sock)
     channel.send(("hello", spec["worker_id"], os.getpid()))
     msg = channel.recv()

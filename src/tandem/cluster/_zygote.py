@@ -101,7 +101,7 @@ class _Zygote:
             for name in msg[1]:
                 try:
                     importlib.import_module(name)
-                except BaseException as e:  # report, never die: the driver decides
+                except BaseException as e:  # noqa: BLE001 - report, never die: the driver decides
                     error = f"{type(e).__name__}: {e}"
             self._send(("preloaded", msg[1], error))
         elif kind == "fork":
@@ -165,7 +165,7 @@ class _Zygote:
             from tandem.cluster import _worker_main
 
             code = _worker_main.run(spec)
-        except BaseException:
+        except BaseException:  # noqa: BLE001 - printed to the worker's log, then exit 1
             import traceback
 
             traceback.print_exc()
@@ -173,7 +173,7 @@ class _Zygote:
             try:
                 sys.stdout.flush()
                 sys.stderr.flush()
-            except BaseException:
+            except BaseException:  # noqa: BLE001, S110 - exiting anyway
                 pass
             os._exit(code)
 

@@ -315,6 +315,7 @@ class _IOThread(_wire.IOThread):
                 {
                     "worker_id": worker.worker_id,
                     "address": self.address,
+                    "authkey": self.authkey,  # through the zygote's stdin pipe only
                     "log_path": spec.log_path,
                     "env": dict(spec.env),
                     "cwd": spec.cwd or os.getcwd(),
