@@ -65,12 +65,20 @@ def storage(tmp_path):
 
 
 def worker_processes() -> list[psutil.Process]:
-    """Live worker processes (children of the zygote) of this test process."""
+    """Live worker processes (children of the zygote) of this test process; warm workers
+    waiting for a job (named ``tandem-warm``, see tandem.cluster._pool) are not counted."""
     out = []
     for p in psutil.Process().children(recursive=False):
         try:
             if "tandem.cluster._zygote" in " ".join(p.cmdline()):
-                out.extend(c for c in p.children(recursive=True) if _alive(c))
+                out.extend(c for c in p.children(recursive=True) if _alive(c) and not _warm(c))
         except psutil.Error:
             pass
     return out
+
+
+def _warm(p: psutil.Process) -> bool:
+    try:
+        return p.name() == "tandem-warm"
+    except psutil.Error:
+        return False
