@@ -321,6 +321,9 @@ class IOThread(threading.Thread):
             authenticate_server(conn, self.authkey, self.handshake_timeout_s)
         except Exception as e:  # noqa: BLE001 - whatever the peer did, it is refused
             self.refused += 1
+            if self._stopping:  # cut short by our own shutdown: nothing to report
+                _close(conn)
+                return
             logging.getLogger("tandem.cluster").warning(
                 "refused a connection to the worker listener of %s: %s: %s (a peer "
                 "must prove it holds this session's key before anything it sends is read)",
