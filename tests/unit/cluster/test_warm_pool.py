@@ -147,3 +147,17 @@ def _wait(cond, timeout_s: float = 30.0) -> None:
             raise AssertionError("condition not reached in time")
         time.sleep(0.02)
 
+
+
+def test_tandem_init_bounds_the_pool():
+    import tandem
+    from tandem.jobs import runtime
+
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ConfigError, match=r"tandem.init\(warm_workers="):
+            tandem.init(warm_workers=bad)
+    tandem.init(num_cpus=2, warm_workers=0)
+    try:
+        assert runtime.current_service().cluster.warm_pool.max_workers == 0
+    finally:
+        tandem.shutdown()
