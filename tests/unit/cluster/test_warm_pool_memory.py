@@ -66,5 +66,6 @@ def test_memory_stays_flat_across_many_tasks_in_one_pool(tmp_path):
         warm = [_rss_mb(p) for p in cluster.warm_worker_pids()]
         assert len(warm) <= 2 and all(r < zygote1 + 16 for r in warm), (warm, zygote1)
         assert io._by_id == {} and io._by_pid == {}  # no per-worker state left behind
+        assert 0 < cluster.launcher_pss_bytes() < 500 * 2**20  # zygote + idle warm workers
     finally:
         cluster.shutdown()
