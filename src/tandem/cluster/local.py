@@ -525,7 +525,7 @@ class _IOThread(_wire.IOThread):
                     continue  # an idle warm worker has nothing to say
             if worker is None:
                 if frame[0] == "hello" and frame[1] in self._warm_pending:
-                    worker = self._warm_connected(conn, state, frame[1])
+                    worker = self._warm_connected(conn, state, frame[1], frame[2])
                     continue
                 if frame[0] != "hello" or frame[1] not in self._by_id:
                     self._sel.unregister(conn)
@@ -541,10 +541,13 @@ class _IOThread(_wire.IOThread):
             else:
                 worker._deliver(frame)
 
-    def _warm_connected(self, conn: socket.socket, state: list, warm_id: str) -> _Warm:
+    def _warm_connected(self, conn: socket.socket, state: list, warm_id: str, pid: int) -> _Warm:
         with self._pool_lock:
             w = self._warm_pending.pop(warm_id)
             w.conn, w.state, w.since = conn, state, self._policy.now()
+            if w.pid is None:  # its hello overtook the zygote's "forked"
+                w.pid = pid
+                self._warm_by_pid[pid] = w
             state[1] = w
             if not w.retire_on_hello:
                 self._warm_idle[warm_id] = w
@@ -572,8 +575,11 @@ class _IOThread(_wire.IOThread):
                 with self._pool_lock:
                     warm = self._warm_by_token.pop(msg[1], None)
                     if warm is not None:
-                        warm.pid = msg[2]
-                        self._warm_by_pid[msg[2]] = warm
+                        if warm.pid is None:  # (else its hello came first and set it)
+                            warm.pid = msg[2]
+                            if warm.warm_id in self._warm_pending or \
+                                    warm.warm_id in self._warm_idle:
+                                self._warm_by_pid[msg[2]] = warm
                         continue
                 worker = self._by_token.pop(msg[1])
                 worker._pid = msg[2]
