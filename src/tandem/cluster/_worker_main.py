@@ -93,7 +93,10 @@ def run_warm(spec: dict, on_assign: Callable[[], None] | None = None) -> int:
     then waits for ``("assign", job, task)`` — or ``("retire",)`` when the pool shrinks."""
     channel = _connect(spec)
     channel.send(("hello", spec["warm_id"], os.getpid()))
-    msg = channel.recv()
+    try:
+        msg = channel.recv()
+    except (EOFError, OSError):
+        return 0  # the driver went away while we waited: nothing to do, nothing to say
     if msg[0] != "assign":
         return 0
     job = msg[1]
