@@ -50,7 +50,8 @@ def _no_leftover_processes():
     deadline = time.monotonic() + 10
     left: list[psutil.Process] = []
     while time.monotonic() < deadline:
-        left = [p for p in _descendants() if p.pid not in before and _alive(p)]
+        left = [p for p in _descendants() if p.pid not in before and _alive(p)
+                and not _pooled_by_older_zygote(p, before)]
         if not left:
             break
         time.sleep(0.05)
@@ -60,6 +61,15 @@ def _no_leftover_processes():
         except psutil.Error:
             pass
     assert not left, f"processes left behind: {[(p.pid, _cmd(p)) for p in left]}"
+
+
+def _pooled_by_older_zygote(p: psutil.Process, before: set[int]) -> bool:
+    """A warm worker waiting for a job, kept by a zygote that existed before the test (a
+    server fixture's): it belongs to that fixture's pool, not to the test."""
+    try:
+        return _warm(p) and p.ppid() in before
+    except psutil.Error:
+        return False
 
 
 def _alive(p: psutil.Process) -> bool:
@@ -85,12 +95,13 @@ def storage(tmp_path):
 
 
 def worker_processes() -> list[psutil.Process]:
-    """Live worker processes (children of the zygote) of this test process."""
+    """Live worker processes (children of the zygote) of this test process; warm workers
+    waiting for a job (named ``tandem-warm``, see tandem.cluster._pool) are not counted."""
     out = []
     for p in psutil.Process().children(recursive=False):
         try:
             if "tandem.cluster._zygote" in " ".join(p.cmdline()):
-                out.extend(c for c in p.children(recursive=True) if _alive(c))
+                out.extend(c for c in p.children(recursive=True) if _alive(c) and not _warm(c))
         except psutil.Error:
             pass
     return out
@@ -98,3 +109,10 @@ def worker_processes() -> list[psutil.Process]:
 
 def pytest_unconfigure(config):
     shutil.rmtree(SESSION_HOME, ignore_errors=True)
+
+
+def _warm(p: psutil.Process) -> bool:
+    try:
+        return p.name() == "tandem-warm"
+    except psutil.Error:
+        return False

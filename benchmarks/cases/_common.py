@@ -165,6 +165,29 @@ def subprocess_variant(
     )
 
 
+BASELINE_ENV = "TANDEM_BENCH_BASELINE"
+
+
+def baseline_variant(target: str, *, sample_memory: bool = False,
+                     extra_requires: tuple[str, ...] = ()) -> list[Variant]:
+    """``tandem (baseline)``: tandem's own measurement run again with the tandem source of
+    another revision, ``$TANDEM_BENCH_BASELINE/src`` (e.g. ``git worktree add /tmp/base
+    main``), interleaved with ours repeat by repeat, so a before/after comparison shares one
+    run and one machine load. No variant when the variable is unset."""
+    root = os.environ.get(BASELINE_ENV)
+    if not root:
+        return []
+    src = Path(root) / "src"
+    if not (src / "tandem").is_dir():
+        raise SystemExit(f"{BASELINE_ENV}={root!r} has no src/tandem; point it at a checkout "
+                         f"of the revision to compare with (git worktree add DIR main).")
+    repo = Path(__file__).resolve().parents[2]
+    env = {"PYTHONPATH": os.pathsep.join([str(repo), str(src)])}
+    return [subprocess_variant("tandem_baseline", "tandem", f"tandem (baseline {Path(root).name})",
+                               target, env=env, sample_memory=sample_memory,
+                               extra_requires=extra_requires)]
+
+
 @dataclass
 class Case:
     """A benchmark: what it measures, its figures and targets, and its variants.

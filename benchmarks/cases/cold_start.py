@@ -22,6 +22,7 @@ from benchmarks.cases._common import (
     Case,
     Figure,
     Target,
+    baseline_variant,
     quiet_ray_env,
     subprocess_variant,
 )
@@ -101,6 +102,7 @@ CASE = Case(
     ],
     variants=[
         subprocess_variant("tandem", "tandem", "tandem", f"{_M}:run_tandem", sample_memory=True),
+        *baseline_variant(f"{_M}:run_tandem", sample_memory=True),
         subprocess_variant(
             "ray", "ray", "Ray Tune", f"{_M}:run_ray", env=quiet_ray_env(), sample_memory=True
         ),

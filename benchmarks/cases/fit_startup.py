@@ -21,6 +21,7 @@ from benchmarks.cases._common import (
     Case,
     Figure,
     Target,
+    baseline_variant,
     log,
     ray_train_env,
     read_json,
@@ -74,6 +75,7 @@ CASE = Case(
             sample_memory=True,
             extra_requires=("torch",),
         ),
+        *baseline_variant(f"{_M}:run_tandem", sample_memory=True, extra_requires=("torch",)),
         subprocess_variant(
             "ray", "ray", "Ray Train V2", f"{_M}:run_ray", env=ray_train_env(), sample_memory=True
         ),

@@ -19,7 +19,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from benchmarks.cases._common import Case, Figure, Target, log, quiet_ray_env, subprocess_variant
+from benchmarks.cases._common import (
+    Case,
+    Figure,
+    Target,
+    baseline_variant,
+    log,
+    quiet_ray_env,
+    subprocess_variant,
+)
 
 
 def _as_script_function() -> None:
@@ -116,6 +124,7 @@ CASE = Case(
     ],
     variants=[
         subprocess_variant("tandem", "tandem", "tandem", f"{_M}:run_tandem"),
+        *baseline_variant(f"{_M}:run_tandem"),
         subprocess_variant(
             "ray",
             "ray",

@@ -28,6 +28,7 @@ def init(
     log_to_driver: bool | None = None,
     include_dashboard: bool | None = None,
     local_mode: bool = False,
+    warm_workers: int | None = None,
     **ray_kwargs: Any,
 ) -> None:
     """Starts tandem's job service in this process, with the resources you declare.
@@ -56,6 +57,9 @@ def init(
         include_dashboard: None or False (tandem starts no dashboard in your process);
             True is refused with where the dashboard is (``tandem server start``).
         local_mode: False only (Ray deprecated it; tandem runs workers as processes).
+        warm_workers: most worker processes the local cluster keeps started and waiting
+            for a job (default 4; each leaves after 30 s without one); 0 starts every worker
+            when its job starts. tandem's own (docs/warm_workers.md).
     Other ``ray.init`` keywords are refused with what to do instead.
     """
     from tandem.jobs import runtime
@@ -78,6 +82,10 @@ def init(
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or value < 0):
             raise ConfigError(f"tandem.init({name}={value!r}): give a number >= 0.")
+    if warm_workers is not None and (isinstance(warm_workers, bool)
+                                     or not isinstance(warm_workers, int) or warm_workers < 0):
+        raise ConfigError(f"tandem.init(warm_workers={warm_workers!r}): give a whole number "
+                          f">= 0 (0 starts every worker when its job starts).")
     if resources is not None:
         validate_bundle(resources, "tandem.init(resources)")
     if configure_logging:
@@ -85,7 +93,8 @@ def init(
     runtime.set_log_to_driver(log_to_driver)
     if address is not None:
         given = [n for n, v in (("num_cpus", num_cpus), ("num_gpus", num_gpus),
-                                ("memory", memory), ("resources", resources)) if v is not None]
+                                ("memory", memory), ("resources", resources),
+                                ("warm_workers", warm_workers)) if v is not None]
         if given:
             raise ConfigError(
                 f"tandem.init(address={address!r}, {', '.join(given)}=...): the resources of a "
@@ -118,7 +127,8 @@ def init(
 
     c: Any = make_cluster(cluster, ray_address if cluster == "ray" else None,
                           num_cpus=num_cpus, num_gpus=num_gpus, memory=memory,
-                          resources=dict(resources) if resources is not None else None)
+                          resources=dict(resources) if resources is not None else None,
+                          warm_workers=warm_workers)
     runtime.set_service(LocalJobService(c))
 
 

@@ -19,6 +19,7 @@ def make_cluster(
     num_gpus: float | None = None,
     memory: float | None = None,
     resources: Mapping[str, float] | None = None,
+    warm_workers: int | None = None,
     **ray_options: Any,
 ) -> Cluster:
     """Returns a ``LocalCluster`` or a ``RayCluster``.
@@ -29,6 +30,8 @@ def make_cluster(
             ``kind="local"`` selects Ray too (``tandem server start --ray-address ADDR``).
         num_cpus, num_gpus, memory, resources: the local cluster's logical resources. A Ray
             cluster's resources are Ray's own; these are refused with ``kind="ray"``.
+        warm_workers: for ``"local"``: most warm workers kept ready
+            (``WarmPoolConfig.max_workers``; default 4, 0 = none).
         ray_options: passed to ``RayCluster`` (``runtime_env``, ``autoscaling``, ...).
 
     Raises:
@@ -42,16 +45,19 @@ def make_cluster(
                 f"make_cluster(kind='local') got Ray options {sorted(ray_options)}; use "
                 f"kind='ray' or drop them."
             )
+        from tandem.cluster._pool import WarmPoolConfig
         from tandem.cluster.local import LocalCluster
 
+        pool = WarmPoolConfig(max_workers=warm_workers) if warm_workers is not None else None
         return LocalCluster(num_cpus=num_cpus, num_gpus=num_gpus, memory=memory,
-                            resources=dict(resources or {}))
+                            resources=dict(resources or {}), warm_pool=pool)
     if kind == "ray":
         given = [n for n, v in (("num_cpus", num_cpus), ("num_gpus", num_gpus),
-                                ("memory", memory), ("resources", resources)) if v is not None]
+                                ("memory", memory), ("resources", resources),
+                                ("warm_workers", warm_workers)) if v is not None]
         if given:
             raise ConfigError(
-                f"{', '.join(given)} declare the resources of the local cluster; on Ray the "
+                f"{', '.join(given)} configure the local cluster; on Ray the "
                 f"cluster's resources are Ray's own (set them with `ray start --num-cpus ...`). "
                 f"Drop {', '.join(given)}, or use cluster='local'."
             )

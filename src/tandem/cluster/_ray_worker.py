@@ -1,7 +1,8 @@
 """What a tandem worker runs inside its Ray actor: connect back, run the task, stream output.
 
-The actor connects to the driver's TCP listener, says ``("hello", worker_id, pid, token)``
-and runs the same cloudpickled ``task(channel)`` a local worker runs. Its stdout and stderr
+The actor connects to the driver's TCP listener, passes the HMAC handshake with the
+session key (``tandem.cluster._wire``; the key came in ``run``'s arguments), says
+``("hello", worker_id, pid)`` and runs the same cloudpickled ``task(channel)`` a local worker runs. Its stdout and stderr
 (file descriptors 1 and 2) go to the driver as ``("__log__", bytes)`` frames for the
 duration of the task, so logs reach the run folder as on one machine even when the node
 shares no filesystem with the driver. If the driver goes away, the actor exits at once.
@@ -21,7 +22,7 @@ from typing import Any
 
 import cloudpickle
 
-from tandem.cluster._wire import SocketChannel
+from tandem.cluster._wire import SocketChannel, authenticate_client
 from tandem.cluster._worker_main import WorkerChannel
 
 
@@ -101,8 +102,10 @@ class _TandemWorker:
         sock = socket.create_connection((host, port), timeout=30)
         sock.settimeout(None)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # Both ends prove they hold the session key before a single pickle crosses.
+        authenticate_client(sock, spec.pop("authkey"))
         channel = SocketChannel(sock)
-        channel.send(("hello", spec["worker_id"], os.getpid(), spec["token"]))
+        channel.send(("hello", spec["worker_id"], os.getpid()))
         wc = _ActorChannel(channel, spec["worker_id"], objects)
         pump = _OutputPump(channel)
         code = 1

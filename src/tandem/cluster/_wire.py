@@ -1,17 +1,31 @@
-"""Length-prefixed pickle frames over a stream socket or pipe.
+"""Length-prefixed pickle frames over a stream socket or pipe, after an HMAC handshake.
 
 One frame is a 4-byte big-endian length followed by a pickle. The driver side reads
 non-blocking through ``FrameReader``; worker and zygote sides use blocking ``send``/``recv``.
+
+Nothing read from a socket is unpickled before the peer proved it holds the session's
+secret key: every worker connection starts with the challenge/response handshake of
+``multiprocessing.connection`` (``deliver_challenge`` / ``answer_challenge``, an HMAC over
+a fresh random challenge, in both directions), run on the socket by ``authenticate_server``
+(the driver: challenges first) and ``authenticate_client`` (the worker: answers first). The
+handshake's messages are raw bytes (at most 256 each), never pickles. The key reaches a
+worker out of band: through the zygote's stdin pipe (local) or the actor call's arguments
+(Ray), never on a command line or in the environment. See docs/_security_wire.md.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
+import multiprocessing
 import pickle
+import queue
+import secrets
 import selectors
 import socket
 import struct
 import threading
+from multiprocessing.connection import answer_challenge, deliver_challenge
 from typing import Any
 
 _HEADER = struct.Struct(">I")
@@ -34,18 +48,72 @@ def send_frame(sock: socket.socket, lock: threading.Lock, obj: Any) -> None:
             pass
 
 
-def accept_all(listener: socket.socket, sel: Any, tcp_nodelay: bool = False) -> None:
-    """Accepts every pending connection and registers it for reading as a new worker stream
-    (``("conn", [FrameReader(), None])``; the worker is known once its hello arrives)."""
-    while True:
-        try:
-            conn, _ = listener.accept()
-        except (BlockingIOError, InterruptedError):
-            return
-        if tcp_nodelay:
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn.setblocking(False)
-        sel.register(conn, selectors.EVENT_READ, ("conn", [FrameReader(), None]))
+AuthenticationError = multiprocessing.AuthenticationError
+HANDSHAKE_TIMEOUT_S = 30.0
+"""How long one handshake message may take to arrive (a worker on a loaded machine)."""
+_MAX_HANDSHAKE_MESSAGE = 256
+
+
+def new_authkey() -> bytes:
+    """A fresh session secret (32 random bytes)."""
+    return secrets.token_bytes(32)
+
+
+class _HandshakeConnection:
+    """What ``multiprocessing.connection``'s challenge functions need from a connection
+    (``send_bytes`` / ``recv_bytes``), on a blocking socket: length-prefixed raw bytes."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def send_bytes(self, buf: bytes) -> None:
+        self._sock.sendall(_HEADER.pack(len(buf)) + bytes(buf))
+
+    def recv_bytes(self, maxlength: int | None = None) -> bytes:
+        (size,) = _HEADER.unpack(self._recv_exact(_HEADER.size))
+        limit = _MAX_HANDSHAKE_MESSAGE if maxlength is None else min(maxlength,
+                                                                     _MAX_HANDSHAKE_MESSAGE)
+        if size > limit:
+            raise AuthenticationError(
+                f"the peer sent a {size}-byte message during the handshake (at most {limit}): "
+                f"not a tandem peer holding this session's key"
+            )
+        return self._recv_exact(size)
+
+    def _recv_exact(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = self._sock.recv(n - len(out))
+            if not chunk:
+                raise EOFError("the peer closed the connection during the handshake")
+            out += chunk
+        return bytes(out)
+
+
+def authenticate_server(sock: socket.socket, authkey: bytes,
+                        timeout_s: float = HANDSHAKE_TIMEOUT_S) -> None:
+    """The driver's side of the handshake (as ``multiprocessing.connection.Listener``):
+    challenge the peer, then answer its challenge. Raises ``AuthenticationError`` (wrong or
+    no key), ``EOFError`` or ``OSError`` (closed, timed out); nothing is unpickled."""
+    sock.settimeout(timeout_s)
+    conn: Any = _HandshakeConnection(sock)  # duck-types the stdlib's Connection
+    deliver_challenge(conn, authkey)
+    answer_challenge(conn, authkey)
+    sock.settimeout(None)
+
+
+def authenticate_client(sock: socket.socket, authkey: bytes,
+                        timeout_s: float = HANDSHAKE_TIMEOUT_S) -> None:
+    """The worker's side (as ``multiprocessing.connection.Client``): answer the driver's
+    challenge, then challenge the driver, before the first frame is sent or read."""
+    sock.settimeout(timeout_s)
+    conn: Any = _HandshakeConnection(sock)  # duck-types the stdlib's Connection
+    try:
+        answer_challenge(conn, authkey)
+    except AssertionError as e:  # Python 3.11 checks the challenge's prefix with assert
+        raise AuthenticationError(f"the driver sent no valid challenge: {e}") from None
+    deliver_challenge(conn, authkey)
+    sock.settimeout(None)
 
 
 def recv_some(conn: socket.socket) -> bytes | None:
@@ -156,12 +224,25 @@ class IOThread(threading.Thread):
     sources (``_on_readable``), a select timeout (``_select_timeout``), work after each
     round (``_after_select``) and clean-up once the loop ends (``_on_stop``). Setting
     ``_stopping`` and calling ``wake()`` ends the loop.
+
+    A connection reaches ``_read_conn`` only once its peer passed the handshake with
+    ``authkey`` (``authenticate_server``, run on a small pool of threads so that a slow or
+    silent peer never stalls the loop); a peer that fails it is closed unread and counted
+    in ``refused``.
     """
 
     tcp_nodelay = False
+    handshake_threads = 16
+    handshake_timeout_s = HANDSHAKE_TIMEOUT_S
 
-    def __init__(self, name: str, listener: socket.socket) -> None:
+    def __init__(self, name: str, listener: socket.socket, authkey: bytes | None = None) -> None:
         super().__init__(name=name, daemon=True)
+        self.authkey = authkey if authkey is not None else new_authkey()
+        self.refused = 0
+        self._handshakes: concurrent.futures.ThreadPoolExecutor | None = None
+        self._in_handshake: set[socket.socket] = set()
+        self._hs_lock = threading.Lock()
+        self._authenticated: queue.SimpleQueue = queue.SimpleQueue()
         listener.setblocking(False)
         self._listener = listener
         self._sel = selectors.DefaultSelector()
@@ -185,7 +266,7 @@ class IOThread(threading.Thread):
                 for key, _ in self._sel.select(timeout=self._select_timeout()):
                     kind, data = key.data
                     if kind == "listen":
-                        accept_all(self._listener, self._sel, tcp_nodelay=self.tcp_nodelay)
+                        self._accept()
                     elif kind == "conn":
                         self._read_conn(key.fileobj, data)  # type: ignore[arg-type]
                     elif kind == "wake":
@@ -195,12 +276,14 @@ class IOThread(threading.Thread):
                             pass
                     else:
                         self._on_readable(kind, key.fileobj, data)
+                self._register_authenticated()
                 self._after_select()
         except Exception:
             logging.getLogger(type(self).__module__).exception("tandem %s thread failed",
                                                                 self.name)
         finally:
             self.alive = False
+            self._end_handshakes()
             self._on_stop()
             for key in list(self._sel.get_map().values()):
                 try:
@@ -208,6 +291,84 @@ class IOThread(threading.Thread):
                 except OSError:
                     pass
             self._sel.close()
+
+    # -- authentication ------------------------------------------------------------------
+    def _accept(self) -> None:
+        """Accepts every pending connection and hands it to the handshake pool."""
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # e.g. out of file descriptors: try again next round
+                return
+            if self._handshakes is None:
+                self._handshakes = concurrent.futures.ThreadPoolExecutor(
+                    self.handshake_threads, thread_name_prefix=f"{self.name}-handshake")
+            with self._hs_lock:
+                self._in_handshake.add(conn)
+            self._handshakes.submit(self._authenticate, conn)
+
+    def _authenticate(self, conn: socket.socket) -> None:
+        """On a pool thread: the handshake; an authenticated connection goes to the loop."""
+        if self._stopping:
+            with self._hs_lock:
+                self._in_handshake.discard(conn)
+            _close(conn)
+            return
+        try:
+            conn.setblocking(True)
+            authenticate_server(conn, self.authkey, self.handshake_timeout_s)
+        except Exception as e:  # noqa: BLE001 - whatever the peer did, it is refused
+            self.refused += 1
+            if self._stopping:  # cut short by our own shutdown: nothing to report
+                _close(conn)
+                return
+            logging.getLogger("tandem.cluster").warning(
+                "refused a connection to the worker listener of %s: %s: %s (a peer "
+                "must prove it holds this session's key before anything it sends is read)",
+                self.name, type(e).__name__, e)
+            with self._hs_lock:
+                self._in_handshake.discard(conn)
+            _close(conn)
+            return
+        with self._hs_lock:
+            self._in_handshake.discard(conn)
+            if self._stopping:
+                _close(conn)
+                return
+            self._authenticated.put(conn)
+        self.wake()
+
+    def _register_authenticated(self) -> None:
+        """Registers connections that passed the handshake as new worker streams
+        (``("conn", [FrameReader(), None])``; the worker is known once its hello arrives)."""
+        while True:
+            try:
+                conn = self._authenticated.get_nowait()
+            except queue.Empty:
+                return
+            if self.tcp_nodelay:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn.setblocking(False)
+            self._sel.register(conn, selectors.EVENT_READ, ("conn", [FrameReader(), None]))
+
+    def _end_handshakes(self) -> None:
+        with self._hs_lock:
+            self._stopping = True
+            pending, self._in_handshake = list(self._in_handshake), set()
+        for conn in pending:  # unblocks the pool threads at once
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if self._handshakes is not None:
+            self._handshakes.shutdown(wait=False)  # queued ones see _stopping
+        while True:
+            try:
+                _close(self._authenticated.get_nowait())
+            except queue.Empty:
+                break
 
     # -- hooks -------------------------------------------------------------------------
     def _read_conn(self, conn: socket.socket, state: list) -> None:
@@ -225,3 +386,10 @@ class IOThread(threading.Thread):
 
     def _on_stop(self) -> None:
         """Runs once when the loop ends, before every registered file is closed."""
+
+
+def _close(conn: socket.socket) -> None:
+    try:
+        conn.close()
+    except OSError:
+        pass

@@ -7,7 +7,9 @@ modules only when a job asks for them (``preload``), so trivial jobs never pay f
 
 Protocol (frames from ``_wire``), driver -> zygote on stdin:
     ("preload", [module, ...])
-    ("fork", token, spec)        spec: dict(worker_id, address, log_path, env, cwd, sys_path)
+    ("fork", token, spec)        spec: dict(worker_id, address, authkey, log_path, env, cwd,
+                                 sys_path, argv), or dict(warm_id, address, authkey) for a
+                                 warm worker that takes on a job later (see _pool.py)
 zygote -> driver on stdout:
     ("preloaded", [module, ...], error_or_None)
     ("forked", token, pid)
@@ -20,6 +22,7 @@ exits, so no worker outlives its driver.
 from __future__ import annotations
 
 import errno
+import gc
 import importlib
 import os
 import select
@@ -42,6 +45,17 @@ def _load_prctl() -> None:
             _PRCTL = ctypes.CDLL("libc.so.6", use_errno=True).prctl
         except OSError:
             _PRCTL = None
+
+
+WARM_NAME = b"tandem-warm"
+"""The process name (``ps``, ``psutil.Process.name()``) of a warm worker waiting for a job."""
+_NAME: bytes = b""
+
+
+def _set_process_name(name: bytes) -> None:
+    if _PRCTL is not None and name:
+        PR_SET_NAME = 15
+        _PRCTL(PR_SET_NAME, name[:15])
 
 
 def _set_parent_death_signal() -> None:
@@ -101,8 +115,9 @@ class _Zygote:
             for name in msg[1]:
                 try:
                     importlib.import_module(name)
-                except BaseException as e:  # report, never die: the driver decides
+                except BaseException as e:  # noqa: BLE001 - report, never die: the driver decides
                     error = f"{type(e).__name__}: {e}"
+            gc.freeze()  # children then leave the imported objects' pages shared
             self._send(("preloaded", msg[1], error))
         elif kind == "fork":
             _, token, spec = msg
@@ -151,21 +166,15 @@ class _Zygote:
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
             os.close(devnull)
-            log = os.open(spec["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            os.dup2(log, 1)
-            os.dup2(log, 2)
-            os.close(log)
-            os.environ.update(spec.get("env") or {})
-            if spec.get("cwd"):
-                os.chdir(spec["cwd"])
-            if spec.get("sys_path"):
-                sys.path[:] = spec["sys_path"]
-            if spec.get("argv") is not None:
-                sys.argv[:] = spec["argv"]  # the train function sees the driver's arguments
             from tandem.cluster import _worker_main
 
-            code = _worker_main.run(spec)
-        except BaseException:
+            if "warm_id" in spec:  # forked ahead of demand: takes on a job when assigned
+                _set_process_name(WARM_NAME)
+                code = _worker_main.run_warm(spec, on_assign=lambda: _set_process_name(_NAME))
+            else:
+                _worker_main.enter_job(spec)
+                code = _worker_main.run(spec)
+        except BaseException:  # noqa: BLE001 - printed to the worker's log, then exit 1
             import traceback
 
             traceback.print_exc()
@@ -173,7 +182,7 @@ class _Zygote:
             try:
                 sys.stdout.flush()
                 sys.stderr.flush()
-            except BaseException:
+            except BaseException:  # noqa: BLE001, S110 - exiting anyway
                 pass
             os._exit(code)
 
@@ -202,6 +211,13 @@ def main() -> None:
     import traceback  # noqa: F401 - workers print tracebacks; import it once here
 
     _load_prctl()
+    global _NAME
+    try:
+        with open("/proc/self/comm", "rb") as f:
+            _NAME = f.read().strip()
+    except OSError:
+        _NAME = b""
+    gc.freeze()  # children then leave the imported objects' pages shared
     _Zygote(inp, out).serve()
 
 

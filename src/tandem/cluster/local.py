@@ -27,6 +27,7 @@ import psutil
 
 from tandem._core.errors import ResourcesUnavailableError, TandemError
 from tandem.cluster import _wire
+from tandem.cluster._pool import WarmPoolConfig, WarmPoolPolicy
 from tandem.cluster.base import (
     Bundle,
     Cluster,
@@ -87,6 +88,9 @@ class LocalCluster(Cluster):
         num_gpus: GPUs to schedule (default: the GPUs visible to this process).
         memory: bytes of memory to schedule (default: this machine's total).
         resources: custom resources, e.g. ``{"accelerator_x": 2}``.
+        warm_pool: bounds of the warm workers kept ready (``WarmPoolConfig``; default up to
+            4, each gone after 30 s without a job); ``WarmPoolConfig(max_workers=0)`` forks
+            every worker when its gang starts. See ``tandem.cluster._pool``.
     """
 
     def __init__(
@@ -95,7 +99,9 @@ class LocalCluster(Cluster):
         num_gpus: float | None = None,
         memory: float | None = None,
         resources: dict[str, float] | None = None,
+        warm_pool: WarmPoolConfig | None = None,
     ) -> None:
+        self.warm_pool = warm_pool if warm_pool is not None else WarmPoolConfig()
         gpus = detect_gpus()
         self._gpu_names = _visible_device_names()
         ngpu = len(gpus) if num_gpus is None else int(num_gpus)
@@ -185,6 +191,7 @@ class LocalCluster(Cluster):
         self, placement: Placement, specs: Sequence[WorkerSpec], tasks: Sequence[bytes], sink: Sink
     ) -> list[WorkerProcess]:
         io = self._io_thread()
+        io.note_demand(len(specs))
         workers: list[WorkerProcess] = []
         for spec, task in zip(specs, tasks):
             env = dict(self.worker_env(placement, spec.bundle_index))
@@ -195,6 +202,7 @@ class LocalCluster(Cluster):
             worker = LocalWorker(self, spec, task, sink)
             io.start_worker(worker, spec)
             workers.append(worker)
+        io.refill()
         return workers
 
     def worker_env(self, placement: Placement, index: int) -> dict[str, str]:
@@ -217,13 +225,33 @@ class LocalCluster(Cluster):
     def _io_thread(self) -> _IOThread:
         with self._io_lock:
             if self._io is None or not self._io.alive:
-                self._io = _IOThread()
+                self._io = _IOThread(self.warm_pool)
                 self._io.start()
             return self._io
 
     def live_worker_pids(self) -> list[int]:
         io = self._io
         return io.live_pids() if io is not None else []
+
+    def warm_worker_pids(self) -> list[int]:
+        """The warm workers waiting for a job now (``tandem.cluster._pool``)."""
+        io = self._io
+        return io.warm_pids() if io is not None else []
+
+    def launcher_pss_bytes(self) -> int:
+        """Memory held for starting workers fast: the proportional set size (shared pages
+        split among the processes sharing them) of the zygote and the idle warm workers.
+        0 before the first job; Linux only (0 elsewhere)."""
+        io = self._io
+        if io is None:
+            return 0
+        total = 0
+        for pid in [io._zygote.pid, *io.warm_pids()]:
+            try:
+                total += int(getattr(psutil.Process(pid).memory_full_info(), "pss", 0))
+            except psutil.Error:
+                pass
+        return total
 
     def shutdown(self) -> None:
         """Kills every worker and the zygote. The cluster may be used again afterwards."""
@@ -253,10 +281,32 @@ def _assign_gpus(free: list[float], amount: float) -> list[tuple[int, float]] | 
     return [(i, 1.0) for i in whole]
 
 
-class _IOThread(_wire.IOThread):
-    """Owns the zygote, the workers' listening socket, and every worker connection."""
+class _Warm:
+    """A warm worker: forked ahead of demand, then connected and waiting for a job."""
 
-    def __init__(self) -> None:
+    __slots__ = ("conn", "modules", "pid", "retire_on_hello", "since", "state", "warm_id")
+
+    def __init__(self, warm_id: str, modules: frozenset[str]) -> None:
+        self.warm_id = warm_id
+        self.modules = modules  # what the zygote had imported when it forked this one
+        self.pid: int | None = None
+        self.conn: socket.socket | None = None
+        self.state: list | None = None
+        self.since = 0.0
+        self.retire_on_hello = False
+
+
+class _IOThread(_wire.IOThread):
+    """Owns the zygote, the workers' listening socket, every worker connection and the warm
+    workers (``tandem.cluster._pool``).
+
+    Warm workers are handed to gangs on the job threads (``start_worker``) while the I/O
+    thread reads their connections; ``_pool_lock`` guards every move of a warm worker
+    (pending -> idle -> assigned or retired) and the worker maps, so the I/O thread sees a
+    connection either as an idle warm worker or as the job's worker, never half-moved.
+    """
+
+    def __init__(self, warm_pool: WarmPoolConfig | None = None) -> None:
         self._dir = tempfile.mkdtemp(prefix="tandem-")
         os.chmod(self._dir, 0o700)
         self.address = os.path.join(self._dir, "workers.sock")
@@ -281,6 +331,14 @@ class _IOThread(_wire.IOThread):
         self._by_id: dict[str, LocalWorker] = {}
         self._preloaded: set[str] = set()
         self._preload_done: dict[tuple[str, ...], threading.Event] = {}
+        self._policy = WarmPoolPolicy(warm_pool or WarmPoolConfig())
+        self._pool_lock = threading.Lock()
+        self._warm_ids = itertools.count()
+        self._warm_by_token: dict[int, _Warm] = {}
+        self._warm_pending: dict[str, _Warm] = {}  # forked, not yet connected
+        self._warm_idle: dict[str, _Warm] = {}  # connected, waiting for a job
+        self._warm_by_pid: dict[int, _Warm] = {}
+        self.warm_used = 0  # gang workers that started warm (for tests and benchmarks)
 
     # -- called from other threads ------------------------------------------------------
     def _to_zygote(self, msg: Any) -> None:
@@ -300,11 +358,49 @@ class _IOThread(_wire.IOThread):
         """Asks the zygote to import ``modules`` (non-blocking; forks queue behind it)."""
         todo = tuple(m for m in modules if m not in self._preloaded)
         if todo:
-            self._preloaded.update(todo)
+            with self._pool_lock:
+                self._preloaded.update(todo)
+                stale = list(self._warm_idle.values())
+                self._warm_idle.clear()
+                for w in self._warm_pending.values():
+                    w.retire_on_hello = True  # forked before these imports: not wanted now
             self._to_zygote(("preload", list(todo)))
+            for w in stale:
+                self._retire(w)
+
+    def note_demand(self, num_workers: int) -> None:
+        with self._pool_lock:
+            self._policy.on_start(num_workers)
 
     def start_worker(self, worker: LocalWorker, spec: WorkerSpec) -> None:
         self.preload(spec.preload)
+        job = {
+            "worker_id": worker.worker_id,
+            "log_path": spec.log_path,
+            "env": dict(spec.env),
+            "cwd": spec.cwd or os.getcwd(),
+            "sys_path": list(sys.path),
+            "argv": list(sys.argv),
+        }
+        with self._pool_lock:
+            warm = self._take_warm(frozenset(spec.preload))
+            if warm is not None:
+                # From here on the I/O thread delivers this connection's frames to the worker.
+                assert warm.pid is not None and warm.state is not None
+                worker._pid = warm.pid
+                worker._conn = warm.conn
+                worker._connected = True
+                warm.state[1] = worker
+                self._by_id[worker.worker_id] = worker
+                self._by_pid[warm.pid] = worker
+                self.warm_used += 1
+        if warm is not None:
+            worker._deliver(("__connected__", warm.pid))
+            task, worker._task = worker._task, b""
+            worker.send(("assign", job, task))
+            if worker._killed:
+                _killpg(warm.pid)  # type: ignore[arg-type]
+            return
         token = next(self._tokens)
         self._by_token[token] = worker
         self._by_id[worker.worker_id] = worker
@@ -313,16 +409,57 @@ class _IOThread(_wire.IOThread):
                 "fork",
                 token,
                 {
-                    "worker_id": worker.worker_id,
+                    **job,
                     "address": self.address,
-                    "log_path": spec.log_path,
-                    "env": dict(spec.env),
-                    "cwd": spec.cwd or os.getcwd(),
-                    "sys_path": list(sys.path),
-                    "argv": list(sys.argv),
+                    "authkey": self.authkey,  # through the zygote's stdin pipe only
                 },
             )
         )
+
+    # -- warm workers (tandem.cluster._pool) ----------------------------------------------
+    def _take_warm(self, preload: frozenset[str]) -> _Warm | None:
+        """An idle warm worker with every module of ``preload`` imported (under the lock)."""
+        for warm_id, w in self._warm_idle.items():
+            if preload <= w.modules:
+                del self._warm_idle[warm_id]
+                if w.pid is not None:
+                    self._warm_by_pid.pop(w.pid, None)
+                return w
+        return None
+
+    def refill(self) -> None:
+        """Forks warm workers up to the policy's target (they connect on their own)."""
+        with self._pool_lock:
+            have = len(self._warm_idle) + len(self._warm_pending)
+            want = self._policy.target() - have
+            modules = frozenset(self._preloaded)
+            new = []
+            for _ in range(max(0, want)):
+                w = _Warm(f"warm-{next(self._warm_ids)}", modules)
+                token = next(self._tokens)
+                self._warm_pending[w.warm_id] = w
+                self._warm_by_token[token] = w
+                new.append((token, w))
+        for token, w in new:
+            self._to_zygote(("fork", token, {"warm_id": w.warm_id, "address": self.address,
+                                             "authkey": self.authkey}))
+
+    def _retire(self, w: _Warm) -> None:
+        """Tells an idle warm worker to exit (it was taken out of the pool already)."""
+        if w.conn is not None:
+            _wire.send_frame(w.conn, threading.Lock(), ("retire",))
+
+    def warm_pids(self) -> list[int]:
+        with self._pool_lock:
+            return [w.pid for w in self._warm_idle.values() if w.pid is not None]
+
+    def _after_select(self) -> None:
+        with self._pool_lock:
+            expired = [w for w in self._warm_idle.values() if self._policy.expired(w.since)]
+            for w in expired:
+                del self._warm_idle[w.warm_id]
+        for w in expired:
+            self._retire(w)
 
     def kill(self, worker: LocalWorker) -> None:
         pid = worker.pid
@@ -371,12 +508,25 @@ class _IOThread(_wire.IOThread):
         if not data:
             self._sel.unregister(conn)
             conn.close()
+            with self._pool_lock:
+                worker = state[1]
+                if isinstance(worker, _Warm):  # an idle warm worker ended (retired, or died)
+                    self._warm_idle.pop(worker.warm_id, None)
+                    return
             if worker is not None:
                 worker._conn = None
                 worker._deliver(("__eof__",))
             return
         for frame in reader.feed(data):
+            if isinstance(worker, _Warm):
+                with self._pool_lock:
+                    worker = state[1]
+                if isinstance(worker, _Warm):
+                    continue  # an idle warm worker has nothing to say
             if worker is None:
+                if frame[0] == "hello" and frame[1] in self._warm_pending:
+                    worker = self._warm_connected(conn, state, frame[1], frame[2])
+                    continue
                 if frame[0] != "hello" or frame[1] not in self._by_id:
                     self._sel.unregister(conn)
                     conn.close()
@@ -390,6 +540,20 @@ class _IOThread(_wire.IOThread):
                 worker._task = b""
             else:
                 worker._deliver(frame)
+
+    def _warm_connected(self, conn: socket.socket, state: list, warm_id: str, pid: int) -> _Warm:
+        with self._pool_lock:
+            w = self._warm_pending.pop(warm_id)
+            w.conn, w.state, w.since = conn, state, self._policy.now()
+            if w.pid is None:  # its hello overtook the zygote's "forked"
+                w.pid = pid
+                self._warm_by_pid[pid] = w
+            state[1] = w
+            if not w.retire_on_hello:
+                self._warm_idle[warm_id] = w
+        if w.retire_on_hello:
+            self._retire(w)
+        return w
 
     def _read_zygote(self, pipe: Any, reader: _wire.FrameReader) -> None:
         try:
@@ -408,13 +572,27 @@ class _IOThread(_wire.IOThread):
         for msg in reader.feed(data):
             kind = msg[0]
             if kind == "forked":
+                with self._pool_lock:
+                    warm = self._warm_by_token.pop(msg[1], None)
+                    if warm is not None:
+                        if warm.pid is None:  # (else its hello came first and set it)
+                            warm.pid = msg[2]
+                            if warm.warm_id in self._warm_pending or \
+                                    warm.warm_id in self._warm_idle:
+                                self._warm_by_pid[msg[2]] = warm
+                        continue
                 worker = self._by_token.pop(msg[1])
                 worker._pid = msg[2]
                 self._by_pid[msg[2]] = worker
                 if worker._killed:
                     _killpg(msg[2])
             elif kind == "exit":
-                exited = self._by_pid.pop(msg[1], None)
+                with self._pool_lock:
+                    exited = self._by_pid.pop(msg[1], None)
+                    warm = self._warm_by_pid.pop(msg[1], None) if exited is None else None
+                    if warm is not None:  # a warm worker that never got a job
+                        self._warm_pending.pop(warm.warm_id, None)
+                        self._warm_idle.pop(warm.warm_id, None)
                 if exited is not None:
                     self._by_id.pop(exited.worker_id, None)
                     exited.exitcode = msg[2]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 
+import psutil
 import pytest
 
 import tandem
@@ -74,6 +75,12 @@ def test_worker_group_init_failure_is_reported(tmp_path):
     trainer = Trainer("torch", num_workers=2, logdir=str(tmp_path))
     with pytest.raises(WorkerGroupError, match="RuntimeError: cannot build the model"):
         trainer.to_worker_group(Broken)
+    # Both ranks had joined the process group (they build the instance only after it), so
+    # both exist; the failed group's job killed them (SIGKILL) before the error was raised,
+    # and the kernel ends a killed process a moment later (longer on a loaded machine):
+    # wait for exactly that, then check nothing is left.
+    _, alive = psutil.wait_procs(worker_processes(), timeout=30)
+    assert alive == []
     assert worker_processes() == []
 
 

@@ -49,6 +49,7 @@ def test_io_thread_reads_frames_in_order_then_stops_when_woken():
     io.start()
     try:
         with socket.create_connection(io.address) as c:
+            _wire.authenticate_client(c, io.authkey)
             c.sendall(_wire.encode(("hello", 1)) + _wire.encode(("reports", [1, 2])))
             assert io.frames.get(timeout=5) == ("hello", 1)
             assert io.frames.get(timeout=5) == ("reports", [1, 2])

@@ -5,7 +5,9 @@ connects to it. Each job gets one placement group (``PACK`` by default), created
 job is admitted and removed when it ends, so a pending job holds nothing. Each worker is a
 ``_TandemWorker`` actor on its bundle's node; it runs the same cloudpickled task a local
 worker runs and talks to the driver over a TCP connection (frames from ``_wire``), so
-reports reach the controller with the latency of one socket write. The actor's output is
+reports reach the controller with the latency of one socket write. The connection is
+authenticated in both directions (an HMAC challenge with a per-session key, which the actor
+receives in its call's arguments) before anything on it is unpickled. The actor's output is
 streamed into the worker's log file on the driver.
 
 The placement group is the reservation; the actors themselves ask Ray for no resources and

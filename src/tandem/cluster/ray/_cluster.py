@@ -236,7 +236,7 @@ class RayCluster(Cluster):
             run_spec = {
                 "worker_id": spec.worker_id,
                 "address": io.address,
-                "token": io.token,
+                "authkey": io.authkey,  # via Ray's task arguments, never argv or env
                 "env": env,
                 "cwd": spec.cwd or os.getcwd(),
                 "sys_path": list(sys.path),

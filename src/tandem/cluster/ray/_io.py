@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import secrets
 import signal
 import socket
 import time
@@ -87,6 +86,11 @@ def exit_code(worker: RayWorker, fut: Any) -> int:
 class RayIO(_wire.IOThread):
     """Owns the TCP listener the worker actors connect to and every worker connection.
 
+    The listener is bound on the node's address (workers on other nodes connect to it), so
+    anyone who can reach that port may connect: a connection is read only after the peer
+    passed the HMAC handshake with ``authkey`` (see ``tandem.cluster._wire``), which the
+    actors receive in their ``run`` call's arguments.
+
     Delivers each worker's frames to its sink in order, then ``("__eof__",)`` and
     ``("__exit__", code)`` exactly once each; ``("__log__", bytes)`` frames are written to
     the worker's log file instead.
@@ -102,7 +106,6 @@ class RayIO(_wire.IOThread):
         listener.listen(1024)
         super().__init__("tandem-ray-io", listener)
         self.address = (host, listener.getsockname()[1])
-        self.token = secrets.token_hex(16)
         self._cmds: queue.SimpleQueue = queue.SimpleQueue()
         self._by_id: dict[str, RayWorker] = {}
         self._timers: dict[RayWorker, float] = {}
@@ -189,9 +192,10 @@ class RayIO(_wire.IOThread):
             return
         for frame in frames:
             if worker is None:
-                ok = isinstance(frame, tuple) and len(frame) == 4 and frame[0] == "hello"
+                # The peer passed the handshake (it holds the session key): a worker of ours.
+                ok = isinstance(frame, tuple) and len(frame) == 3 and frame[0] == "hello"
                 w = self._by_id.get(frame[1]) if ok else None
-                if w is None or frame[3] != self.token or w._eof_sent or w._conn is not None:
+                if w is None or w._eof_sent or w._conn is not None:
                     self._drop(conn)
                     return
                 worker = state[1] = w

@@ -1,11 +1,31 @@
-"""Driver side of a gang's rendezvous: rank 0 publishes a value (its process group's store
-port), the other ranks wait for it. One per gang start; answered over the workers' channels."""
+"""Driver side of a gang's rendezvous, answered over the workers' channels; one per gang start.
+
+- ``rendezvous_set`` / ``rendezvous_get``: rank 0 publishes a value (its process group's
+  store port), the other ranks wait for it.
+- ``rendezvous_vote``: every rank says how its attempt to join the collective went
+  (a ``RendezvousVote``); once all ``world_size`` ranks of that round voted, each gets every
+  rank's outcome, so the gang decides together to go on, retry or give up (a collective
+  that formed on some ranks and not on others is torn down and formed again by all).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-METHODS = ("rendezvous_set", "rendezvous_get")
+METHODS = ("rendezvous_set", "rendezvous_get", "rendezvous_vote")
+
+Outcome = Literal["ok", "retry", "fatal"]
+
+
+@dataclass(frozen=True)
+class RendezvousVote:
+    """One rank's outcome of one attempt (``round``) at joining the gang's collective."""
+
+    round: int
+    rank: int
+    world_size: int
+    outcome: Outcome
 
 
 class GangRendezvous:
@@ -13,9 +33,13 @@ class GangRendezvous:
         self._value: Any = None
         self._set = False
         self._waiters: list[tuple[Any, int]] = []
+        self._votes: dict[int, dict[int, Outcome]] = {}
+        self._voters: dict[int, list[tuple[Any, int]]] = {}
 
     def handle(self, method: str, payload: Any, worker: Any, call_id: int) -> None:
-        if method == "rendezvous_set":
+        if method == "rendezvous_vote":
+            self._vote(payload, worker, call_id)
+        elif method == "rendezvous_set":
             self._value, self._set = payload, True
             worker.send(("reply", call_id, True, None))
             for w, cid in self._waiters:
@@ -25,3 +49,18 @@ class GangRendezvous:
             worker.send(("reply", call_id, True, self._value))
         else:
             self._waiters.append((worker, call_id))
+
+    def _vote(self, vote: Any, worker: Any, call_id: int) -> None:
+        if not isinstance(vote, RendezvousVote) or not 0 <= vote.rank < vote.world_size:
+            worker.send(("reply", call_id, False, ValueError(f"bad rendezvous vote {vote!r}")))
+            return
+        votes = self._votes.setdefault(vote.round, {})
+        votes[vote.rank] = vote.outcome
+        voters = self._voters.setdefault(vote.round, [])
+        voters.append((worker, call_id))
+        if len(votes) < vote.world_size:
+            return
+        outcomes = dict(sorted(votes.items()))
+        del self._votes[vote.round], self._voters[vote.round]
+        for w, cid in voters:
+            w.send(("reply", cid, True, outcomes))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime
+import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +14,8 @@ from tandem.train.backends.base import Backend, BackendConfig
 
 if TYPE_CHECKING:
     from tandem.train.context import TrainContext
+
+logger = logging.getLogger(__name__)
 
 _BACKENDS = ("gloo", "nccl", "mpi", "ucc", "xccl")
 
@@ -48,7 +52,19 @@ class TorchConfig(BackendConfig):
 
 
 class TorchBackend(Backend):
+    """Sets up the gang's process group.
+
+    Joining it survives a slow or briefly unreachable peer: an attempt that fails for a
+    network reason on any rank ("Gloo connectFullMesh failed ... Connection closed by
+    peer" on a loaded machine) is torn down on every rank and made again by the whole gang
+    after a pause that doubles each time (``join_backoff_s`` up to ``join_max_backoff_s``),
+    for at most ``join_deadline_s`` seconds, before it counts as a failure of the run.
+    """
+
     preload = ("torch", "torch.distributed", "torch.nn.parallel")
+    join_deadline_s = 300.0
+    join_backoff_s = 0.25
+    join_max_backoff_s = 8.0
 
     def __init__(self, backend: str | None = None, timeout_s: int = 1800) -> None:
         self.backend_name = backend
@@ -74,7 +90,6 @@ class TorchBackend(Backend):
 
     def on_worker_start(self, context: TrainContext) -> None:
         import torch
-        import torch.distributed as dist
 
         threads = int(os.environ.get("TANDEM_NUM_THREADS", "0") or 0)
         if threads:
@@ -85,16 +100,86 @@ class TorchBackend(Backend):
         backend = self.backend_name or ("nccl" if use_cuda else "gloo")
         timeout = datetime.timedelta(seconds=self.timeout_s)
         store = _rendezvous_store(context, timeout)
-        dist.init_process_group(
-            backend=backend, store=store, rank=context.world_rank,
-            world_size=context.world_size, timeout=timeout,
-        )
+        self._join(backend, store, context, timeout)
+
+    def _join(self, backend: str, store: Any, context: TrainContext,
+              timeout: datetime.timedelta) -> None:
+        """Joins the process group, retried by the whole gang while a rank fails for a
+        network reason (see the class docstring). Each attempt uses its own key prefix in
+        the gang's store, so what a failed attempt left there cannot confuse the next."""
+        import torch.distributed as dist
+
+        from tandem.train._internal.rendezvous import Outcome, RendezvousVote
+        from tandem.train.session import get_session
+
+        session = get_session()
+        start = time.monotonic()
+        pause = self.join_backoff_s
+        attempt = 0
+        while True:
+            error: BaseException | None = None
+            outcome: Outcome
+            try:
+                dist.init_process_group(
+                    backend=backend, store=dist.PrefixStore(f"tandem/join{attempt}", store),
+                    rank=context.world_rank, world_size=context.world_size, timeout=timeout,
+                )
+                outcome = "ok"
+            except Exception as e:  # noqa: BLE001 - classified, then re-raised or retried
+                error = e
+                outcome = "retry" if _is_transient(e) else "fatal"
+            if session is None:  # no driver to agree with (torchrun-style use): one try
+                if error is not None:
+                    raise error
+                return
+            outcomes = session.call(
+                "rendezvous_vote",
+                RendezvousVote(attempt, context.world_rank, context.world_size, outcome),
+                timeout_s=timeout.total_seconds(),
+            )
+            failed = {r: o for r, o in outcomes.items() if o != "ok"}
+            if not failed:
+                return
+            if outcome == "ok":
+                dist.destroy_process_group()  # formed here, not everywhere: form it again
+            elapsed = time.monotonic() - start
+            if "fatal" in failed.values() or elapsed + pause > self.join_deadline_s:
+                if error is not None:
+                    raise error
+                raise RuntimeError(
+                    f"rank(s) {sorted(failed)} of the gang could not join the torch process "
+                    f"group ({attempt + 1} attempt(s) in {elapsed:.1f} s); "
+                    f"their logs say why."
+                )
+            logger.warning(
+                "rank %d: joining the torch process group failed on rank(s) %s (attempt %d%s); "
+                "the gang tries again in %.2f s", context.world_rank, sorted(failed),
+                attempt + 1, f": {type(error).__name__}: {error}" if error else "", pause)
+            time.sleep(pause)
+            pause = min(pause * 2, self.join_max_backoff_s)
+            attempt += 1
 
     def on_worker_shutdown(self, context: TrainContext) -> None:
         import torch.distributed as dist
 
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
+
+
+_TRANSIENT_WORDS = ("connectfullmesh", "connection closed", "connection reset",
+                    "connection refused", "broken pipe", "timed out", "timeout", "socket")
+
+
+def _is_transient(e: BaseException) -> bool:
+    """Whether a failed join is worth retrying: network trouble, not a wrong setting."""
+    import torch.distributed as dist
+
+    if isinstance(e, (dist.DistNetworkError, dist.DistStoreError)):
+        return True
+    if isinstance(e, RuntimeError):
+        text = str(e).lower()
+        return any(w in text for w in _TRANSIENT_WORDS)
+    return isinstance(e, (ConnectionError, TimeoutError))
 
 
 def _rendezvous_store(context: TrainContext, timeout: datetime.timedelta) -> Any:

@@ -1,0 +1,86 @@
+"""How many warm workers a ``LocalCluster`` keeps ready: the policy, apart from the processes.
+
+A *warm worker* is a process forked from the zygote ahead of demand, with the zygote's
+imports (the heavy modules jobs asked for, e.g. torch), already connected to the driver and
+authenticated, waiting for a job. A gang that starts takes warm workers instead of forking
+and connecting its own, so fork, connect and the HMAC handshake happen off the critical
+path. Each warm worker runs one task and exits, so every task starts from the zygote's
+clean state: no module, global, thread, environment variable or working directory of an
+earlier task survives, and memory cannot grow from task to task.
+
+The pool follows demand: it keeps as many warm workers as were asked for recently (the
+largest gang, or the workers asked for within ``burst_window_s``, whichever is more),
+never more than ``WarmPoolConfig.max_workers``, and lets a warm worker go once it waited
+``idle_s`` without a job, so an idle cluster holds no warm workers.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tandem._core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class WarmPoolConfig:
+    """Bounds of the warm-worker pool of a ``LocalCluster``.
+
+    Args:
+        max_workers: most warm workers kept ready at once; 0 turns the pool off (every
+            worker is forked when its gang starts).
+        idle_s: a warm worker that waited this long without a job exits.
+        burst_window_s: starts within this window count together as one burst of demand.
+    """
+
+    max_workers: int = 4
+    idle_s: float = 30.0
+    burst_window_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_workers, bool) or not isinstance(self.max_workers, int) \
+                or self.max_workers < 0:
+            raise ConfigError(
+                f"WarmPoolConfig(max_workers={self.max_workers!r}): give a whole number >= 0 "
+                f"(0 turns warm workers off)."
+            )
+        for name in ("idle_s", "burst_window_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(f"WarmPoolConfig({name}={value!r}): give a number of "
+                                  f"seconds > 0.")
+
+
+class WarmPoolPolicy:
+    """Decides the pool's size from the starts it is told about. Not thread-safe: the
+    cluster calls it under its own lock."""
+
+    def __init__(self, config: WarmPoolConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self._clock = clock
+        self._starts: collections.deque[tuple[float, int]] = collections.deque()
+
+    def on_start(self, num_workers: int) -> None:
+        """A gang of ``num_workers`` is starting now."""
+        self._starts.append((self._clock(), num_workers))
+
+    def target(self) -> int:
+        """How many warm workers to keep ready now."""
+        now = self._clock()
+        cfg = self.config
+        while self._starts and self._starts[0][0] < now - cfg.idle_s:
+            self._starts.popleft()
+        if not self._starts or cfg.max_workers == 0:
+            return 0
+        largest_gang = max(n for _, n in self._starts)
+        burst = sum(n for t, n in self._starts if t >= now - cfg.burst_window_s)
+        return min(cfg.max_workers, max(largest_gang, burst))
+
+    def expired(self, idle_since: float) -> bool:
+        """Whether a warm worker idle since ``idle_since`` (this policy's clock) should go."""
+        return self._clock() - idle_since >= self.config.idle_s
+
+    def now(self) -> float:
+        return self._clock()

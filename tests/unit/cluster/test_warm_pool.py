@@ -1,0 +1,163 @@
+"""Warm workers (tandem.cluster._pool): the size policy on a fake clock, then real processes
+— a gang starts on warm workers, each task starts from the zygote's clean state, an idle
+pool empties itself, and a new heavy import retires the warm workers forked before it."""
+
+from __future__ import annotations
+
+import queue
+
+import cloudpickle
+import psutil
+import pytest
+
+from tandem._core.errors import ConfigError
+from tandem.cluster._pool import WarmPoolConfig, WarmPoolPolicy
+from tandem.cluster.base import WorkerSpec
+from tandem.cluster.local import LocalCluster
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_the_pool_follows_demand_within_its_bounds():
+    clock = Clock()
+    policy = WarmPoolPolicy(WarmPoolConfig(max_workers=3, idle_s=10, burst_window_s=1), clock)
+    assert policy.target() == 0  # nothing asked for yet: nothing kept
+    policy.on_start(2)
+    assert policy.target() == 2  # one gang of two
+    clock.t += 0.2
+    policy.on_start(1)
+    policy.on_start(1)
+    assert policy.target() == 3  # a burst of 4 workers, capped at max_workers
+    clock.t += 5
+    assert policy.target() == 2  # the burst is over; the largest recent gang remains
+    assert not policy.expired(clock.t - 9.9) and policy.expired(clock.t - 10)
+    clock.t += 10
+    assert policy.target() == 0  # idle for idle_s: the pool gives everything back
+    off = WarmPoolPolicy(WarmPoolConfig(max_workers=0), clock)
+    off.on_start(4)
+    assert off.target() == 0
+    for bad in ({"max_workers": -1}, {"max_workers": 1.5}, {"idle_s": 0}, {"burst_window_s": True}):
+        with pytest.raises(ConfigError, match="WarmPoolConfig"):
+            WarmPoolConfig(**bad)
+
+
+def _run(cluster, placement, tmp_path, task, name, preload=()):
+    frames: queue.SimpleQueue = queue.SimpleQueue()
+    spec = WorkerSpec(name, 0, str(tmp_path / f"{name}.log"), env={"JOB_VAR": name},
+                      cwd=str(tmp_path), preload=tuple(preload))
+    (worker,) = cluster.start_workers(placement, [spec], [cloudpickle.dumps(task)],
+                                      lambda w, f: frames.put(f))
+    out = []
+    while True:
+        frame = frames.get(timeout=60)
+        if frame[0] == "__exit__":
+            assert frame[1] == 0, (tmp_path / f"{name}.log").read_text()
+            return worker, out
+        if frame[0] not in ("__connected__", "__eof__"):
+            out.append(frame)
+
+
+def dirty_task(channel):
+    import colorsys  # noqa: F401 - a module the zygote had not imported
+    import os
+    import sys
+
+    os.environ["LEFT_BEHIND"] = "1"
+    os.chdir("/")
+    sys.path.insert(0, "/left/behind")
+    globals()["leak"] = bytearray(1 << 20)
+    channel.send(("state", os.getpid(), os.environ.get("JOB_VAR"), os.getcwd()))
+    return 0
+
+
+def probe_task(channel):
+    import os
+    import sys
+
+    channel.send(("state", os.getpid(), os.environ.get("JOB_VAR"), os.getcwd(),
+                  "colorsys" in sys.modules, "LEFT_BEHIND" in os.environ,
+                  "/left/behind" in sys.path, "leak" in globals()))
+    return 0
+
+
+def test_gangs_start_on_warm_workers_each_from_a_clean_state(tmp_path):
+    cluster = LocalCluster(num_cpus=2, warm_pool=WarmPoolConfig(max_workers=2, idle_s=1.0))
+    try:
+        placement = cluster.place([{"CPU": 1.0}])
+        io = cluster._io_thread()
+        w1, out1 = _run(cluster, placement, tmp_path, dirty_task, "t1")
+        assert io.warm_used == 0  # the very first start had nothing warm yet
+        assert out1 == [("state", w1.pid, "t1", "/")]
+        _wait(lambda: len(cluster.warm_worker_pids()) == 1)  # refilled after that start
+        warm_pid = cluster.warm_worker_pids()[0]
+        assert psutil.Process(warm_pid).name() == "tandem-warm"
+        w2, out2 = _run(cluster, placement, tmp_path, probe_task, "t2")
+        assert io.warm_used == 1 and w2.pid == warm_pid  # it ran on the warm worker
+        # The job's env and cwd; nothing of the earlier task (module, env, path, globals).
+        assert out2 == [("state", warm_pid, "t2", str(tmp_path), False, False, False, False)]
+        assert not psutil.pid_exists(w1.pid) or psutil.Process(w1.pid).status() == "zombie"
+        # Idle for idle_s: the pool lets its warm workers go.
+        _wait(lambda: cluster.warm_worker_pids() == [] and not _warm_children())
+    finally:
+        cluster.shutdown()
+
+
+def test_a_new_heavy_import_retires_the_warm_workers_forked_before_it(tmp_path):
+    cluster = LocalCluster(num_cpus=2, warm_pool=WarmPoolConfig(max_workers=1, idle_s=60))
+    try:
+        placement = cluster.place([{"CPU": 1.0}])
+        io = cluster._io_thread()
+        _run(cluster, placement, tmp_path, probe_task, "a")
+        _wait(lambda: len(cluster.warm_worker_pids()) == 1)
+        stale = cluster.warm_worker_pids()[0]
+
+        def needs_colorsys(channel):
+            import sys
+
+            channel.send(("had", "colorsys" in sys.modules))
+            return 0
+
+        w, out = _run(cluster, placement, tmp_path, needs_colorsys, "b", preload=["colorsys"])
+        assert out == [("had", True)] and w.pid != stale  # not the warm worker without it
+        _wait(lambda: not psutil.pid_exists(stale) or psutil.Process(stale).status() == "zombie")
+        _wait(lambda: len(cluster.warm_worker_pids()) == 1)  # a new one, with colorsys
+        w, out = _run(cluster, placement, tmp_path, needs_colorsys, "c", preload=["colorsys"])
+        assert out == [("had", True)] and io.warm_used == 1
+    finally:
+        cluster.shutdown()
+
+
+def _warm_children() -> list:
+    return [c for c in psutil.Process().children(recursive=True)
+            if c.status() != "zombie" and c.name() == "tandem-warm"]
+
+
+def _wait(cond, timeout_s: float = 30.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.02)
+
+
+
+def test_tandem_init_bounds_the_pool():
+    import tandem
+    from tandem.jobs import runtime
+
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ConfigError, match=r"tandem.init\(warm_workers="):
+            tandem.init(warm_workers=bad)
+    tandem.init(num_cpus=2, warm_workers=0)
+    try:
+        assert runtime.current_service().cluster.warm_pool.max_workers == 0
+    finally:
+        tandem.shutdown()
