@@ -35,6 +35,21 @@ from tandem.model.registry import ModelNotFoundError, ModelRef, ModelStore, Regi
 from tandem.model.registry import unpack_to
 
 MAX_VERSION = 2**31 - 1  # versions are INTEGER columns in the store (32-bit on PostgreSQL)
+MAX_META_DEPTH = 32  # how deeply a version's meta may nest
+
+
+def json_depth(value: Any, stop: int) -> int:
+    """How deeply a parsed JSON value nests (counting stops at ``stop``), without recursion."""
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(value, 1)]
+    while todo:
+        cur, d = todo.pop()
+        if isinstance(cur, (dict, list)):
+            deepest = max(deepest, d)
+            if d >= stop:
+                return d
+            todo.extend((v, d + 1) for v in (cur.values() if isinstance(cur, dict) else cur))
+    return deepest
 
 NamePath = Path(..., min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$",
                 description="a model name")
@@ -133,7 +148,19 @@ def add_model_routes(app: Any, server: Any) -> None:
         if len(raw) > limit:
             return _err(413, f"the model upload is over {limit} bytes.")
         try:
-            body = PutIn.model_validate(json.loads(raw))
+            parsed = json.loads(raw)
+        except RecursionError:
+            return _err(400, f"the body is JSON nested deeper than this server reads; "
+                             f"keep meta within {MAX_META_DEPTH} levels.")
+        except ValueError as e:
+            return _err(400, f"the body is not JSON ({e}); send {{'meta': {{...}}, "
+                             f"'files': BASE64, 'version': null}}."[:2000])
+        depth = json_depth(parsed, MAX_META_DEPTH + 2)
+        if depth > MAX_META_DEPTH + 1:
+            return _err(422, f"meta is nested more than {MAX_META_DEPTH} levels deep; "
+                             f"flatten it (it holds a version's config, metrics and tags).")
+        try:
+            body = PutIn.model_validate(parsed)
             data = base64.b64decode(body.files, validate=True)
         except (ValueError, binascii.Error) as e:
             return _err(422, f"the body must be JSON {{'meta': {{...}}, 'files': BASE64, "

@@ -32,7 +32,7 @@ import time
 from typing import Any
 
 from tandem._core.errors import ConfigError, TandemError
-from tandem.jobs.store import JobStore
+from tandem.jobs.store import JobStore, JobStoreError, JobStoreUnavailableError
 
 __all__ = ["HistoryMarker", "StoreDeposedError", "StoreLock", "StoreLockLostError",
            "StoreOwnedError", "check_sqlite_file", "sqlite_path"]
@@ -229,6 +229,12 @@ class StoreLock:
                 self.deposed = self._deposed_message()
                 raise StoreDeposedError(self.deposed) from None
             raise e from None
+        except (OSError, JobStoreError):
+            raise
+        except Exception as e:  # noqa: BLE001 - a driver error: the store is unreachable
+            text = str(getattr(e, "orig", None) or e).strip().splitlines()
+            raise JobStoreUnavailableError(
+                f"the job store {self.url} is unreachable: {text[0] if text else e}") from None
         current = self.store.owner_epoch()
         if current != self.epoch:
             self.release()

@@ -553,7 +553,8 @@ class StoreWriter:
                 if self._deposed_error is not None and isinstance(e, self._deposed_error):
                     self._depose(str(e))
                     return False
-                self._down = f"the job store cannot be written: {e}"
+                self._down = (f"{e}" if isinstance(e, JobStoreUnavailableError)
+                              else f"the job store cannot be written: {e}")
                 return True
         self._draining = True
         try:
