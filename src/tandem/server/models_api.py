@@ -31,6 +31,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from tandem._core.archives import ArchiveLimitError, ArchiveLimits
 from tandem.model.registry import ModelNotFoundError, ModelRef, ModelStore, RegistryError
 from tandem.model.registry import unpack_to
 
@@ -88,7 +89,7 @@ _WHAT = {
     401: "missing or wrong token",
     404: "no such model, version or alias (the detail lists what exists)",
     409: "refused by the registry (e.g. deleting a version an alias points at)",
-    413: "the upload is over the server's limit (--max-upload-mb)",
+    413: "the upload, or what its files unpack to, is over the server's limits",
     422: "invalid input: the field and the reason are named",
 }
 
@@ -106,6 +107,9 @@ def add_model_routes(app: Any, server: Any) -> None:
     """Adds the routes above to the server's FastAPI app."""
     router = APIRouter(prefix="/api/models", tags=["models"])
     limit = server.config.max_upload_bytes
+    # A version's files may unpack to 8 times the upload limit, 10,000 files, and (past
+    # 8 MiB) 200 times their packed size: weights hardly compress, bombs do.
+    unpack_limits = ArchiveLimits(max_bytes=8 * limit, max_members=10_000)
 
     @app.exception_handler(ModelNotFoundError)
     async def _not_found(_: Request, e: ModelNotFoundError) -> Response:
@@ -170,7 +174,9 @@ def add_model_routes(app: Any, server: Any) -> None:
     def _store_version(name: str, data: bytes, body: PutIn) -> Any:
         with tempfile.TemporaryDirectory(prefix="tandem-upload-") as tmp:
             try:
-                unpack_to(data, tmp)
+                unpack_to(data, tmp, unpack_limits)
+            except ArchiveLimitError as e:
+                return _err(413, str(e))
             except Exception as e:  # noqa: BLE001 - a bad archive is the client's error
                 return _err(422, f"files is not a gzipped tar: {type(e).__name__}: {e}")
             if not os.path.exists(os.path.join(tmp, "model.pkl")):
