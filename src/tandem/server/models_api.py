@@ -32,8 +32,14 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from tandem._core.archives import ArchiveLimitError, ArchiveLimits
-from tandem.model.registry import ModelNotFoundError, ModelRef, ModelStore, RegistryError
-from tandem.model.registry import unpack_to
+from tandem.model.registry import (
+    ModelNotFoundError,
+    ModelRef,
+    ModelStore,
+    RegistryError,
+    check_not_served,
+    unpack_to,
+)
 
 MAX_VERSION = 2**31 - 1  # versions are INTEGER columns in the store (32-bit on PostgreSQL)
 MAX_META_DEPTH = 32  # how deeply a version's meta may nest
@@ -88,7 +94,8 @@ _open_lock = threading.Lock()
 _WHAT = {
     401: "missing or wrong token",
     404: "no such model, version or alias (the detail lists what exists)",
-    409: "refused by the registry (e.g. deleting a version an alias points at)",
+    409: "refused by the registry (deleting a version an alias points at, or one that a "
+         "serve job serves: the job is named)",
     413: "the upload, or what its files unpack to, is over the server's limits",
     422: "invalid input: the field and the reason are named",
 }
@@ -194,6 +201,7 @@ def add_model_routes(app: Any, server: Any) -> None:
     def delete_version(
         name: str = NamePath, version: int = Path(..., ge=1, le=MAX_VERSION)
     ) -> dict[str, Any]:
+        check_not_served(name, version, server.service)  # RegistryError: 409, naming the job
         return models_store(server).delete(name, version).to_dict()
 
     app.include_router(router)
