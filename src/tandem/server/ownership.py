@@ -306,17 +306,25 @@ def read_lock_owner(lock_path: str) -> dict[str, Any] | None:
 
 
 def check_sqlite_file(path: str) -> None:
-    """Refuses a SQLite job store that fails ``PRAGMA quick_check`` (nothing is changed).
+    """Refuses a SQLite job store that fails ``PRAGMA quick_check``, or that is a SQLite
+    database of something else (tables, but none of tandem's). The file is opened
+    read-only and immutable: nothing is changed, not even a lock or journal beside it.
 
     Raises:
         ConfigError: naming the file, what is wrong and what to do.
     """
     if not os.path.exists(path) or os.path.getsize(path) == 0:
         return
+    from urllib.parse import quote
+
+    tables: list[str] = []
     try:
-        conn = sqlite3.connect(path, timeout=10)
+        conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro&immutable=1",
+                               uri=True, timeout=10)
         try:
             rows = conn.execute("PRAGMA quick_check").fetchall()
+            tables = [r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()]
         finally:
             conn.close()
         problems = [r[0] for r in rows if r and r[0] != "ok"]
@@ -329,6 +337,14 @@ def check_sqlite_file(path: str) -> None:
             f"`sqlite3 {path} .recover | sqlite3 {path}.recovered` and move that into place; "
             f"to start with an empty history instead, move the file aside "
             f"(`mv {path} {path}.damaged`) and start the server again."
+        )
+    theirs = [t for t in tables if not t.startswith(("tandem_", "sqlite_"))]
+    if theirs and "tandem_meta" not in tables:
+        shown = ", ".join(sorted(theirs)[:5]) + (", ..." if len(theirs) > 5 else "")
+        raise ConfigError(
+            f"{path} is a SQLite database of something else (its tables: {shown}), not a "
+            f"tandem job store. Nothing was changed. Give --db a new file (or leave it "
+            f"unset: <storage>/jobs.db), or the jobs.db of a tandem server."
         )
 
 

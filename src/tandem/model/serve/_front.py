@@ -95,13 +95,15 @@ class HTTPError(Exception):
 
 
 class _Request:
-    __slots__ = ("arrived", "future", "inputs", "tries")
+    __slots__ = ("arrived", "future", "inputs", "offset", "tries")
 
-    def __init__(self, inputs: list[Any], future: asyncio.Future, arrived: float) -> None:
+    def __init__(self, inputs: list[Any], future: asyncio.Future, arrived: float,
+                 offset: int = 0) -> None:
         self.inputs = inputs
         self.future = future
         self.tries = 0
         self.arrived = arrived
+        self.offset = offset  # where these inputs start in the HTTP request (when split)
 
 
 class ReplicaSlot:
@@ -149,16 +151,16 @@ class Front:
         mb = self.max_batch
         if len(inputs) <= mb:
             return await self._predict_one(inputs)
-        parts = await asyncio.gather(*(self._predict_one(inputs[i:i + mb])
+        parts = await asyncio.gather(*(self._predict_one(inputs[i:i + mb], i)
                                        for i in range(0, len(inputs), mb)))
         return [y for part in parts for y in part]
 
-    async def _predict_one(self, inputs: list[Any]) -> list[Any]:
+    async def _predict_one(self, inputs: list[Any], offset: int = 0) -> list[Any]:
         if len(self.queue) >= self.max_queued:
             raise HTTPError(503, f"{len(self.queue)} requests are waiting already (the "
                                  f"limit is max_queued_requests={self.max_queued}); retry later.")
         fut: asyncio.Future = self.loop.create_future()
-        self.queue.append(_Request(inputs, fut, self.loop.time()))
+        self.queue.append(_Request(inputs, fut, self.loop.time(), offset))
         self.queued_inputs += len(inputs)
         self._arrived.set()
         if self.queued_inputs >= self.max_batch:
@@ -221,7 +223,8 @@ class Front:
             self.largest_batch = max(self.largest_batch, n)
             for req in batch:
                 req.tries += 1
-            rep.worker.send(("batch", bid, [req.inputs for req in batch]))
+            rep.worker.send(("batch", bid, [req.inputs for req in batch],
+                             [req.offset for req in batch]))
 
     # -- from replicas (called on the loop through call_soon_threadsafe) ------------------
     def on_frame(self, index: int, generation: int, frame: Any) -> None:

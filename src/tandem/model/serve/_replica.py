@@ -139,13 +139,16 @@ class ReplicaTask:
             if msg[0] == "stop":
                 channel.closing = True
                 return 0
-            _, batch_id, requests = msg
+            _, batch_id, requests, *more = msg
+            offsets = more[0] if more else None
             channel.send(("out", batch_id,
-                          self._answer(predict, requests, item_shape, numeric, kind)))
+                          self._answer(predict, requests, item_shape, numeric, kind,
+                                       offsets)))
 
     def _answer(self, predict: Any, requests: list[list[Any]],
                 item_shape: tuple[int, ...] | None, numeric: bool = False,
-                kind: str | None = None) -> list[tuple[Any, ...]]:
+                kind: str | None = None, offsets: list[int] | None = None
+                ) -> list[tuple[Any, ...]]:
         results: list[tuple[Any, ...] | None] = [None] * len(requests)
         good: list[int] = []
         if item_shape is not None or numeric:
@@ -155,8 +158,9 @@ class ReplicaTask:
                 for j, x in enumerate(inputs):
                     why = _check_input(x, item_shape, kind)
                     if why is not None:
+                        at = j + (offsets[i] if offsets else 0)
                         results[i] = ("error", 422, (
-                            f"inputs[{j}] {why}; the model expects {expect} "
+                            f"inputs[{at}] {why}; the model expects {expect} "
                             f"(finite {_KIND_NAME.get(kind or 'f', 'numbers')}, from its "
                             f"example_input)."))
                         break
