@@ -37,7 +37,8 @@ def test_exposed_serving_needs_its_key_checks_inputs_splits_and_pins_its_version
             bad = X[0].tolist()
             for token, what in (("true", "boolean"), ("NaN", "NaN"),
                                 ("Infinity", "Infinity"), ("1e999", "finite")):
-                body = '{"inputs": [[%s]]}' % ", ".join([token] + [str(v) for v in bad[1:]])
+                row = ", ".join([token] + [str(v) for v in bad[1:]])
+                body = f'{{"inputs": [[{row}]]}}'
                 r = c.post(u + "/predict", content=body, headers=auth)
                 assert r.status_code == 422 and what in r.json()["detail"], r.text
             r = c.post(u + "/predict", content=b'{"inputs": ' + b"[" * 50_000 + b"]" * 50_000
