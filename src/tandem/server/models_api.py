@@ -92,12 +92,14 @@ _open_lock = threading.Lock()
 
 
 _WHAT = {
+    400: "the body is not JSON, or is nested too deeply to read",
     401: "missing or wrong token",
     404: "no such model, version or alias (the detail lists what exists)",
     409: "refused by the registry (deleting a version an alias points at, or one that a "
          "serve job serves: the job is named)",
     413: "the upload, or what its files unpack to, is over the server's limits",
     422: "invalid input: the field and the reason are named",
+    503: "this server lost its job store to another server and writes nothing more",
 }
 
 
@@ -108,6 +110,12 @@ def _docs(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 def _err(status: int, detail: str) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status)
+
+
+def _deposed(server: Any) -> JSONResponse | None:
+    """A server another one took the store from writes nothing, the registry included."""
+    reason = getattr(server, "deposed", None)
+    return _err(503, f"{reason} The request was not carried out.") if reason else None
 
 
 def add_model_routes(app: Any, server: Any) -> None:
@@ -149,8 +157,11 @@ def add_model_routes(app: Any, server: Any) -> None:
         record = store.resolve(ModelRef(name, version))
         return Response(store.tar_bytes(record), media_type="application/gzip")
 
-    @router.post("/{name}/versions", status_code=201, responses=_docs(409, 413, 422))
+    @router.post("/{name}/versions", status_code=201, responses=_docs(400, 409, 413, 422, 503))
     async def put_version(request: Request, name: str = NamePath) -> Any:
+        refused = _deposed(server)
+        if refused is not None:
+            return refused
         size = int(request.headers.get("content-length") or 0)
         if size > limit:
             return _err(413, f"the model upload is {size} bytes; this server takes at most "
@@ -192,15 +203,21 @@ def add_model_routes(app: Any, server: Any) -> None:
             record = models_store(server).add(name, tmp, body.meta, version=body.version)
         return JSONResponse(record.to_dict(), status_code=201)
 
-    @router.put("/{name}/aliases/{alias}", responses=_docs(404, 409, 422))
+    @router.put("/{name}/aliases/{alias}", responses=_docs(404, 409, 422, 503))
     def set_alias(body: AliasIn, name: str = NamePath,
-                  alias: str = Path(..., min_length=1, max_length=64)) -> dict[str, Any]:
+                  alias: str = Path(..., min_length=1, max_length=64)) -> Any:
+        refused = _deposed(server)
+        if refused is not None:
+            return refused
         return models_store(server).set_alias(name, alias, body.version).to_dict()
 
-    @router.delete("/{name}/versions/{version}", responses=_docs(404, 409, 422))
+    @router.delete("/{name}/versions/{version}", responses=_docs(404, 409, 422, 503))
     def delete_version(
         name: str = NamePath, version: int = Path(..., ge=1, le=MAX_VERSION)
-    ) -> dict[str, Any]:
+    ) -> Any:
+        refused = _deposed(server)
+        if refused is not None:
+            return refused
         check_not_served(name, version, server.service)  # RegistryError: 409, naming the job
         return models_store(server).delete(name, version).to_dict()
 

@@ -164,3 +164,26 @@ def test_a_journal_of_an_older_owner_is_not_replayed(tmp_path):
         assert store.get_job("job_1").state == "PENDING"
         assert os.path.exists(journal + ".stale") and not os.path.exists(journal)
         third.release()
+
+
+def test_held_starts_start_no_job_until_released():
+    """What the server does while it cannot prove it owns its store."""
+    from tandem.cluster.local import LocalCluster
+    from tandem.jobs.handle import JobHandle
+    from tandem.jobs.service import LocalJobService
+    from tandem.jobs.spec import JobOutcome, JobRunner, JobSpec, JobStatus
+
+    class Done(JobRunner):
+        def run(self, ctx):
+            return JobOutcome(JobStatus.FINISHED, value=1)
+
+    svc = LocalJobService(LocalCluster(num_cpus=1))
+    try:
+        svc.hold_starts("the store lock was lost")
+        job = svc.submit(JobSpec("held", ({"CPU": 1},), Done()))
+        svc.poke()
+        assert job.status is JobStatus.PENDING
+        svc.hold_starts(None)
+        assert JobHandle(job, svc).wait(timeout=10) == 1
+    finally:
+        svc.shutdown()
