@@ -502,7 +502,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
 
     settings: dict[str, Any] = {"port": a.port, "host": a.host, "num_replicas": a.replicas,
                                 "max_batch_size": a.max_batch_size,
-                                "batch_wait_ms": a.batch_wait_ms}
+                                "batch_wait_ms": a.batch_wait_ms, "expose": a.expose}
     if a.route_prefix is not None:
         settings["route_prefix"] = a.route_prefix
     if a.num_cpus is not None:
@@ -514,6 +514,9 @@ def cmd_serve(a: argparse.Namespace) -> int:
     else:
         print(f"serving {a.ref} at {handle.url}  (job {handle.job_id})")
         print(f"  POST {handle.url}/predict  {{\"inputs\": [...]}}")
+        if handle.api_key is not None:
+            print("  exposed: requests need 'Authorization: Bearer <key>' ("
+                  + ("the train server's token)" if remote else f"key {handle.api_key})"))
     sys.stdout.flush()
     if remote:
         if not a.json:
@@ -557,7 +560,10 @@ def add_model_commands(sub: Any, client: argparse.ArgumentParser) -> None:
                            help="serve a registered model over HTTP: NAME, NAME@V, NAME@ALIAS")
     serve.add_argument("ref")
     serve.add_argument("--port", type=int, default=8000, help="default 8000; 0 = any free port")
-    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="another address than loopback needs --expose")
+    serve.add_argument("--expose", action="store_true",
+                       help="serve on a --host other machines reach; requests then need a key")
     serve.add_argument("--replicas", type=int, default=1)
     serve.add_argument("--max-batch-size", type=int, default=1)
     serve.add_argument("--batch-wait-ms", type=float, default=0.0)

@@ -110,6 +110,7 @@ class LocalJobService:
         train server routes them to the client following the job; returns False when it
         cannot (the job then gets the call's default answer)."""
         self._wakeup = threading.Event()
+        self._starts_held: str | None = None
         if getattr(cluster, "needs_polling", False):
             # The cluster's capacity changes on its own (nodes join): retry pending jobs.
             threading.Thread(target=self._poll, name="tandem-scheduler-poll", daemon=True).start()
@@ -140,6 +141,14 @@ class LocalJobService:
     def poke(self) -> None:
         """Tries to start pending jobs now (e.g. after the cluster gained capacity)."""
         self._schedule()
+
+    def hold_starts(self, reason: str | None) -> None:
+        """Starts no job (nor a restart of one) while ``reason`` is set — the train server
+        cannot prove it still owns its job store; ``None`` lets them start again."""
+        with self._lock:
+            self._starts_held = reason
+        if reason is None:
+            self._schedule()
 
     def get(self, job_id: str) -> Job:
         with self._lock:
@@ -207,7 +216,7 @@ class LocalJobService:
 
     def _schedule(self) -> None:
         with self._lock:
-            if self._closed or not self._pending:
+            if self._closed or self._starts_held is not None or not self._pending:
                 return
             for decision in self.scheduler.select(self._pending, self.cluster):
                 job = decision.job

@@ -294,6 +294,13 @@ def create_app(server: TrainServer, token: str) -> Any:
             errors.append(_finite(d))
         return err(422, errors)
 
+    @app.exception_handler(RecursionError)
+    async def _too_deep(_: Request, e: RecursionError) -> Response:
+        # Deeply nested JSON exhausts Python's recursion while it is read, checked or
+        # written back: the client's input, not a server fault (the connection stays up).
+        return err(400, "the request is nested too deeply for this server to read; send "
+                        "JSON nested at most a few dozen levels.")
+
     @app.exception_handler(ConfigError)
     async def _config(_: Request, e: ConfigError) -> Response:
         return err(422, str(e))

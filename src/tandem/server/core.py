@@ -36,7 +36,13 @@ from tandem.cluster.local import LocalCluster
 from tandem.jobs.scheduler import GangScheduler
 from tandem.jobs.service import LocalJobService
 from tandem.jobs.spec import JobSpec, JobStatus
-from tandem.jobs.store import JobRecord, JobStore, JobStoreError, open_store
+from tandem.jobs.store import (
+    JobRecord,
+    JobStore,
+    JobStoreError,
+    JobStoreUnavailableError,
+    open_store,
+)
 from tandem.server.config import ServerConfig
 from tandem.server.events import EventHub
 from tandem.server.loader import (
@@ -46,7 +52,13 @@ from tandem.server.loader import (
     decode_payload,
     load_spec,
 )
-from tandem.server.ownership import HistoryMarker, StoreLock, StoreOwnedError, check_sqlite_file
+from tandem.server.ownership import (
+    HistoryMarker,
+    StoreDeposedError,
+    StoreLock,
+    StoreOwnedError,
+    check_sqlite_file,
+)
 from tandem.server.packages import PackageStore, UploadTooLargeError
 from tandem.server.projection import EventProjection, outcome_from_record
 from tandem.server.recovery import ACTIVE_STATES, recover
@@ -102,7 +114,8 @@ class TrainServer:
                                     or self.marker.check_after_open(self.store_url, self.store))
             self.journal_path = os.path.join(config.storage_path, "journal.jsonl")
             try:
-                replay_journal(self.store, self.journal_path)
+                replay_journal(self.store, self.journal_path,
+                               owner_epoch=self.lock.previous_epoch)
             except ValueError as e:
                 raise ConfigError(
                     f"{e}. It holds job events an earlier server could not store; nothing was "
@@ -124,8 +137,12 @@ class TrainServer:
             self.cluster, scheduler=GangScheduler(reserve_after_s=config.reserve_after_s)
         )
         self.hub = EventHub()
+        self.deposed: str | None = None
         self.writer = StoreWriter(self.store, journal_path=self.journal_path,
-                                  on_reconnect=self.lock.ensure)
+                                  on_reconnect=self.lock.ensure, check_owner=self.lock.verify,
+                                  on_down=self.service.hold_starts,
+                                  on_deposed=self._on_deposed, epoch=self.lock.epoch,
+                                  deposed_error=StoreDeposedError)
         self.projection = EventProjection(self.writer, self.hub, self._forget)
         self._lock = threading.Lock()
         self._run_folders: dict[str, str] = {}  # run path -> live job writing into it
@@ -165,6 +182,18 @@ class TrainServer:
             shut()
         self.lock.release()
         self.store.close()
+
+    def _on_deposed(self, reason: str) -> None:
+        """Another server owns the store now: this one stops its jobs (their ends are not
+        written: the new owner re-queued them) and starts none again."""
+        self.deposed = reason
+        self.service.hold_starts(reason)
+        for job in self.service.list():
+            if not job.status.is_terminal:
+                try:
+                    self.service.stop(job.job_id)
+                except Exception:
+                    logger.exception("could not stop job %s of a deposed server", job.job_id)
 
     def store_problem(self) -> str | None:
         """Why the store cannot be used now (None when it can): for ``/api/health``."""
@@ -215,6 +244,9 @@ class TrainServer:
         """
         if len(payload_b64) > self.config.max_upload_bytes * 4 // 3 + 4:
             raise UploadTooLargeError(self._too_large(len(payload_b64) * 3 // 4))
+        down = self.writer.down_reason
+        if down is not None:
+            raise JobStoreUnavailableError(f"no job is accepted now: {down}.")
         raw = decode_payload(payload_b64)
         env = dict(runtime_env or {})
         env_vars = dict(env.get("env_vars") or {})

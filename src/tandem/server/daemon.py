@@ -372,8 +372,12 @@ def start_daemon(a: argparse.Namespace, wait_s: float = 60.0) -> dict[str, Any]:
     log_path = os.path.join(storage, "server.log")
     log = open(log_path, "ab")
     log_start = log.seek(0, os.SEEK_END)  # what this start writes comes after
-    env = {**os.environ, TOKEN_ENV: token}  # the server drops it from its environment at once
-    env.pop("TANDEM_ADDRESS", None)
+    # The token reaches the server through <storage>/token (0600, written above), never its
+    # environment: /proc/<pid>/environ keeps what a process started with, readable by every
+    # job running as the same user, and os.environ.pop does not clear it.
+    env = dict(os.environ)
+    for name in (TOKEN_ENV, "TANDEM_TOKEN", "TANDEM_ADDRESS"):
+        env.pop(name, None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "tandem.server", *server_argv(a)],
         stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True,

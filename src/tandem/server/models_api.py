@@ -31,9 +31,32 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from tandem.model.registry import ModelNotFoundError, ModelRef, ModelStore, RegistryError, unpack_to
+from tandem._core.archives import ArchiveLimitError, ArchiveLimits
+from tandem.model.registry import (
+    ModelNotFoundError,
+    ModelRef,
+    ModelStore,
+    RegistryError,
+    check_not_served,
+    unpack_to,
+)
 
 MAX_VERSION = 2**31 - 1  # versions are INTEGER columns in the store (32-bit on PostgreSQL)
+MAX_META_DEPTH = 32  # how deeply a version's meta may nest
+
+
+def json_depth(value: Any, stop: int) -> int:
+    """How deeply a parsed JSON value nests (counting stops at ``stop``), without recursion."""
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(value, 1)]
+    while todo:
+        cur, d = todo.pop()
+        if isinstance(cur, (dict, list)):
+            deepest = max(deepest, d)
+            if d >= stop:
+                return d
+            todo.extend((v, d + 1) for v in (cur.values() if isinstance(cur, dict) else cur))
+    return deepest
 
 NamePath = Path(..., min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$",
                 description="a model name")
@@ -69,11 +92,14 @@ _open_lock = threading.Lock()
 
 
 _WHAT = {
+    400: "the body is not JSON, or is nested too deeply to read",
     401: "missing or wrong token",
     404: "no such model, version or alias (the detail lists what exists)",
-    409: "refused by the registry (e.g. deleting a version an alias points at)",
-    413: "the upload is over the server's limit (--max-upload-mb)",
+    409: "refused by the registry (deleting a version an alias points at, or one that a "
+         "serve job serves: the job is named)",
+    413: "the upload, or what its files unpack to, is over the server's limits",
     422: "invalid input: the field and the reason are named",
+    503: "this server lost its job store to another server and writes nothing more",
 }
 
 
@@ -86,10 +112,19 @@ def _err(status: int, detail: str) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status)
 
 
+def _deposed(server: Any) -> JSONResponse | None:
+    """A server another one took the store from writes nothing, the registry included."""
+    reason = getattr(server, "deposed", None)
+    return _err(503, f"{reason} The request was not carried out.") if reason else None
+
+
 def add_model_routes(app: Any, server: Any) -> None:
     """Adds the routes above to the server's FastAPI app."""
     router = APIRouter(prefix="/api/models", tags=["models"])
     limit = server.config.max_upload_bytes
+    # A version's files may unpack to 8 times the upload limit, 10,000 files, and (past
+    # 8 MiB) 200 times their packed size: weights hardly compress, bombs do.
+    unpack_limits = ArchiveLimits(max_bytes=8 * limit, max_members=10_000)
 
     @app.exception_handler(ModelNotFoundError)
     async def _not_found(_: Request, e: ModelNotFoundError) -> Response:
@@ -122,8 +157,11 @@ def add_model_routes(app: Any, server: Any) -> None:
         record = store.resolve(ModelRef(name, version))
         return Response(store.tar_bytes(record), media_type="application/gzip")
 
-    @router.post("/{name}/versions", status_code=201, responses=_docs(409, 413, 422))
+    @router.post("/{name}/versions", status_code=201, responses=_docs(400, 409, 413, 422, 503))
     async def put_version(request: Request, name: str = NamePath) -> Any:
+        refused = _deposed(server)
+        if refused is not None:
+            return refused
         size = int(request.headers.get("content-length") or 0)
         if size > limit:
             return _err(413, f"the model upload is {size} bytes; this server takes at most "
@@ -132,7 +170,19 @@ def add_model_routes(app: Any, server: Any) -> None:
         if len(raw) > limit:
             return _err(413, f"the model upload is over {limit} bytes.")
         try:
-            body = PutIn.model_validate(json.loads(raw))
+            parsed = json.loads(raw)
+        except RecursionError:
+            return _err(400, f"the body is JSON nested deeper than this server reads; "
+                             f"keep meta within {MAX_META_DEPTH} levels.")
+        except ValueError as e:
+            return _err(400, f"the body is not JSON ({e}); send {{'meta': {{...}}, "
+                             f"'files': BASE64, 'version': null}}."[:2000])
+        depth = json_depth(parsed, MAX_META_DEPTH + 2)
+        if depth > MAX_META_DEPTH + 1:
+            return _err(422, f"meta is nested more than {MAX_META_DEPTH} levels deep; "
+                             f"flatten it (it holds a version's config, metrics and tags).")
+        try:
+            body = PutIn.model_validate(parsed)
             data = base64.b64decode(body.files, validate=True)
         except (ValueError, binascii.Error) as e:
             return _err(422, f"the body must be JSON {{'meta': {{...}}, 'files': BASE64, "
@@ -142,7 +192,9 @@ def add_model_routes(app: Any, server: Any) -> None:
     def _store_version(name: str, data: bytes, body: PutIn) -> Any:
         with tempfile.TemporaryDirectory(prefix="tandem-upload-") as tmp:
             try:
-                unpack_to(data, tmp)
+                unpack_to(data, tmp, unpack_limits)
+            except ArchiveLimitError as e:
+                return _err(413, str(e))
             except Exception as e:  # noqa: BLE001 - a bad archive is the client's error
                 return _err(422, f"files is not a gzipped tar: {type(e).__name__}: {e}")
             if not os.path.exists(os.path.join(tmp, "model.pkl")):
@@ -151,15 +203,22 @@ def add_model_routes(app: Any, server: Any) -> None:
             record = models_store(server).add(name, tmp, body.meta, version=body.version)
         return JSONResponse(record.to_dict(), status_code=201)
 
-    @router.put("/{name}/aliases/{alias}", responses=_docs(404, 409, 422))
+    @router.put("/{name}/aliases/{alias}", responses=_docs(404, 409, 422, 503))
     def set_alias(body: AliasIn, name: str = NamePath,
-                  alias: str = Path(..., min_length=1, max_length=64)) -> dict[str, Any]:
+                  alias: str = Path(..., min_length=1, max_length=64)) -> Any:
+        refused = _deposed(server)
+        if refused is not None:
+            return refused
         return models_store(server).set_alias(name, alias, body.version).to_dict()
 
-    @router.delete("/{name}/versions/{version}", responses=_docs(404, 409, 422))
+    @router.delete("/{name}/versions/{version}", responses=_docs(404, 409, 422, 503))
     def delete_version(
         name: str = NamePath, version: int = Path(..., ge=1, le=MAX_VERSION)
-    ) -> dict[str, Any]:
+    ) -> Any:
+        refused = _deposed(server)
+        if refused is not None:
+            return refused
+        check_not_served(name, version, server.service)  # RegistryError: 409, naming the job
         return models_store(server).delete(name, version).to_dict()
 
     app.include_router(router)

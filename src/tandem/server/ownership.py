@@ -9,6 +9,15 @@ host), so a second server refuses naming the first — before it re-queues anyth
 fails ``PRAGMA quick_check``, or a store that is missing or empty although this server
 folder recorded jobs in it before. The server refuses to start, naming the file and what
 to do, instead of silently starting with an empty history.
+
+Fencing: holding the lock is not enough (a PostgreSQL session, and its advisory lock, can
+be lost in an outage while this server still runs jobs). Once the lock is held the server
+takes the store's next *owner epoch* (``JobStore.take_ownership``), and every write of
+its store checks that epoch in the same transaction, so a server whose lock another one
+took can never write again (``StoreFencedError``). ``StoreLock.verify`` proves the lock is
+still held (the server starts and finishes no job while it cannot); ``StoreLock.ensure``
+takes a lost lock again, but only if nobody owned the store meanwhile (the epoch is still
+this server's); otherwise the server is *deposed* (``StoreDeposedError``) for good.
 """
 
 from __future__ import annotations
@@ -23,10 +32,10 @@ import time
 from typing import Any
 
 from tandem._core.errors import ConfigError, TandemError
-from tandem.jobs.store import JobStore
+from tandem.jobs.store import JobStore, JobStoreError, JobStoreUnavailableError
 
-__all__ = ["HistoryMarker", "StoreLock", "StoreOwnedError", "check_sqlite_file",
-           "sqlite_path"]
+__all__ = ["HistoryMarker", "StoreDeposedError", "StoreLock", "StoreLockLostError",
+           "StoreOwnedError", "check_sqlite_file", "sqlite_path"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +44,15 @@ _PG_LOCK_KEY = 7460110502  # the schema lock is ...501
 
 class StoreOwnedError(TandemError):
     """Another server holds the store."""
+
+
+class StoreLockLostError(TandemError):
+    """This server cannot prove it still holds its store's lock (it may take it again)."""
+
+
+class StoreDeposedError(StoreOwnedError):
+    """Another server owned the store since this one lost its lock: this one must never
+    write to it again."""
 
 
 def sqlite_path(url: str) -> str | None:
@@ -70,7 +88,14 @@ class StoreLock:
         self.owner = {"pid": os.getpid(), "host": socket.gethostname(),
                       "started_at": time.time(), **owner}
         self._fd: int | None = None
+        self._lock_path: str | None = None
         self._conn: Any = None
+        self.epoch: int | None = None
+        """The owner epoch this server took (None before ``acquire``)."""
+        self.previous_epoch: int | None = None
+        """The epoch of the owner before this one (whose journal may be replayed)."""
+        self.deposed: str | None = None
+        """Why this server may never write again (another one owned the store since)."""
 
     @property
     def kind(self) -> str:
@@ -92,6 +117,11 @@ class StoreLock:
                 self._acquire_file(path + ".lock")
         elif kind == "postgresql":
             self._acquire_pg()
+        try:
+            self.previous_epoch, self.epoch = self.store.take_ownership()
+        except BaseException:
+            self.release()
+            raise
 
     def _acquire_file(self, lock_path: str) -> None:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -108,6 +138,7 @@ class StoreLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(self.owner).encode(), 0)
         self._fd = fd
+        self._lock_path = lock_path
 
     def _acquire_pg(self) -> None:
         import sqlalchemy as sa
@@ -128,28 +159,95 @@ class StoreLock:
             "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"), {"v": json.dumps(self.owner)})
         self._conn = conn
 
-    def ensure(self) -> None:
-        """After a PostgreSQL outage: takes the lock again (the old session is gone).
+    def verify(self) -> None:
+        """Proves the lock is still held: the PostgreSQL session holding it answers, or
+        the lock file held is still the one at its path (a file deleted or replaced would
+        let a second server lock a new one).
 
         Raises:
-            StoreOwnedError: another server took the store meanwhile.
-            Exception: the store is still unreachable.
+            StoreLockLostError: it cannot be proven (take it again with ``ensure``).
         """
-        if self.kind != "postgresql" or self._conn is None:
+        if self.deposed is not None:
+            raise StoreLockLostError(self.deposed)
+        if self._lock_path is not None:
+            try:
+                same = (self._fd is not None and
+                        os.stat(self._lock_path).st_ino == os.fstat(self._fd).st_ino)
+            except OSError:
+                same = False
+            if not same:
+                raise StoreLockLostError(
+                    f"the store lock file {self._lock_path} was deleted or replaced while "
+                    f"this server held it")
+        if self.kind != "postgresql" or self.epoch is None:
             return
+        if self._conn is None:
+            raise StoreLockLostError("the session holding the store's advisory lock is gone")
         import sqlalchemy as sa
 
         try:
             self._conn.execute(sa.text("SELECT 1"))
-            return  # the session (and its lock) survived
-        except Exception:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001
             try:
-                self._conn.close()
+                self._conn.invalidate()
             except Exception:
                 logger.debug("closing a dead lock session failed", exc_info=True)
             self._conn = None
-        self._acquire_pg()
-        logger.warning("took the store lock again after the outage")
+            raise StoreLockLostError(
+                f"the session holding the store's advisory lock was lost (the store may be "
+                f"unreachable) "
+                f"({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else e})"
+            ) from None
+
+    def ensure(self) -> None:
+        """Makes sure the lock is held, taking a lost one again — only if no other server
+        owned the store meanwhile (the owner epoch is still this server's).
+
+        Raises:
+            StoreDeposedError: another server owned the store since (this one must stop
+                writing for good).
+            StoreOwnedError: another server holds the lock now.
+            Exception: the store is still unreachable.
+        """
+        if self.deposed is not None:
+            raise StoreDeposedError(self.deposed)
+        try:
+            self.verify()
+            return
+        except StoreLockLostError:
+            pass
+        try:
+            if self._lock_path is not None:
+                if self._fd is not None:
+                    os.close(self._fd)  # the lock on a deleted file proves nothing
+                    self._fd = None
+                self._acquire_file(self._lock_path)
+            else:
+                self._acquire_pg()
+        except StoreOwnedError as e:
+            if self.store.owner_epoch() != self.epoch:
+                self.deposed = self._deposed_message()
+                raise StoreDeposedError(self.deposed) from None
+            raise e from None
+        except (OSError, JobStoreError):
+            raise
+        except Exception as e:  # noqa: BLE001 - a driver error: the store is unreachable
+            text = str(getattr(e, "orig", None) or e).strip().splitlines()
+            raise JobStoreUnavailableError(
+                f"the job store {self.url} is unreachable: {text[0] if text else e}") from None
+        current = self.store.owner_epoch()
+        if current != self.epoch:
+            self.release()
+            self.deposed = self._deposed_message(current)
+            raise StoreDeposedError(self.deposed)
+        logger.warning("took the store lock again after losing it (owner epoch %s)", self.epoch)
+
+    def _deposed_message(self, current: int | None = None) -> str:
+        now = current if current is not None else self.store.owner_epoch()
+        return (f"another server took the job store {self.url} while this one had lost its "
+                f"lock (owner epoch {self.epoch} -> {now}); that server runs the jobs now. "
+                f"This one writes nothing more to the store and starts no job: stop it "
+                f"(`tandem server stop`).")
 
     def _owned_message(self, owner: dict[str, Any], how: str) -> str:
         return (
@@ -168,7 +266,15 @@ class StoreLock:
                 self._fd = None
         if self._conn is not None:
             try:
-                self._conn.close()
+                # The session (and its lock) must end: a pooled connection returned to the
+                # pool would keep holding the advisory lock.
+                import sqlalchemy as sa
+
+                self._conn.execute(sa.text("SELECT pg_advisory_unlock_all()"))
+            except Exception:
+                logger.debug("unlocking the store lock failed", exc_info=True)
+            try:
+                self._conn.invalidate()
             except Exception:
                 logger.debug("closing the store lock session failed", exc_info=True)
             self._conn = None
@@ -200,17 +306,25 @@ def read_lock_owner(lock_path: str) -> dict[str, Any] | None:
 
 
 def check_sqlite_file(path: str) -> None:
-    """Refuses a SQLite job store that fails ``PRAGMA quick_check`` (nothing is changed).
+    """Refuses a SQLite job store that fails ``PRAGMA quick_check``, or that is a SQLite
+    database of something else (tables, but none of tandem's). The file is opened
+    read-only and immutable: nothing is changed, not even a lock or journal beside it.
 
     Raises:
         ConfigError: naming the file, what is wrong and what to do.
     """
     if not os.path.exists(path) or os.path.getsize(path) == 0:
         return
+    from urllib.parse import quote
+
+    tables: list[str] = []
     try:
-        conn = sqlite3.connect(path, timeout=10)
+        conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro&immutable=1",
+                               uri=True, timeout=10)
         try:
             rows = conn.execute("PRAGMA quick_check").fetchall()
+            tables = [r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()]
         finally:
             conn.close()
         problems = [r[0] for r in rows if r and r[0] != "ok"]
@@ -223,6 +337,14 @@ def check_sqlite_file(path: str) -> None:
             f"`sqlite3 {path} .recover | sqlite3 {path}.recovered` and move that into place; "
             f"to start with an empty history instead, move the file aside "
             f"(`mv {path} {path}.damaged`) and start the server again."
+        )
+    theirs = [t for t in tables if not t.startswith(("tandem_", "sqlite_"))]
+    if theirs and "tandem_meta" not in tables:
+        shown = ", ".join(sorted(theirs)[:5]) + (", ..." if len(theirs) > 5 else "")
+        raise ConfigError(
+            f"{path} is a SQLite database of something else (its tables: {shown}), not a "
+            f"tandem job store. Nothing was changed. Give --db a new file (or leave it "
+            f"unset: <storage>/jobs.db), or the jobs.db of a tandem server."
         )
 
 

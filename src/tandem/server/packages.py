@@ -15,6 +15,7 @@ import shutil
 import zipfile
 import zlib
 
+from tandem._core.archives import ArchiveBudget, ArchiveLimitError, ArchiveLimits
 from tandem._core.errors import ConfigError, TandemError
 from tandem._core.ids import new_id
 from tandem.server.loader import PayloadError
@@ -68,7 +69,7 @@ class PackageStore:
         tmp = f"{target}.tmp-{new_id()}"
         try:
             with zipfile.ZipFile(io.BytesIO(data)) as zf:
-                self._check(zf)
+                self._check(zf, len(data))
                 zf.extractall(tmp)
         except (UploadTooLargeError, PayloadError):
             shutil.rmtree(tmp, ignore_errors=True)
@@ -89,8 +90,16 @@ class PackageStore:
             shutil.rmtree(tmp, ignore_errors=True)
         return True
 
-    def _check(self, zf: zipfile.ZipFile) -> None:
-        total = 0
+    def limits(self) -> ArchiveLimits:
+        """What a package may unpack to: 4 times the upload limit, 10,000 members, and
+        (past 8 MiB) 200 times its packed size."""
+        return ArchiveLimits(max_bytes=4 * self.max_upload_bytes, max_members=10_000)
+
+    def _check(self, zf: zipfile.ZipFile, packed: int) -> None:
+        budget = ArchiveBudget(self.limits(), packed, "the working_dir package",
+                               "leave data and outputs out of runtime_env['working_dir'] "
+                               "(list them in .gitignore), or start the server with a "
+                               "larger --max-upload-mb")
         files: set[str] = set()
         dirs: set[str] = set()
         for info in zf.infolist():
@@ -109,9 +118,10 @@ class PackageStore:
                 if key in files:
                     raise PayloadError(f"the package holds {name!r} twice")
                 files.add(key)
-            total += info.file_size
-            if total > 4 * self.max_upload_bytes:
-                raise UploadTooLargeError(self.too_large(total))
+            try:
+                budget.add(name, info.file_size)
+            except ArchiveLimitError as e:
+                raise UploadTooLargeError(str(e)) from None
         clash = files & dirs
         if clash:
             name = min(clash)

@@ -16,6 +16,15 @@ anything else (``replay_journal``), so a job whose end was only journaled is not
 Replays are idempotent: a report batch that was partly stored is completed, not doubled;
 a state change already in the store is not recorded twice (a write cut off by the outage
 may have committed).
+
+Ownership: before each batch (and every ``check_interval_s`` when idle) the writer asks
+``check_owner`` whether the server still provably holds its store; when it cannot, that
+is an outage too (nothing is written, the server starts no job) until ``on_reconnect``
+takes the lock again. Each journaled op carries the owner epoch it was made under, and a
+journal is replayed only by the next owner of the same store (``replay_journal``). When
+another server took the store meanwhile (``StoreDeposedError``, or a write refused with
+``StoreFencedError``), the writer is *deposed*: what waits is dropped (the journal is
+moved aside, never replayed) and nothing is written again.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from tandem.jobs.store import (
     JobStore,
     JobStoreUnavailableError,
     ReportRecord,
+    StoreFencedError,
     UsageSample,
 )
 from tandem.jobs.store.base import decode_json, encode_json
@@ -52,10 +62,14 @@ class _Outage(Exception):
         self.error = error
 
 
+class _Deposed(Exception):
+    """A write was refused: another server owns the store now."""
+
+
 # --------------------------------------------------------------------------- journal
 
 
-def _op_to_json(op: Op) -> str | None:
+def _op_to_json(op: Op, epoch: int | None = None) -> str | None:
     kind = op[0]
     if kind == "state":
         _, job_id, state, at, error, tb, reason = op
@@ -71,6 +85,8 @@ def _op_to_json(op: Op) -> str | None:
                                          s.gpu_util, s.gpu_mem_bytes] for s in op[1]]}
     else:
         return None  # callbacks live in this process only
+    if epoch is not None:
+        d["epoch"] = epoch
     try:
         return encode_json(d)
     except (TypeError, ValueError):
@@ -94,8 +110,9 @@ def _op_from_json(d: dict[str, Any]) -> Op:
     raise ValueError(f"unknown journal op {kind!r}")
 
 
-def read_journal(path: str) -> list[Op]:
-    """The ops in a journal, in order; a torn last line (a crash mid-write) is skipped."""
+def read_journal(path: str, epochs: set[int] | None = None) -> list[Op]:
+    """The ops in a journal, in order; a torn last line (a crash mid-write) is skipped.
+    ``epochs`` collects the owner epochs the ops were made under."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().split("\n")
@@ -106,7 +123,10 @@ def read_journal(path: str) -> list[Op]:
         if not line.strip():
             continue
         try:
-            ops.append(_op_from_json(decode_json(line)))
+            d = decode_json(line)
+            ops.append(_op_from_json(d))
+            if epochs is not None and d.get("epoch") is not None:
+                epochs.add(int(d["epoch"]))
         except (ValueError, KeyError, TypeError) as e:
             if n >= len(lines) - 2:  # the last line: cut off by a crash
                 logger.warning("journal %s: skipped a torn last line (%s)", path, e)
@@ -115,21 +135,36 @@ def read_journal(path: str) -> list[Op]:
     return ops
 
 
-def replay_journal(store: JobStore, path: str) -> int:
+def replay_journal(store: JobStore, path: str, owner_epoch: int | None = None) -> int:
     """Writes a journal left by an earlier server into the store, in order, then empties
     it; returns the number of ops replayed.
+
+    Args:
+        owner_epoch: the epoch of the store's previous owner. A journal made under
+            another epoch is stale (another server owned the store since and ran its
+            jobs): it is moved aside (``<path>.stale``), not replayed.
 
     Raises:
         JobStoreUnavailableError: the store is still down (the journal is kept).
         ValueError: the journal is damaged before its last line.
     """
-    ops = read_journal(path)
+    epochs: set[int] = set()
+    ops = read_journal(path, epochs)
+    if ops and owner_epoch is not None and epochs and epochs != {owner_epoch}:
+        os.replace(path, path + ".stale")
+        logger.warning(
+            "the journal %s holds %d job event(s) of owner epoch %s, but the store was "
+            "owned by epoch %s since: another server ran those jobs; the events are not "
+            "replayed (kept in %s.stale)", path, len(ops), sorted(epochs), owner_epoch, path)
+        return 0
     if ops:
         applier = _Applier(store)
         try:
             applier.apply(ops, replaying=True)
         except _Outage as o:
             raise o.error from None
+        except _Deposed as d:
+            raise StoreFencedError(str(d)) from None
         logger.warning("replayed %d job event(s) from the journal %s", len(ops), path)
     if os.path.exists(path):
         os.unlink(path)
@@ -137,13 +172,14 @@ def replay_journal(store: JobStore, path: str) -> int:
 
 
 class _Journal:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, epoch: int | None = None) -> None:
         self.path = path
+        self.epoch = epoch
         self._f: Any = None
         self.count = 0
 
     def append(self, ops: list[Op]) -> None:
-        lines = [t for t in map(_op_to_json, ops) if t is not None]
+        lines = [t for t in (_op_to_json(op, self.epoch) for op in ops) if t is not None]
         if not lines:
             return
         if self._f is None:
@@ -167,6 +203,16 @@ class _Journal:
         if self._f is not None:
             self._f.close()
             self._f = None
+
+    def set_aside(self) -> str | None:
+        """Moves the journal away for good (a deposed server's events are stale)."""
+        self.close()
+        self.count = 0
+        try:
+            os.replace(self.path, self.path + ".stale")
+        except FileNotFoundError:
+            return None
+        return self.path + ".stale"
 
 
 # --------------------------------------------------------------------------- applying
@@ -192,6 +238,8 @@ class _Applier:
                     self._guard(self.store.append_usage, list(usage))
             except JobStoreUnavailableError as e:
                 raise _Outage(group_start, e) from None
+            except StoreFencedError as e:
+                raise _Deposed(str(e)) from None
             reports.clear()
             usage.clear()
 
@@ -221,6 +269,8 @@ class _Applier:
                         logger.exception("store writer callback failed")
             except JobStoreUnavailableError as e:
                 raise _Outage(i, e) from None
+            except StoreFencedError as e:
+                raise _Deposed(str(e)) from None
         flush_batched()
 
     def _already(self, job_id: str, state: str, at: float) -> bool:
@@ -249,7 +299,7 @@ class _Applier:
         """Runs one store write; an unreachable store raises, anything else is logged."""
         try:
             fn(*args, **kwargs)
-        except JobStoreUnavailableError:
+        except (JobStoreUnavailableError, StoreFencedError):
             raise
         except JobNotFoundError as e:
             logger.error("job store write dropped (%s): %s", getattr(fn, "__name__", fn), e)
@@ -273,19 +323,43 @@ class StoreWriter:
         max_batch: most ops applied in one pass.
         retry_interval_s: how often to try the store again during an outage.
         on_reconnect: called before writing again after an outage (the server takes its
-            store lock again there); if it raises, the outage goes on.
+            store lock again there); if it raises, the outage goes on — for good if it
+            raises ``StoreDeposedError`` (see ``deposed_error``).
+        check_owner: called before each batch and every ``check_interval_s`` when idle;
+            if it raises, that is an outage (nothing is written until ``on_reconnect``
+            passes).
+        on_down: called with the reason when an outage starts, and with None when it
+            ends (the server holds job starts meanwhile).
+        on_deposed: called once, with the reason, when the writer is deposed.
+        epoch: the owner epoch journaled ops are marked with.
+        deposed_error: the exception type ``on_reconnect`` raises when another server
+            owns the store now.
+        check_interval_s: how often ownership is checked when no event comes.
     """
 
     def __init__(self, store: JobStore, journal_path: str | None = None,
                  max_batch: int = 50_000, retry_interval_s: float = 0.5,
-                 on_reconnect: Callable[[], None] | None = None) -> None:
+                 on_reconnect: Callable[[], None] | None = None,
+                 check_owner: Callable[[], None] | None = None,
+                 on_down: Callable[[str | None], None] | None = None,
+                 on_deposed: Callable[[str], None] | None = None,
+                 epoch: int | None = None,
+                 deposed_error: type[BaseException] | None = None,
+                 check_interval_s: float = 1.0) -> None:
         self.store = store
         self._on_reconnect = on_reconnect
+        self._check_owner = check_owner
+        self._on_down = on_down
+        self._on_deposed = on_deposed
+        self._deposed_error = deposed_error
+        self._check_interval_s = check_interval_s
+        self.deposed: str | None = None
+        """Why this writer writes nothing any more (another server owns the store)."""
         self._q: queue.SimpleQueue[Op | None] = queue.SimpleQueue()
         self._max_batch = max_batch
         self._retry_s = retry_interval_s
         self._applier = _Applier(store)
-        self._journal = _Journal(journal_path) if journal_path else None
+        self._journal = _Journal(journal_path, epoch) if journal_path else None
         self._pending: list[Op] = []  # during an outage: not yet stored, in order
         self._pending_events = 0  # reports count one each
         self._draining = False  # the store answers again; the backlog is being written
@@ -301,6 +375,8 @@ class StoreWriter:
     @property
     def down_reason(self) -> str | None:
         """Why the store cannot be written now (None when it can)."""
+        if self.deposed is not None:
+            return self.deposed
         reason = self._down
         if reason is None or self._draining:
             return None
@@ -317,7 +393,7 @@ class StoreWriter:
     # ----------------------------------------------------------------- API
 
     def put(self, op: Op) -> None:
-        if not self._closed:
+        if not self._closed and self.deposed is None:
             self._q.put(op)
 
     def flush(self, timeout_s: float = 30.0) -> bool:
@@ -327,7 +403,8 @@ class StoreWriter:
         self.put(("call", done.set))
         deadline = time.monotonic() + timeout_s
         while not done.wait(min(0.05, max(0.0, deadline - time.monotonic()))):
-            if self._down is not None or time.monotonic() >= deadline or self._closed:
+            if (self._down is not None or time.monotonic() >= deadline or self._closed
+                    or self.deposed is not None):
                 return done.is_set()
         return True
 
@@ -336,13 +413,13 @@ class StoreWriter:
         does not wait: what is not stored stays in the journal for the next server."""
         if self._closed:
             return
-        if self._down is None:
+        if self._down is None and self.deposed is None:
             self.flush(timeout_s)
         self._closed = True
         self._stop.set()
         self._q.put(None)
         self._thread.join(timeout_s)
-        if self._down is not None and self._journal is not None:
+        if self._down is not None and self._journal is not None and self.deposed is None:
             self._journal_append(self._drain())
             logger.warning("the job store is still down: %d job event(s) stay in %s for the "
                            "next server", self._journal.count, self._journal.path)
@@ -363,11 +440,17 @@ class StoreWriter:
 
     def _run(self) -> None:
         while True:
+            if self.deposed is not None:
+                return
             if self._down is not None:
                 if not self._retry():
                     return
                 continue
-            first = self._q.get()
+            try:
+                first = self._q.get(timeout=self._check_interval_s)
+            except queue.Empty:
+                self._owner_ok([])  # idle: notice a lost lock before the next event
+                continue
             if first is None:
                 return
             items = [first]
@@ -381,20 +464,60 @@ class StoreWriter:
                     stop = True
                     break
                 items.append(item)
-            try:
-                self._applier.apply(items)
-            except _Outage as o:
-                self._enter_outage(items[o.index:], o.error)
+            if self._owner_ok(items):
+                try:
+                    self._applier.apply(items)
+                except _Outage as o:
+                    self._enter_outage(items[o.index:], o.error)
+                except _Deposed as d:
+                    self._depose(str(d))
             if stop:
                 return
 
-    def _enter_outage(self, rest: list[Op], error: BaseException) -> None:
+    def _owner_ok(self, items: list[Op]) -> bool:
+        """Asks ``check_owner``; when it fails, ``items`` wait in an outage."""
+        if self._check_owner is None:
+            return True
+        try:
+            self._check_owner()
+        except Exception as e:  # noqa: BLE001
+            self._enter_outage(items, e, what="this server cannot prove it still owns the "
+                                              "job store")
+            return False
+        return True
+
+    def _enter_outage(self, rest: list[Op], error: BaseException,
+                      what: str = "the job store is unreachable") -> None:
         self._pending = list(rest)
         self._pending_events = _count(self._pending)
         self._down_since = time.time()
-        self._down = f"the job store is unreachable: {error}"
+        self._down = f"{what}: {error}"
         logger.error("%s; job events are kept and written once it answers", self._down)
         self._journal_append(self._pending)
+        self._tell_down(self._down)
+
+    def _tell_down(self, reason: str | None) -> None:
+        if self._on_down is not None:
+            try:
+                self._on_down(reason)
+            except Exception:
+                logger.exception("store writer: the outage callback failed")
+
+    def _depose(self, reason: str) -> None:
+        """Another server owns the store now: drop what waits, write nothing again."""
+        self.deposed = reason
+        dropped = self._pending_events + _count([i for i in self._drain()])
+        self._pending = []
+        self._pending_events = 0
+        aside = self._journal.set_aside() if self._journal is not None else None
+        logger.error("%s (%d job event(s) not written%s)", reason, dropped,
+                     f"; the journal is kept aside in {aside}" if aside else "")
+        self._tell_down(reason)
+        if self._on_deposed is not None:
+            try:
+                self._on_deposed(reason)
+            except Exception:
+                logger.exception("store writer: the deposed callback failed")
 
     def _journal_append(self, ops: list[Op]) -> None:
         if self._journal is None:
@@ -427,7 +550,11 @@ class StoreWriter:
             try:
                 self._on_reconnect()
             except Exception as e:  # noqa: BLE001
-                self._down = f"the job store cannot be written: {e}"
+                if self._deposed_error is not None and isinstance(e, self._deposed_error):
+                    self._depose(str(e))
+                    return False
+                self._down = (f"{e}" if isinstance(e, JobStoreUnavailableError)
+                              else f"the job store cannot be written: {e}")
                 return True
         self._draining = True
         try:
@@ -438,6 +565,10 @@ class StoreWriter:
             self._down = f"the job store is unreachable: {o.error}"
             self._draining = False
             return True
+        except _Deposed as d:
+            self._draining = False
+            self._depose(str(d))
+            return False
         n = self._pending_events
         since = self._down_since or time.time()
         self._pending = []
@@ -449,6 +580,7 @@ class StoreWriter:
         self._draining = False
         logger.warning("the job store answers again: wrote %d job event(s) kept during the "
                        "outage of %.1f s", n, time.time() - since)
+        self._tell_down(None)
         return True
 
     def _drain_until_stop(self) -> list[Op | None]:

@@ -25,14 +25,24 @@ def tandem(home, *args, **env):
 def test_daemon_start_status_second_start_stop(home, tmp_path):
     port = str(free_port())
     storage = str(tmp_path / "srv")
-    out = tandem(home, "server", "start", "--port", port, "--storage", storage, "--num-cpus", "1")
+    chosen = "chosen-server-token-" + "x" * 20
+    client_token = "client-token-" + "y" * 20
+    out = tandem(home, "server", "start", "--port", port, "--storage", storage, "--num-cpus", "1",
+                 TANDEM_SERVER_TOKEN=chosen, TANDEM_TOKEN=client_token)
     try:
         assert out.returncode == 0, out.stderr + out.stdout
         assert f"tandem server running at http://127.0.0.1:{port}" in out.stdout
         path = os.path.join(home, ".tandem", "server.json")
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
         info = json.load(open(path))
-        assert info["address"] == f"http://127.0.0.1:{port}" and len(info["token"]) >= 32
+        assert info["address"] == f"http://127.0.0.1:{port}" and info["token"] == chosen
+        # The token reached the daemon through its 0600 file, not its environment, which
+        # any job of the same user could read (issue 23 item 9).
+        assert stat.S_IMODE(os.stat(os.path.join(storage, "token")).st_mode) == 0o600
+        with open(f"/proc/{info['pid']}/environ", "rb") as f:
+            environ = f.read()
+        assert chosen.encode() not in environ and client_token.encode() not in environ
+        assert b"TANDEM_SERVER_TOKEN" not in environ
 
         status = tandem(home, "server", "status")
         assert status.returncode == 0 and "CPU=1" in status.stdout

@@ -46,3 +46,20 @@ def test_no_input_makes_the_server_fail(server):
     assert not undocumented, sorted(undocumented)
     assert time.monotonic() - started < 60
     assert "Traceback" not in server.log_text()
+
+
+def test_deep_json_is_a_400_and_the_keep_alive_connection_survives(server):
+    """Issue 23 item 4: RecursionError was a 500 and reset the connection."""
+    deep = b'{"meta": ' + b"[" * 100_000 + b"]" * 100_000 + b', "files": "AA=="}'
+    with server.http() as c:
+        ports = []
+        for method, path, body in (("POST", "/api/models/m/versions", deep),
+                                   ("GET", "/api/health", None),
+                                   ("POST", "/api/jobs", deep),
+                                   ("GET", "/api/health", None)):
+            r = c.request(method, path, content=body,
+                          headers={"content-type": "application/json"})
+            assert r.status_code == (200 if method == "GET" else 400), r.text
+            ports.append(r.extensions["network_stream"].get_extra_info("client_addr")[1])
+        assert len(set(ports)) == 1, ports  # one connection throughout
+    assert "Traceback" not in server.log_text()

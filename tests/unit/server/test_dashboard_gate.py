@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tandem.server.dashboard.gate import DashboardGate, csrf_value, static_file
+from tandem.server.dashboard.gate import DashboardGate, LoginLimiter, csrf_value, static_file
 
 TOKEN = "s3cret-token"
 
@@ -105,3 +105,46 @@ def test_static_files_ship_in_the_package():
     assert call(gate, "/dashboard/static/nope.js")[0] == 404
     page = (static_file("app.html") or b"").decode()
     assert "http://" not in page and "https://" not in page  # nothing from elsewhere
+
+
+def _login(gate: DashboardGate, token: str, scheme: str = "http",
+           client: str = "10.0.0.1") -> tuple[int, dict[bytes, list[bytes]]]:
+    sent: list[dict] = []
+    scope = {"type": "http", "path": "/login", "method": "POST", "query_string": b"",
+             "scheme": scheme, "client": (client, 5555),
+             "headers": [(b"content-type", b"application/x-www-form-urlencoded")]}
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": f"token={token}".encode(), "more_body": False}
+
+    async def send(msg: dict) -> None:
+        sent.append(msg)
+
+    asyncio.run(gate(scope, receive, send))
+    hdrs: dict[bytes, list[bytes]] = {}
+    for k, v in sent[0].get("headers", []):
+        hdrs.setdefault(k, []).append(v)
+    return sent[0]["status"], hdrs
+
+
+def test_cookies_are_secure_under_tls_only():
+    gate = DashboardGate(Inner(), TOKEN)
+    status, hdrs = _login(gate, TOKEN, scheme="https")
+    assert status == 303
+    assert all(b"; Secure" in c for c in hdrs[b"set-cookie"]) and len(hdrs[b"set-cookie"]) == 2
+    status, hdrs = _login(gate, TOKEN, scheme="http")
+    assert status == 303 and not any(b"Secure" in c for c in hdrs[b"set-cookie"])
+
+
+def test_failed_logins_are_rate_limited_per_client_within_a_window():
+    now = [1000.0]
+    gate = DashboardGate(Inner(), TOKEN, LoginLimiter(max_failures=3, window_s=60,
+                                                      clock=lambda: now[0]))
+    assert [_login(gate, "wrong")[0] for _ in range(3)] == [401, 401, 401]
+    status, hdrs = _login(gate, TOKEN)  # even the right token waits out the window
+    assert status == 429 and hdrs[b"retry-after"] == [b"60"]
+    assert _login(gate, TOKEN, client="10.0.0.2")[0] == 303  # another client is not held
+    now[0] += 30
+    assert _login(gate, "wrong")[0] == 429
+    now[0] += 31
+    assert _login(gate, TOKEN)[0] == 303

@@ -85,3 +85,24 @@ def test_env_var_checks():
     for bad in ({"1A": "x"}, {"A-B": "x"}, {"A": "x\x00"}, {"A": 1}):
         with pytest.raises(SpecError):
             check_env_vars(bad, ("env_vars",))
+
+
+def test_a_foreign_sqlite_file_is_refused_untouched(tmp_path):
+    import hashlib
+    import sqlite3
+
+    from tandem.server import ServerConfig, TrainServer
+
+    db = tmp_path / "notes.db"
+    c = sqlite3.connect(db)
+    c.execute("CREATE TABLE notes (text TEXT)")
+    c.execute("INSERT INTO notes VALUES ('keep me')")
+    c.commit()
+    c.close()
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    with pytest.raises(ConfigError, match=r"a SQLite database of something else \(its tables: "
+                                          r"notes\).*Nothing was changed"):
+        TrainServer(ServerConfig(storage=str(tmp_path / "srv"), db=f"sqlite:///{db}",
+                                 num_cpus=1, usage_interval_s=0))
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.db", "srv"]  # no lock, no WAL

@@ -25,6 +25,7 @@ from tandem.jobs.store.base import (
     JobStoreError,
     JobStoreUnavailableError,
     ReportRecord,
+    StoreFencedError,
     TransitionRecord,
     UsageSample,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "JobStoreUnavailableError",
     "ReportRecord",
     "SQLJobStore",
+    "StoreFencedError",
     "TransitionRecord",
     "UsageSample",
     "open_store",

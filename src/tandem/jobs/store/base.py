@@ -68,6 +68,11 @@ class JobStoreUnavailableError(JobStoreError, RuntimeError):
     """The database stayed locked or unreachable for longer than the store's retry budget."""
 
 
+class StoreFencedError(JobStoreError, RuntimeError):
+    """A write through a store object whose owner epoch is no longer the store's: another
+    owner took the store since (``JobStore.take_ownership``); nothing was written."""
+
+
 # --------------------------------------------------------------------------- records
 
 
@@ -374,6 +379,13 @@ class JobStore(ABC):
         store only fills ``started_at`` on the first ``"RUNNING"`` and ``ended_at`` on a
         terminal state (``TERMINAL_STATES``), when they are still unset.
 
+    Fencing:
+        A server that owns a shared store calls ``take_ownership`` once it holds the
+        store's lock: the store's *owner epoch* goes up by one and every later write of
+        that store object checks, in its own transaction, that the epoch is still the one
+        it took. A stale owner (one whose lock was lost and taken by another server)
+        therefore cannot write: its writes raise ``StoreFencedError``.
+
     Values:
         Dicts (``spec_json``, ``result``, report ``metrics``) are stored as JSON: what
         comes back is a fresh copy after a JSON round trip (tuples become lists, NumPy
@@ -387,6 +399,9 @@ class JobStore(ABC):
         bad arguments; ``JobStoreUnavailableError`` when the database stays unavailable.
         Reads of an unknown job return ``None`` or an empty list.
     """
+
+    _owner_epoch_value: int = 0
+    _fence_epoch: int | None = None
 
     # ----------------------------------------------------------------- jobs
 
@@ -570,6 +585,32 @@ class JobStore(ABC):
         if job is None:
             raise job_not_found(job_id, self)
         return job
+
+    # ----------------------------------------------------------------- fencing
+
+    def take_ownership(self) -> tuple[int, int]:
+        """Makes this store object the store's owner: bumps the store's *owner epoch* and
+        fences every later write of this object with the new one (a write after another
+        owner bumped it again raises ``StoreFencedError`` and changes nothing).
+
+        Called by the train server once it holds the store's lock, before it writes.
+
+        Returns:
+            ``(previous, new)`` epochs (0 for a store nobody owned before).
+        """
+        # A store in one process has one owner: the count is kept, nothing to fence.
+        previous = self._owner_epoch_value
+        self._owner_epoch_value = self._fence_epoch = previous + 1
+        return previous, previous + 1
+
+    def owner_epoch(self) -> int:
+        """The store's current owner epoch (0 when nobody took ownership yet)."""
+        return self._owner_epoch_value
+
+    @property
+    def fenced_epoch(self) -> int | None:
+        """The epoch this object's writes are fenced with (None: not fenced)."""
+        return self._fence_epoch
 
     def close(self) -> None:
         """Releases connections. Calls after ``close`` are not supported. Idempotent."""

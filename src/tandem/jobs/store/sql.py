@@ -29,6 +29,7 @@ from tandem.jobs.store.base import (
     JobStoreUnavailableError,
     Order,
     ReportRecord,
+    StoreFencedError,
     TransitionRecord,
     UsageSample,
     check_json_dict,
@@ -268,6 +269,7 @@ class SQLJobStore(JobStore):
         self._url = normalize_url(url)
         self._retry_timeout_s = retry_timeout_s
         self._closed = False
+        self._fence_epoch = None
         kwargs: dict[str, Any] = dict(engine_kwargs or {})
         parsed = sa.engine.make_url(self._url)
         self._dialect = parsed.get_backend_name()
@@ -348,7 +350,51 @@ class SQLJobStore(JobStore):
             if write:
                 conn = conn.execution_options(tandem_write=True)
             with conn.begin():
+                if write and self._fence_epoch is not None:
+                    self._check_fence(conn, self._fence_epoch)
                 yield conn
+
+    # ----------------------------------------------------------------- fencing
+
+    def _epoch_query(self, *, lock: bool, share: bool = False) -> Any:
+        q = sa.select(meta_table.c.value).where(meta_table.c.key == "owner_epoch")
+        if lock and self._dialect == "postgresql":
+            # FOR SHARE: writers of one owner run side by side; a new owner's FOR UPDATE
+            # waits for them, and every write that starts after it sees the new epoch.
+            q = q.with_for_update(read=share)
+        return q
+
+    def _check_fence(self, conn: Connection, epoch: int) -> None:
+        found = conn.execute(self._epoch_query(lock=True, share=True)).scalar_one_or_none()
+        if int(found or 0) != epoch:
+            raise StoreFencedError(
+                f"{self!r}: this server owned the store as epoch {epoch}, but another "
+                f"server took it since (epoch {found}); nothing was written. This server "
+                f"must not write to the store any more: stop it (the other one runs its "
+                f"jobs now)."
+            )
+
+    def take_ownership(self) -> tuple[int, int]:
+        def fn(conn: Connection) -> tuple[int, int]:
+            found = conn.execute(self._epoch_query(lock=True)).scalar_one_or_none()
+            previous = int(found or 0)
+            if found is None:
+                conn.execute(meta_table.insert().values(key="owner_epoch", value="1"))
+            else:
+                conn.execute(meta_table.update().where(meta_table.c.key == "owner_epoch")
+                             .values(value=str(previous + 1)))
+            return previous, previous + 1
+
+        self._fence_epoch = None  # the bump itself is not fenced by an older epoch
+        previous, new = self._run(fn, write=True)
+        self._fence_epoch = new
+        return previous, new
+
+    def owner_epoch(self) -> int:
+        def fn(conn: Connection) -> int:
+            return int(conn.execute(self._epoch_query(lock=False)).scalar_one_or_none() or 0)
+
+        return self._run(fn, write=False)
 
     def _run(self, fn: Callable[[Connection], T], *, write: bool) -> T:
         """Runs ``fn`` in one short transaction, retrying it on lock errors."""

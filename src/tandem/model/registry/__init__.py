@@ -7,6 +7,7 @@ from typing import Any
 from tandem.model.registry._api import (
     RegistryBackend,
     alias,
+    check_not_served,
     delete,
     get,
     list,
@@ -37,6 +38,7 @@ __all__ = [
     "RemoteRegistry",
     "VersionRecord",
     "alias",
+    "check_not_served",
     "delete",
     "get",
     "list",

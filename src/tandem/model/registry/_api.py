@@ -366,12 +366,46 @@ def alias(name: str, alias: str, version: int) -> ModelRef:
 
 
 def delete(name: str, version: int) -> None:
-    """Deletes one version (refused while an alias points at it: move the alias first)."""
+    """Deletes one version (refused while an alias points at it: move the alias first; and
+    while it is served: stop the serve job first)."""
     if isinstance(version, bool) or not isinstance(version, int):
         raise ConfigError(f"model.delete({name!r}, {version!r}): give the version number, "
                           f"e.g. model.delete({name!r}, 2).")
-    registry().delete(check_name(name), version)
+    check_not_served(check_name(name), version)  # a train server checks its own jobs
+    registry().delete(name, version)
 
 
-__all__ = ["ModelNotFoundError", "ModelRef", "RegistryError", "alias", "delete", "get", "list",
-           "put", "registry", "resolve"]
+def check_not_served(name: str, version: int, service: Any = None) -> None:
+    """Refuses to delete a version a live serve job of ``service`` (default: this
+    process's embedded job service) serves: its replicas load the files again whenever
+    one restarts.
+
+    Raises:
+        RegistryError: naming the serve job(s) and how to stop them.
+    """
+    if service is None:
+        from tandem.jobs import runtime
+
+        service = runtime.current_service()
+    list_jobs = getattr(service, "list", None)
+    if list_jobs is None or not callable(list_jobs):
+        return
+    what = f"{name}@{version}"
+    busy = []
+    for job in list_jobs():
+        spec = getattr(job, "spec", None)
+        meta = dict(getattr(spec, "metadata", None) or {})
+        status = getattr(job, "status", None)
+        if (meta.get("kind") == "serve" and meta.get("model") == what
+                and not getattr(status, "is_terminal", True)):
+            busy.append(job.job_id)
+    if busy:
+        ids = ", ".join(busy)
+        raise RegistryError(
+            f"version {version} of {name!r} is being served by job {ids}; a served version "
+            f"stays until its serve job stops (its replicas load it again when one "
+            f"restarts). Stop it first (`tandem jobs stop {busy[0]}`), then delete.")
+
+
+__all__ = ["ModelNotFoundError", "ModelRef", "RegistryError", "alias", "check_not_served",
+           "delete", "get", "list", "put", "registry", "resolve"]

@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
 
+from tandem._core.archives import ArchiveBudget, ArchiveLimits
 from tandem._core.errors import ConfigError
 from tandem.jobs.store.sql import normalize_url
 from tandem.model.registry._ref import (
@@ -457,8 +458,26 @@ def pack_dir(src: str) -> bytes:
     return buf.getvalue()
 
 
-def unpack_to(data: bytes, dest: str) -> None:
-    """Extracts a tar made by ``pack_dir`` into ``dest`` (refusing paths that leave it)."""
-    os.makedirs(dest, exist_ok=True)
+#: What a version's files may unpack to unless the caller says otherwise.
+DEFAULT_UNPACK_LIMITS = ArchiveLimits(max_bytes=16 * 2**30, max_members=100_000)
+
+
+def unpack_to(data: bytes, dest: str, limits: ArchiveLimits | None = None) -> None:
+    """Extracts a tar made by ``pack_dir`` into ``dest``, refusing paths that leave it and
+    archives that pass ``limits`` (checked on the members' sizes before anything is
+    written).
+
+    Raises:
+        ArchiveLimitError: over a limit (nothing is extracted).
+        tarfile.TarError, OSError, EOFError, zlib.error: not a gzipped tar.
+    """
+    budget = ArchiveBudget(limits or DEFAULT_UNPACK_LIMITS, len(data), "the model's files",
+                           "store large data outside the model (its weights only), or "
+                           "raise the server's --max-upload-mb")
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        tar.extractall(dest, filter="data")
+        members = []
+        for member in tar:  # headers only: the budget stops a bomb before its data is read
+            budget.add(member.name, member.size if member.isfile() else 0)
+            members.append(member)
+        os.makedirs(dest, exist_ok=True)
+        tar.extractall(dest, members=members, filter="data")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import secrets
 import tempfile
 import time
 from collections.abc import Mapping
@@ -27,6 +29,9 @@ class ServeHandle:
         self._last: dict[str, Any] = {}
         self._seen = 0  # the number of the next report status() reads
         self.url: str = ""
+        self.api_key: str | None = None
+        """The key requests must carry (``Authorization: Bearer <key>``) when the model
+        is exposed (``serve_settings={'expose': True}``); None on loopback."""
 
     @property
     def job_id(self) -> str:
@@ -108,6 +113,10 @@ def serve(
     require_extras("server", what="model.serve()")  # before anything starts, too
     svc = runtime.get_service()
     remote = isinstance(svc, RemoteJobService)
+    if settings.expose and settings.api_key is None:
+        # An exposed model takes the train server's token, or a key of its own.
+        token = svc.connection.token if isinstance(svc, RemoteJobService) else None
+        settings = dataclasses.replace(settings, api_key=token or secrets.token_urlsafe(32))
     if isinstance(model, (str, ModelRef)):
         record = resolve(model)
         location = record.location  # read by the replicas (a folder or an fsspec URL)
@@ -135,6 +144,7 @@ def serve(
                    metadata={"kind": "serve", "model": what, "route_prefix": runner.prefix})
     job = svc.submit(spec)
     handle = ServeHandle(JobHandle(job, svc), name, version)
+    handle.api_key = settings.api_key
     try:
         handle._wait_ready(ready_timeout_s)
     except BaseException:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import hmac
 import itertools
 import json
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -33,13 +35,56 @@ def _dumps(obj: Any) -> bytes:
             return _orjson.dumps(obj, option=_orjson.OPT_SERIALIZE_NUMPY)
         except TypeError:
             pass
-    return json.dumps(obj, default=str).encode()
+    try:
+        return json.dumps(obj, default=str, allow_nan=False).encode()
+    except ValueError:  # NaN or an infinity in a model's output: JSON has no such numbers
+        return json.dumps(_finite_or_null(obj), default=str, allow_nan=False).encode()
+
+
+def _finite_or_null(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, list):
+        return [_finite_or_null(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _finite_or_null(v) for k, v in obj.items()}
+    return obj
+
+
+def _no_constant(name: str) -> Any:
+    raise HTTPError(422, f"the body holds {name}, which is not a number JSON has; send "
+                         f"finite numbers only.")
 
 
 def _loads(data: bytes) -> Any:
     if _orjson is not None:
-        return _orjson.loads(data)
-    return json.loads(data)
+        try:
+            return _orjson.loads(data)
+        except ValueError:
+            pass  # json names the problem (NaN, Infinity: 422)
+    return json.loads(data, parse_constant=_no_constant)
+
+
+def _short(value: Any) -> str:
+    """A short, safe rendering of part of a request (never recursive)."""
+    if isinstance(value, (list, dict)):
+        return f"a JSON {'array' if isinstance(value, list) else 'object'} of {len(value)}"
+    return repr(value)[:100]
+
+
+def _find_bool(inputs: list[Any]) -> str | None:
+    """Where the first boolean in the inputs is (``inputs[3][0]``), or None."""
+    todo: list[tuple[Any, str]] = [(x, f"inputs[{i}]") for i, x in enumerate(inputs)]
+    todo.reverse()
+    while todo:
+        x, at = todo.pop()
+        if isinstance(x, bool):
+            return at
+        if isinstance(x, list):
+            todo.extend(reversed([(v, f"{at}[{j}]") for j, v in enumerate(x)]))
+        elif isinstance(x, dict):
+            todo.extend((v, f"{at}[{k!r}]") for k, v in x.items())
+    return None
 
 
 class HTTPError(Exception):
@@ -50,13 +95,15 @@ class HTTPError(Exception):
 
 
 class _Request:
-    __slots__ = ("arrived", "future", "inputs", "tries")
+    __slots__ = ("arrived", "future", "inputs", "offset", "tries")
 
-    def __init__(self, inputs: list[Any], future: asyncio.Future, arrived: float) -> None:
+    def __init__(self, inputs: list[Any], future: asyncio.Future, arrived: float,
+                 offset: int = 0) -> None:
         self.inputs = inputs
         self.future = future
         self.tries = 0
         self.arrived = arrived
+        self.offset = offset  # where these inputs start in the HTTP request (when split)
 
 
 class ReplicaSlot:
@@ -99,11 +146,21 @@ class Front:
 
     # -- from HTTP ------------------------------------------------------------------------
     async def predict(self, inputs: list[Any]) -> list[Any]:
+        """The outputs for ``inputs``; a request of more than ``max_batch_size`` inputs is
+        split into batches of that size (queued together, answered in order)."""
+        mb = self.max_batch
+        if len(inputs) <= mb:
+            return await self._predict_one(inputs)
+        parts = await asyncio.gather(*(self._predict_one(inputs[i:i + mb], i)
+                                       for i in range(0, len(inputs), mb)))
+        return [y for part in parts for y in part]
+
+    async def _predict_one(self, inputs: list[Any], offset: int = 0) -> list[Any]:
         if len(self.queue) >= self.max_queued:
             raise HTTPError(503, f"{len(self.queue)} requests are waiting already (the "
                                  f"limit is max_queued_requests={self.max_queued}); retry later.")
         fut: asyncio.Future = self.loop.create_future()
-        self.queue.append(_Request(inputs, fut, self.loop.time()))
+        self.queue.append(_Request(inputs, fut, self.loop.time(), offset))
         self.queued_inputs += len(inputs)
         self._arrived.set()
         if self.queued_inputs >= self.max_batch:
@@ -166,7 +223,8 @@ class Front:
             self.largest_batch = max(self.largest_batch, n)
             for req in batch:
                 req.tries += 1
-            rep.worker.send(("batch", bid, [req.inputs for req in batch]))
+            rep.worker.send(("batch", bid, [req.inputs for req in batch],
+                             [req.offset for req in batch]))
 
     # -- from replicas (called on the loop through call_soon_threadsafe) ------------------
     def on_frame(self, index: int, generation: int, frame: Any) -> None:
@@ -255,8 +313,10 @@ class ServeApp:
     """The HTTP routes of a served model (raw ASGI: no framework on the hot path)."""
 
     def __init__(self, prefix: str, info: Callable[[], dict[str, Any]],
-                 front_ref: Callable[[], Front | None], max_body: int) -> None:
+                 front_ref: Callable[[], Front | None], max_body: int,
+                 api_key: str | None = None) -> None:
         self.prefix = prefix
+        self._key = f"Bearer {api_key}".encode() if api_key is not None else None
         self.predict_path = prefix + "/predict"
         self.info = info
         self.front_ref = front_ref
@@ -281,9 +341,13 @@ class ServeApp:
         if scope["type"] != "http":
             return
         try:
+            self._check_key(scope)
             status, body = await self._handle(scope, receive)
         except HTTPError as e:
             status, body = e.status, {"detail": e.detail}
+        except RecursionError:
+            status, body = 400, {"detail": "the request is nested too deeply to read; send "
+                                           '{"inputs": [input, ...]} with plain inputs.'}
         except Exception as e:  # noqa: BLE001 - never leave a client without an answer
             status, body = 500, {"detail": f"{type(e).__name__}: {e}"}
         data = _dumps(body)
@@ -291,6 +355,16 @@ class ServeApp:
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(data)).encode())]})
         await send({"type": "http.response.body", "body": data})
+
+    def _check_key(self, scope: dict) -> None:
+        if self._key is None:
+            return
+        for k, v in scope.get("headers") or ():
+            if k == b"authorization" and hmac.compare_digest(v, self._key):
+                return
+        raise HTTPError(401, "this model is exposed to other machines and needs its key: "
+                             "send 'Authorization: Bearer <key>' (the train server's token, "
+                             "or handle.api_key of model.serve).")
 
     async def _handle(self, scope: dict, receive: Callable[[], Awaitable[dict]]
                       ) -> tuple[int, Any]:
@@ -356,6 +430,9 @@ class ServeApp:
         raw = await self._read_body(scope, receive)
         try:
             body = _loads(raw)
+        except RecursionError:
+            raise HTTPError(400, "the body is nested too deeply to read; send "
+                                 '{"inputs": [input, ...]} with plain inputs.') from None
         except ValueError as e:
             raise HTTPError(400, f"the body is not JSON ({e}); send "
                                  f'{{"inputs": [input, ...]}}.') from None
@@ -366,7 +443,11 @@ class ServeApp:
         inputs = body["inputs"]
         if not isinstance(inputs, list) or not inputs:
             raise HTTPError(422, f'"inputs" must be a non-empty list of inputs (one per '
-                                 f'prediction); got {json.dumps(inputs)[:100]}.')
+                                 f'prediction); got {_short(inputs)}.')
+        if b"true" in raw or b"false" in raw:
+            at = _find_bool(inputs)
+            if at is not None:
+                raise HTTPError(422, f"{at} is a boolean; inputs are numbers: send 1 or 0.")
         front = self.front_ref()
         if front is None:
             raise HTTPError(503, "the model is starting; retry shortly.")

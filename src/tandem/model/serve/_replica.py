@@ -51,6 +51,42 @@ def _is_numeric(x: Any) -> bool:
         return False
 
 
+def _dtype_kind(x: Any) -> str | None:
+    try:
+        import numpy as np
+
+        return str(np.asarray(x).dtype.kind)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+# What JSON numbers an input of the model's dtype may be: a float model takes whole and
+# fractional numbers, an integer model whole numbers only.
+_ACCEPTS = {"f": "iuf", "c": "iuf", "i": "iu", "u": "iu", "b": "iu"}
+_KIND_NAME = {"f": "numbers", "c": "numbers", "i": "whole numbers", "u": "whole numbers",
+              "b": "0 or 1"}
+
+
+def _check_input(x: Any, item_shape: tuple[int, ...] | None, kind: str | None) -> str | None:
+    """Why one input does not fit the model (None when it does): not an array of numbers,
+    a number of the wrong kind, not finite (1e999 reads as infinity), the wrong shape."""
+    import numpy as np
+
+    try:
+        a = np.asarray(x)
+    except Exception:  # noqa: BLE001 - ragged
+        return "is not an array of numbers"
+    if a.dtype.kind not in "iuf":
+        return "is not an array of numbers"
+    if kind is not None and a.dtype.kind not in _ACCEPTS.get(kind, "iuf"):
+        return f"holds numbers that are not {_KIND_NAME.get(kind, 'numbers')} (the model's dtype)"
+    if a.dtype.kind == "f" and not np.isfinite(a).all():
+        return "holds a number too large to be finite"
+    if item_shape is not None and tuple(a.shape) != item_shape:
+        return f"has shape {list(a.shape)}"
+    return None
+
+
 @dataclass
 class ReplicaTask:
     """The cloudpickled task each replica process runs (see the module docstring)."""
@@ -86,9 +122,11 @@ class ReplicaTask:
             if callable(example):
                 example = example()
             numeric = False
+            kind = None
             if example is not None:
                 shape = _shape(example)
                 numeric = _is_numeric(example)
+                kind = _dtype_kind(example) if numeric else None
                 if shape:
                     item_shape = shape[1:]
         except BaseException as e:  # noqa: BLE001 - reported to the front, then exit
@@ -101,24 +139,30 @@ class ReplicaTask:
             if msg[0] == "stop":
                 channel.closing = True
                 return 0
-            _, batch_id, requests = msg
+            _, batch_id, requests, *more = msg
+            offsets = more[0] if more else None
             channel.send(("out", batch_id,
-                          self._answer(predict, requests, item_shape, numeric)))
+                          self._answer(predict, requests, item_shape, numeric, kind,
+                                       offsets)))
 
     def _answer(self, predict: Any, requests: list[list[Any]],
-                item_shape: tuple[int, ...] | None, numeric: bool = False
+                item_shape: tuple[int, ...] | None, numeric: bool = False,
+                kind: str | None = None, offsets: list[int] | None = None
                 ) -> list[tuple[Any, ...]]:
         results: list[tuple[Any, ...] | None] = [None] * len(requests)
         good: list[int] = []
-        if item_shape is not None:
+        if item_shape is not None or numeric:
+            expect = (f"each input to have shape {list(item_shape)}" if item_shape is not None
+                      else "numbers")
             for i, inputs in enumerate(requests):
                 for j, x in enumerate(inputs):
-                    s = _shape(x, numeric)
-                    if s != item_shape:
-                        given = "not an array of numbers" if s is None else f"shape {list(s)}"
+                    why = _check_input(x, item_shape, kind)
+                    if why is not None:
+                        at = j + (offsets[i] if offsets else 0)
                         results[i] = ("error", 422, (
-                            f"inputs[{j}] has {given}; the model expects each input to have "
-                            f"shape {list(item_shape)} (from its example_input)."))
+                            f"inputs[{at}] {why}; the model expects {expect} "
+                            f"(finite {_KIND_NAME.get(kind or 'f', 'numbers')}, from its "
+                            f"example_input)."))
                         break
                 else:
                     good.append(i)

@@ -54,7 +54,8 @@ def bind_socket(host: str, port: int) -> socket.socket:
                 f"`tandem serve ... --port P`), leave the port unset for a free one, or stop "
                 f"what listens on {port}.") from None
         raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}. Give a host "
-                          f"address of this machine, e.g. 127.0.0.1 or 0.0.0.0.") from None
+                          f"address of this machine, e.g. 127.0.0.1 (with expose=True, an "
+                          f"address other machines reach).") from None
     sock.listen(2048)
     sock.setblocking(False)
     return sock
@@ -266,7 +267,8 @@ class ServeRunner(JobRunner):
         import uvicorn
 
         app = ServeApp(self.prefix, self.info, lambda: self._front,
-                       self.settings.max_request_bytes)
+                       self.settings.max_request_bytes,
+                       api_key=self.settings.api_key if self.settings.needs_key else None)
         config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
                                 http="httptools" if _has("httptools") else "h11",
                                 timeout_keep_alive=30, backlog=2048)

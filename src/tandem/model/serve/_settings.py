@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -14,7 +15,13 @@ class ServeSettings:
     """Args:
         route_prefix: where the model answers (default ``/<name>``): ``POST
             {route_prefix}/predict``, ``GET {route_prefix}``.
-        host: the address the HTTP server binds (loopback by default).
+        host: the address the HTTP server binds (loopback by default). An address other
+            machines reach (``0.0.0.0``, a LAN address) needs ``expose=True``.
+        expose: allow ``host`` to be reachable from other machines (as the train server's
+            ``--expose``); every request must then carry ``Authorization: Bearer <key>``.
+        api_key: the key an exposed model requires: by default the train server's token
+            (when served through one), else a fresh key per deployment
+            (``handle.api_key``). Ignored on loopback unless given.
         port: its port; None picks a free one (``handle.url`` says which).
         num_replicas: processes holding the model; each holds ``resources_per_replica``.
         resources_per_replica: default ``{"CPU": 1}``.
@@ -29,6 +36,8 @@ class ServeSettings:
 
     route_prefix: str | None = None
     host: str = "127.0.0.1"
+    expose: bool = False
+    api_key: str | None = None
     port: int | None = None
     num_replicas: int = 1
     resources_per_replica: Mapping[str, float] | None = None
@@ -68,7 +77,20 @@ class ServeSettings:
                               f"'/', e.g. '/digits'.")
         if not isinstance(self.host, str) or not self.host:
             raise ConfigError(f"serve_settings host={self.host!r}: give an address such as "
-                              f"'127.0.0.1' or '0.0.0.0'.")
+                              f"'127.0.0.1' (this machine only).")
+        if not isinstance(self.expose, bool):
+            raise ConfigError(f"serve_settings expose={self.expose!r}: give True or False.")
+        if not is_loopback(self.host) and not self.expose:
+            raise ConfigError(
+                f"serve_settings host={self.host!r} lets other machines reach the model; "
+                f"that needs expose=True (clients then send 'Authorization: Bearer <key>', "
+                f"see handle.api_key). Leave host unset to serve on this machine only.")
+        k = self.api_key
+        if k is not None and (not isinstance(k, str) or len(k) < 16 or not k.isprintable()
+                              or " " in k):
+            raise ConfigError("serve_settings api_key must be a string of at least 16 "
+                              "printable characters without spaces (e.g. "
+                              "secrets.token_urlsafe(32)).")
 
     @classmethod
     def of(cls, value: ServeSettings | Mapping[str, Any] | None) -> ServeSettings:
@@ -85,6 +107,11 @@ class ServeSettings:
                               f"{sorted(known)}.")
         return cls(**dict(value))
 
+    @property
+    def needs_key(self) -> bool:
+        """Requests must carry the key: the model is exposed, or a key was given."""
+        return self.expose or self.api_key is not None
+
     def bundle(self) -> dict[str, float]:
         from tandem.cluster.base import validate_bundle
 
@@ -95,3 +122,13 @@ class ServeSettings:
     def prefix_for(self, name: str) -> str:
         rp = self.route_prefix if self.route_prefix is not None else "/" + name
         return rp.rstrip("/")
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -9,6 +9,11 @@
   ``X-Tandem-CSRF`` header of every write). The token never appears in a URL: a login link
   printed by ``tandem dashboard`` carries it in the fragment (``/login#token=...``), which
   browsers never send to a server, and the page's script posts it and drops the fragment.
+* Under TLS (``https``) both cookies are ``Secure``: a browser never sends them to a
+  plain-HTTP service on the same host (a served model, say).
+* Failed log-ins are rate-limited per client address: after ``max_failures`` within
+  ``window_s`` seconds, ``POST /login`` answers 429 (with ``Retry-After``) until the
+  window has passed, right token or not.
 * ``POST /logout`` clears both cookies.
 * ``/dashboard/static/...`` (the page's own scripts, styles and the charting library) is
   served without a token: it holds no data.
@@ -23,10 +28,14 @@
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import hmac
 import html
+import math
 import secrets
+import threading
+import time
 from collections.abc import Awaitable, Callable
 from http.cookies import SimpleCookie
 from importlib import resources
@@ -124,13 +133,74 @@ def login_page(error: str = "") -> bytes:
     return page.replace("<!--ERROR-->", msg).encode("utf-8")
 
 
-class DashboardGate:
-    """See the module docstring. ``token`` is the server's token."""
+class LoginLimiter:
+    """At most ``max_failures`` failed log-ins per client within ``window_s`` seconds.
 
-    def __init__(self, app: Any, token: str) -> None:
+    Args:
+        max_failures: failures allowed in a window.
+        window_s: the window's length.
+        clock: seconds, monotonic (a simulated one in tests).
+        max_clients: clients remembered at once (the oldest are dropped first).
+    """
+
+    def __init__(self, max_failures: int = 10, window_s: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic, max_clients: int = 10_000) -> None:
+        self.max_failures = max_failures
+        self.window_s = window_s
+        self.clock = clock
+        self.max_clients = max_clients
+        self._fails: collections.OrderedDict[str, collections.deque[float]] = (
+            collections.OrderedDict())
+        self._lock = threading.Lock()
+
+    def _recent(self, client: str, now: float) -> collections.deque[float]:
+        q = self._fails.get(client)
+        if q is None:
+            return collections.deque()
+        while q and q[0] <= now - self.window_s:
+            q.popleft()
+        if not q:
+            del self._fails[client]
+        return q
+
+    def retry_after(self, client: str) -> int | None:
+        """Seconds until ``client`` may try again (None: it may now)."""
+        with self._lock:
+            now = self.clock()
+            q = self._recent(client, now)
+            if len(q) < self.max_failures:
+                return None
+            return max(1, math.ceil(q[0] + self.window_s - now))
+
+    def failed(self, client: str) -> None:
+        with self._lock:
+            now = self.clock()
+            q = self._recent(client, now)
+            q.append(now)
+            self._fails[client] = q
+            self._fails.move_to_end(client)
+            while len(self._fails) > self.max_clients:
+                self._fails.popitem(last=False)
+
+
+def _client(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "?"
+
+
+def _secure(scope: Scope) -> str:
+    return "; Secure" if scope.get("scheme") in ("https", "wss") else ""
+
+
+class DashboardGate:
+    """See the module docstring. ``token`` is the server's token; ``limiter`` counts failed
+    log-ins (default: 10 per client per minute)."""
+
+    def __init__(self, app: Any, token: str, limiter: LoginLimiter | None = None) -> None:
         self.app = app
         self._token = token
         self._csrf = csrf_value(token)
+        self.limiter = limiter or LoginLimiter()
 
     def _ok(self, given: str | None) -> bool:
         return bool(given) and secrets.compare_digest(
@@ -139,8 +209,8 @@ class DashboardGate:
     def _cookie_ok(self, scope: Scope) -> bool:
         return self._ok(_cookies(scope).get(TOKEN_COOKIE))
 
-    def _session_cookies(self) -> list[tuple[bytes, bytes]]:
-        common = "Path=/; SameSite=Strict"
+    def _session_cookies(self, scope: Scope) -> list[tuple[bytes, bytes]]:
+        common = f"Path=/; SameSite=Strict{_secure(scope)}"
         return [
             (b"set-cookie", f"{TOKEN_COOKIE}={self._token}; {common}; HttpOnly".encode()),
             (b"set-cookie", f"{CSRF_COOKIE}={self._csrf}; {common}".encode()),
@@ -162,7 +232,7 @@ class DashboardGate:
             if not _same_origin(scope):
                 await _respond(send, 403, b"cross-site logout refused", b"text/plain")
                 return
-            gone = "Path=/; SameSite=Strict; Max-Age=0"
+            gone = f"Path=/; SameSite=Strict; Max-Age=0{_secure(scope)}"
             await _respond(send, 303, b"", headers=[
                 (b"location", b"/login"),
                 (b"set-cookie", f"{TOKEN_COOKIE}=; {gone}; HttpOnly".encode()),
@@ -206,6 +276,13 @@ class DashboardGate:
         if not _same_origin(scope):
             await _respond(send, 403, login_page("Cross-site login refused."))
             return
+        client = _client(scope)
+        wait_s = self.limiter.retry_after(client)
+        if wait_s is not None:
+            await _respond(send, 429, login_page(
+                f"Too many failed log-ins from this address; try again in {wait_s} s."),
+                headers=[(b"retry-after", str(wait_s).encode())])
+            return
         body = b""
         while True:
             msg = await receive()
@@ -221,8 +298,10 @@ class DashboardGate:
             form = {}
         token = (form.get("token") or [""])[0].strip()
         if not self._ok(token):
+            self.limiter.failed(client)
             await _respond(send, 401, login_page(
                 "That token is not this server's. A local server keeps it in "
                 "~/.tandem/server.json; `tandem dashboard --open` logs you in."))
             return
-        await _respond(send, 303, b"", headers=[(b"location", b"/"), *self._session_cookies()])
+        await _respond(send, 303, b"", headers=[(b"location", b"/"),
+                                                *self._session_cookies(scope)])
