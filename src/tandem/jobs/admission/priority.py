@@ -1,0 +1,125 @@
+"""``PriorityPreemptionPolicy``: fair share and quotas, plus preemption for priority.
+
+Admission is ``FairSharePolicy``'s. Then, for the highest-priority job that waits for
+resources (not for its quota), the policy looks for running jobs of *lower* priority that
+can yield (``preemptible``, not already yielding, running at least ``min_run_s``) and picks
+victims in this order:
+
+1. lowest priority first;
+2. then the least work lost: the time since the victim's latest checkpoint (since its start
+   without one) times the GPUs (else CPUs) it holds;
+3. then the youngest (latest started).
+
+It takes victims in that order until the waiting gang would fit, then drops every victim the
+gang would fit without (latest taken first), so the set is small. If even all candidates
+would not make room, nobody is preempted. While earlier victims are still yielding and
+their resources would be enough, no new ones are chosen. Victims are asked to checkpoint
+(``train.get_preemption_info()``), stopped after their grace period and re-queued with their
+place (priority, submission order) kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tandem.jobs.admission.base import (
+    AdmissionDecision,
+    AdmissionPolicy,
+    Capacity,
+    Preempt,
+    QueuedJob,
+    Quota,
+    Quotas,
+    RunningJob,
+    RunningView,
+    Wait,
+)
+from tandem.jobs.admission.fair import FairSharePolicy
+
+
+def work_lost(job: RunningJob, now: float) -> float:
+    """Resource-seconds since ``job``'s latest checkpoint (its start, without one)."""
+    since = job.last_checkpoint_at if job.last_checkpoint_at is not None else job.started_at
+    size = job.holds.get("GPU", 0.0) or job.holds.get("CPU", 0.0) or 1.0
+    return max(0.0, now - since) * size
+
+
+class PriorityPreemptionPolicy(AdmissionPolicy):
+    """Args:
+        quotas, reserve_after_s, backfill_window: as in ``FairSharePolicy``.
+        min_run_s: a job runs at least this long before it may be preempted (no thrash).
+    """
+
+    name = "priority"
+
+    def __init__(self, quotas: Quotas | Mapping[str, Quota | Mapping[str, Any]] | None = None,
+                 reserve_after_s: float = 30.0, backfill_window: int | None = None,
+                 min_run_s: float = 0.0) -> None:
+        if min_run_s < 0:
+            raise ValueError(f"min_run_s={min_run_s!r}: give seconds >= 0.")
+        self.admit = FairSharePolicy(quotas, reserve_after_s, backfill_window)
+        self.min_run_s = min_run_s
+
+    @property
+    def quotas(self) -> Quotas:
+        return self.admit.quotas
+
+    def set_quota(self, owner: str | None, quota: Quota | None) -> None:
+        self.admit.set_quota(owner, quota)
+
+    def check_submit(self, job: QueuedJob, queue: Sequence[QueuedJob]) -> None:
+        self.admit.check_submit(job, queue)
+
+    def make_decision(self, queue: Sequence[QueuedJob], running: RunningView,
+                      capacity: Capacity, now: float) -> list[AdmissionDecision]:
+        out = self.admit.make_decision(queue, running, capacity, now)
+        blocked = next((d for d in out if isinstance(d, Wait) and d.kind == "resources"), None)
+        if blocked is None:
+            return out
+        job = blocked.job
+        victims, note = self._victims(job, running, capacity, now)
+        if victims is None:
+            return out
+        i = out.index(blocked)
+        out[i] = Wait(job, note, "preempting")
+        for v in victims:
+            out.append(Preempt(v, job, f"preempted for {job.job_id} (priority "
+                                       f"{job.priority} > {v.priority})"))
+        return out
+
+    def _victims(self, job: QueuedJob, running: RunningView, capacity: Capacity,
+                 now: float) -> tuple[list[RunningJob] | None, str]:
+        yielding: list[RunningJob] = []
+        candidates: list[RunningJob] = []
+        for r in running.jobs():
+            if r.priority >= job.priority or not r.holds:
+                continue
+            if r.preempting:
+                yielding.append(r)
+            elif r.preemptible and now - r.started_at >= self.min_run_s:
+                candidates.append(r)
+        if yielding and capacity.would_fit(job.bundles, job.strategy, yielding):
+            names = ", ".join(r.job_id for r in yielding)
+            return [], f"waits: {names} yield(s) to make room"
+        if not candidates:
+            return None, ""
+        candidates.sort(key=lambda r: (r.priority, work_lost(r, now), -r.started_at))
+        chosen: list[RunningJob] = []
+        for r in candidates:
+            chosen.append(r)
+            if capacity.would_fit(job.bundles, job.strategy, yielding + chosen):
+                break
+        else:
+            return None, ""
+        for r in list(reversed(chosen[:-1])):
+            rest = [c for c in chosen if c is not r]
+            if capacity.would_fit(job.bundles, job.strategy, yielding + rest):
+                chosen = rest
+        names = ", ".join(r.job_id for r in chosen)
+        return chosen, f"waits: preempting {names} to make room"
+
+    def describe(self) -> dict[str, Any]:
+        d = self.admit.describe()
+        d.update(policy=self.name, min_run_s=self.min_run_s)
+        return d
