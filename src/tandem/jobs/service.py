@@ -63,6 +63,7 @@ class Job(JobState):
         self.owner: str = spec.owner or service.default_owner
         self.seq = seq
         self.bundles = spec.bundles
+        self.demand = demand(spec.bundles)
         self.strategy = spec.strategy
         self.submitted_at = now
         self.submitted_time = time.time()

@@ -26,6 +26,10 @@ class J:
     def job_id(self):
         return self.name
 
+    @property
+    def demand(self):
+        return {"CPU": float(self.n)}
+
     def __post_init__(self):
         self.bundles = [{"CPU": 1.0}] * self.n
 

@@ -27,7 +27,6 @@ from tandem.jobs.admission.base import (
     RunningView,
     Start,
     Wait,
-    demand,
     quota_block,
     short_of,
 )
@@ -100,8 +99,8 @@ class FairSharePolicy(AdmissionPolicy):
                 i += 1
             held = self._admit_level(by_owner, used, running, total, free, capacity, now, out)
             if held is not None:
-                for other in jobs[i:]:
-                    out.append(Wait(other, f"waits behind {held.job_id} (held for it)", "behind"))
+                behind = f"waits behind {held.job_id} (held for it)"
+                out.extend(Wait(other, behind, "behind") for other in jobs[i:])
                 break
         return out
 
@@ -120,7 +119,7 @@ class FairSharePolicy(AdmissionPolicy):
             q = by_owner[owner]
             job = q.popleft()
             u = used[owner]
-            need = demand(job.bundles)
+            need = job.demand
             over = quota_block(job, need, self.quotas.of(owner), u) if self.quotas else None
             if over is not None:
                 out.append(Wait(job, over, "quota"))
@@ -138,9 +137,9 @@ class FairSharePolicy(AdmissionPolicy):
                     if now - job.submitted_at >= self.reserve_after_s:
                         out.append(Wait(job, f"waits: next to start, the queue holds for it "
                                              f"({why})"))
+                        behind = f"waits behind {job.job_id} (held for it)"
                         for rest in by_owner.values():
-                            out.extend(Wait(o, f"waits behind {job.job_id} (held for it)", "behind")
-                                       for o in rest)
+                            out.extend(Wait(o, behind, "behind") for o in rest)
                             rest.clear()
                         return job
                     out.append(Wait(job, f"waits: resources ({why})"))

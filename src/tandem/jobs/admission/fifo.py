@@ -19,7 +19,6 @@ from tandem.jobs.admission.base import (
     RunningView,
     Start,
     Wait,
-    demand,
     short_of,
 )
 
@@ -55,7 +54,7 @@ class FifoGangPolicy(AdmissionPolicy):
         for i, job in enumerate(queue):
             if window is not None and i >= window:
                 break
-            need = demand(job.bundles)
+            need = job.demand
             short = short_of(need, free)
             placement = None if short is not None else capacity.place(job.bundles, job.strategy)
             if placement is not None:
@@ -66,8 +65,9 @@ class FifoGangPolicy(AdmissionPolicy):
             why = short or "the gang does not fit on the free nodes"
             if now - job.submitted_at >= self.reserve_after_s:
                 out.append(Wait(job, f"waits: next to start, the queue holds for it ({why})"))
+                behind = f"waits behind {job.job_id} (held for it)"
                 for other in queue[i + 1:] if window is None else queue[i + 1:window]:
-                    out.append(Wait(other, f"waits behind {job.job_id} (held for it)", "behind"))
+                    out.append(Wait(other, behind, "behind"))
                 break
             out.append(Wait(job, f"waits: resources ({why})"))
         return out

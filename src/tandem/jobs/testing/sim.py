@@ -47,14 +47,14 @@ class SimJob:
     end: float | None = None
     run_s: float = 0.0
     preemptions: int = 0
-    need: dict[str, float] = field(default_factory=dict)
+    demand: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.need = demand(self.bundles)
+        self.demand = demand(self.bundles)
 
     @property
     def holds(self) -> Mapping[str, float]:
-        return self.need if self.placement is not None else {}
+        return self.demand if self.placement is not None else {}
 
 
 class SimCluster:
@@ -105,24 +105,39 @@ class SimCluster:
                 extra[k] = extra.get(k, 0.0) + v
         if any(v > self._free.get(k, 0.0) + extra.get(k, 0.0) + 1e-9 for k, v in need.items()):
             return False
-        freed = [getattr(r, "placement") for r in freeing if getattr(r, "placement", None)]
-        for p in freed:
-            self.release(p)
-        try:
-            trial = self.place(bundles, strategy)
-            if trial is not None:
-                self.release(trial)
-            return trial is not None
-        finally:
-            for p in freed:
-                self.release([(n, -g, -c) for n, g, c in p])
+        # Nodes the freeing jobs hold get their resources back in an overlay; the gang is
+        # then placed (best fit, largest bundles first) on the overlay and the free nodes,
+        # without touching the cluster: O(bundles x overlay).
+        over: dict[int, list[float]] = {}
+        for r in freeing:
+            for node, g, c in getattr(r, "placement", None) or ():
+                o = over.get(node)
+                if o is None:
+                    o = over[node] = [self.free_gpu[node], self.free_cpu[node]]
+                o[0] += g
+                o[1] += c
+        for b in sorted(bundles, key=lambda b: -b.get("GPU", 0.0)):
+            g, c = b.get("GPU", 0.0), b.get("CPU", 0.0)
+            best = None
+            for node, (fg, fc) in over.items():
+                if fg >= g - 1e-9 and fc >= c - 1e-9 and (best is None or fg < over[best][0]):
+                    best = node
+            if best is None:
+                best = self._pick(g, c, exclude=over)
+                if best is None:
+                    return False
+                over[best] = [self.free_gpu[best], self.free_cpu[best]]
+            over[best][0] -= g
+            over[best][1] -= c
+        return True
 
     # -- internals ------------------------------------------------------------------------
-    def _pick(self, g: float, c: float) -> int | None:
+    def _pick(self, g: float, c: float, exclude: Mapping[int, Any] | None = None) -> int | None:
         start = int(-(-g // 1))  # whole GPUs needed (a fraction needs a node with one free)
         for level in range(start, self.gpus + 1):
             for node in self._bucket[level]:
-                if self.free_gpu[node] >= g - 1e-9 and self.free_cpu[node] >= c - 1e-9:
+                if (self.free_gpu[node] >= g - 1e-9 and self.free_cpu[node] >= c - 1e-9
+                        and (exclude is None or node not in exclude)):
                     return node
         return None
 
