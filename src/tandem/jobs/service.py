@@ -70,6 +70,8 @@ class Job(JobState):
         self.started_time: float | None = None
         self.ended_time: float | None = None
         self.transitions: list[tuple[str, float]] = [(JobStatus.PENDING.value, self.submitted_time)]
+        self.reasons: list[tuple[str, str | None]] = [(JobStatus.PENDING.value, None)]
+        """Each transition's status and why (the same order as ``transitions``)."""
         # Why the job last changed status (read by subscribers with the "status" event).
         self.status_reason: str | None = None
         self.placement: Placement | None = None
@@ -103,6 +105,7 @@ class Job(JobState):
             return
         self.status_reason = reason
         self.transitions.append((status.value, time.time()))
+        self.reasons.append((status.value, reason))
         self._emit("status", status)
 
     def _emit(self, kind: str, payload: Any) -> None:
@@ -382,4 +385,5 @@ class LocalJobService:
         job.ended_time = time.time()
         if job._end(outcome):
             job.transitions.append((outcome.status.value, job.ended_time))
+            job.reasons.append((outcome.status.value, None))
             job._emit("status", outcome.status)

@@ -24,7 +24,7 @@ import cloudpickle
 
 from tandem._core.errors import ConfigError
 from tandem.cluster.base import Placement, WorkerProcess, WorkerSpec
-from tandem.jobs.spec import JobContext, JobOutcome, JobRunner, JobStatus
+from tandem.jobs.spec import JobContext, JobOutcome, JobRunner, JobStatus, PreemptionRequest
 from tandem.train._internal import data as data_mod
 from tandem.train._internal.checkpoints import (
     CheckpointManager,
@@ -52,6 +52,7 @@ from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, FailureConfig
 from tandem.train.api.errors import TrainingFailedError
 from tandem.train.api.files import remove_dir
+from tandem.train.api.preemption import PreemptionError, PreemptionInfo
 from tandem.train.api.result import Result
 from tandem.train.backends.base import Backend
 from tandem.train.context import AskSubmitter, StorageContext, TrainContext
@@ -141,6 +142,9 @@ class TrainController(JobRunner):
         self._lent_resources = False
         self.state = TrainControllerState.INITIALIZING
         self.callbacks = CallbackDispatcher(spec.callbacks, CallbackSite.DRIVER)
+        self.num_preemptions = 0
+        self._preemption: tuple[PreemptionRequest, PreemptionInfo] | None = None
+        self._preemption_answers: dict[int, PreemptionInfo | None] = {}
 
     def without_callbacks(self) -> tuple[TrainController, tuple[Callback, ...]]:
         """This run without its callbacks (a fresh controller), and the callbacks: a job
@@ -211,6 +215,18 @@ class TrainController(JobRunner):
         self._stop_requested = True
         self._q.put((-1, -1, ("__stop__",)))
 
+    @property
+    def preemptible(self) -> bool:
+        return True
+
+    def preempt(self, request: PreemptionRequest) -> bool:
+        """The scheduler asks this run to yield (see ``_on_preempt``); never blocks."""
+        if self.ctx is None or self._stop_requested or self._preemption is not None or \
+                self.state is not TrainControllerState.RUNNING:
+            return False
+        self._q.put((-1, -1, ("__preempt__", request)))
+        return True
+
     def run(self, ctx: JobContext) -> JobOutcome:
         self.ctx = ctx
         spec = self.spec
@@ -230,6 +246,8 @@ class TrainController(JobRunner):
             self.state = TrainControllerState.RUNNING
             while not self.state.is_terminal:
                 self.state = self.step()
+                if self.state is TrainControllerState.PREEMPTING:
+                    error, self.state = self._on_preempt()
                 if self.state is TrainControllerState.WORKER_FAILED:
                     error, self.state = self._on_failure()
         except BaseException as e:  # our own bug: never leave workers behind
@@ -269,6 +287,12 @@ class TrainController(JobRunner):
             if kind == "__stop__":
                 self._stop_requested = True
                 state = TrainControllerState.STOPPED
+                continue
+            if kind == "__preempt__":
+                if self._preemption is None and self.ctx is not None:
+                    self._preemption = (frame[1], self._preemption_info(frame[1]))
+                    if state is TrainControllerState.RUNNING:
+                        state = TrainControllerState.PREEMPTING
                 continue
             if attempt != self._attempt:
                 continue  # a late frame from a gang we already replaced
@@ -373,6 +397,12 @@ class TrainController(JobRunner):
         if method in RENDEZVOUS_METHODS:
             self._rdzv.handle(method, payload, worker, call_id)
             return
+        if method == "preemption_info":  # the n-th call gets the same answer on every rank
+            if payload not in self._preemption_answers:
+                self._preemption_answers[payload] = (
+                    self._preemption[1] if self._preemption is not None else None)
+            worker.send(("reply", call_id, True, self._preemption_answers[payload]))
+            return
         handler = self.spec.call_handlers.get(method) or DRIVER_CALLS.get(method)
         if handler is None:
             worker.send(("reply", call_id, False, RuntimeError(f"unknown driver call {method!r}")))
@@ -428,6 +458,10 @@ class TrainController(JobRunner):
         self.storage.rewind(start_it)  # iterations after start_it are reported again
         self._done = {}
         self._rdzv = GangRendezvous()  # per gang: frames of old gangs are ignored
+        self._preemption_answers = {}
+        if self._preemption is not None:  # asked while the last gang was being replaced
+            self._q.put((-1, -1, ("__preempt__", self._preemption[0])))
+            self._preemption = None
         self._rank_iter = [start_it] * n
         self._committed_upto = start_it
         self._failures = []
@@ -547,6 +581,80 @@ class TrainController(JobRunner):
         if decision is FailureDecision.RAISE:
             return self._raise(failure), TrainControllerState.ERRORED
         return self._restart(decision, failure)
+
+    # -- preemption ------------------------------------------------------------------------
+    def _preemption_info(self, request: PreemptionRequest) -> PreemptionInfo:
+        assert self.ctx is not None
+        ranks: dict[str, list[int]] = {}
+        for rank, node in enumerate(self.ctx.placement.node_ids[:self.spec.num_workers]):
+            ranks.setdefault(node, []).append(rank)
+        return PreemptionInfo(int(request.deadline * 1000), ranks, request.reason)
+
+    def _on_preempt(self) -> tuple[TrainingFailedError | None, TrainControllerState]:
+        """Carries out a preemption: the workers see ``get_preemption_info()`` until a new
+        checkpoint is committed or the deadline (plus ``preemption_grace_s``) passes; then
+        the gang is stopped, the job re-queued (``replace_placement``), and a new gang
+        resumes from the latest checkpoint when the scheduler places it again. A run that
+        ends meanwhile simply ends. Preemptions count against ``max_preemption_failures``,
+        never ``max_failures``."""
+        assert self._preemption is not None and self.ctx is not None
+        request, info = self._preemption
+        ctx = self.ctx
+        latest = self.checkpoints.latest
+        before = latest[0] if latest else -1
+        deadline = request.deadline + self.policy.config.preemption_grace_s
+        timed_out = True
+        state = TrainControllerState.RUNNING
+        while time.time() < deadline:
+            state = self.step(timeout_s=min(0.25, max(0.01, deadline - time.time())))
+            if state is not TrainControllerState.RUNNING:
+                break
+            latest = self.checkpoints.latest
+            if latest is not None and latest[0] > before:
+                timed_out = False
+                break
+        if state is TrainControllerState.FINISHED:
+            self._preemption = None
+            return None, state
+        if state is TrainControllerState.STOPPED or self._stop_requested:
+            return None, TrainControllerState.STOPPED
+        self._kill_gang()  # a worker that failed while draining is part of the preemption
+        for path in self.checkpoints.drop_pending():
+            if self.checkpoints.latest is None or path != self.checkpoints.latest[1].path:
+                remove_dir(path)
+        self.num_preemptions += 1
+        self._stop_nested_jobs()
+        self._lent_resources = False
+        name = self.spec.storage.run_name
+        m = self.policy.config.max_preemption_failures
+        if self.policy.make_preemption_decision(self.num_preemptions) is FailureDecision.RAISE:
+            logger.error("Run %s: %s; decision %s (FailureConfig(max_preemption_failures=%d) "
+                         "spent).", name, request.reason, FailureDecision.RAISE.value, m)
+            return PreemptionError(info, timed_out, (
+                f"Training was preempted {self.num_preemptions} time(s) and "
+                f"FailureConfig(max_preemption_failures={m}) allows {m}: the last was "
+                f"{request.reason}. Raise max_preemption_failures (-1: no limit), or give the "
+                f"run a higher priority (RunConfig(priority=...)). Run folder: "
+                f"{self.spec.storage.run_path}")), TrainControllerState.ERRORED
+        latest = self.checkpoints.latest
+        resume = f"checkpoint {latest[1].path}" if latest else "the beginning (no checkpoint)"
+        how = "stopped at the deadline" if timed_out else "checkpointed"
+        logger.warning("Run %s: %s; %s, decision %s (preemption %d); waits in the queue to "
+                       "resume from %s.", name, request.reason, how,
+                       FailureDecision.RESCHEDULE.value, self.num_preemptions, resume)
+        self.state = TrainControllerState.PREEMPTED
+        ctx.set_status(JobStatus.RESTARTING,
+                       f"{request.reason}; {how}; waits to resume from {resume}")
+        self._preemption = None
+        if not ctx.replace_placement():
+            return None, TrainControllerState.STOPPED
+        refused = self._storage_refusal(ctx.placement)
+        if refused is not None:
+            return refused, TrainControllerState.ERRORED  # type: ignore[return-value]
+        self._start_gang()
+        ctx.set_status(JobStatus.RUNNING,
+                       f"resumed from {resume} after preemption {self.num_preemptions}")
+        return None, TrainControllerState.RUNNING
 
     def _settle_failure(self) -> _Failure:
         """Reads worker events a little longer (a peer's death may explain the first

@@ -129,10 +129,21 @@ class FailureConfig:
             error in them); ``"raise"`` stops them and raises that trial's error from
             ``fit()``. Needs ``max_failures=0``. A single run stops at its first error
             whenever ``max_failures=0``, so for a trainer's own ``fit()`` it changes nothing.
+        max_preemption_failures: as in Ray: how many preemptions the run resumes from (from
+            its latest checkpoint), counted apart from ``max_failures``; -1 (default): all.
+            The scheduler preempts a run for a higher-priority job (docs/scheduling.md).
+        relax_collectives_on_preemption: as in Ray; tandem stops every worker of a
+            preempted run together (a whole gang yields), so no collective is left waiting
+            on a lost rank and the setting changes nothing here.
+        preemption_grace_s: how long the workers may keep running past the preemption
+            deadline to finish their checkpoint (seconds, default 0).
     """
 
     max_failures: int = 0
     fail_fast: bool | str = False
+    max_preemption_failures: int = -1
+    relax_collectives_on_preemption: bool = False
+    preemption_grace_s: float = 0.0
 
     RAISE = "RAISE"
 
@@ -142,6 +153,22 @@ class FailureConfig:
             raise ConfigError(
                 f"FailureConfig(max_failures={m!r}) is invalid: use 0 (never retry), a positive "
                 f"number of retries, or -1 (retry forever)."
+            )
+        p = self.max_preemption_failures
+        if isinstance(p, bool) or not isinstance(p, int) or p < -1:
+            raise ConfigError(
+                f"FailureConfig(max_preemption_failures={p!r}) is invalid: use -1 (resume from "
+                f"every preemption), 0 (fail at the first) or a positive number."
+            )
+        g = self.preemption_grace_s
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not g >= 0:
+            raise ConfigError(
+                f"FailureConfig(preemption_grace_s={g!r}) is invalid: give seconds >= 0."
+            )
+        if not isinstance(self.relax_collectives_on_preemption, bool):
+            raise ConfigError(
+                f"FailureConfig(relax_collectives_on_preemption="
+                f"{self.relax_collectives_on_preemption!r}) is invalid: use True or False."
             )
         f = self.fail_fast
         if not (isinstance(f, bool) or (isinstance(f, str) and f.upper() == self.RAISE)):
@@ -229,6 +256,11 @@ class RunConfig:
             (trial) folder; a string names one file for both; a pair ``(out, err)`` names
             each. Every rank appends to the same files. Each rank's whole output is also
             always in ``<run>/logs/rank_<N>.log``.
+        priority: tandem only: the run's place in the job queue (higher first; default 0,
+            or ``tandem.init(priority=...)``); with ``scheduling="priority"`` a run may
+            preempt lower-priority ones (docs/scheduling.md). A Tuner's trials inherit it.
+        owner: tandem only: who the run belongs to (quotas and fair share key on it;
+            default ``tandem.init(owner=...)``, else ``"default"``).
     """
 
     name: str | None = None
@@ -240,6 +272,8 @@ class RunConfig:
     verbose: int | None = None
     sync_config: Any = None
     log_to_file: bool | str | tuple[str, str] = False
+    priority: int | None = None
+    owner: str | None = None
 
     def log_files(self) -> tuple[str | None, str | None]:
         """``log_to_file`` as (stdout file, stderr file) names in the run folder, as Ray's
@@ -267,6 +301,15 @@ class RunConfig:
                 f"fsspec URL such as s3://...), so there is nothing to sync; remove it."
             )
         self.log_files()  # refuses a value Ray refuses, before any work
+        p = self.priority
+        if p is not None and (isinstance(p, bool) or not isinstance(p, int)
+                              or not -(2**31) <= p < 2**31):
+            raise ConfigError(f"RunConfig(priority={p!r}) is invalid: give an int (higher "
+                              f"runs first), or None for the default.")
+        o = self.owner
+        if o is not None and (not isinstance(o, str) or not o.strip() or len(o) > 128):
+            raise ConfigError(f"RunConfig(owner={o!r}) is invalid: give a non-empty name "
+                              f"(at most 128 characters), or None for the default.")
         if self.name is not None and not (_is_file_name(self.name) and self.name.strip()):
             raise ConfigError(
                 f"RunConfig(name={self.name!r}) is invalid: use a non-empty folder name "

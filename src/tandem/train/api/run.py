@@ -31,7 +31,7 @@ import cloudpickle
 from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
 from tandem.jobs.handle import JobHandle
-from tandem.jobs.runtime import get_service, log_to_driver
+from tandem.jobs.runtime import get_service, job_defaults, log_to_driver
 from tandem.jobs.spec import JobSpec
 from tandem.train._internal.controller import RunSpec, TrainController
 from tandem.train.api.checkpoint import Checkpoint
@@ -255,12 +255,19 @@ def job_spec(
         # fit() does; a trial's restarts are the tuner's business
         resume_latest_in_run_path=run.trial_id is None,
     )
+    defaults = job_defaults()
+    priority = run.priority
+    if rc.priority is not None:
+        priority = rc.priority
+    elif not priority and defaults.priority is not None:
+        priority = defaults.priority
     return JobSpec(
         name=storage.run_name,
         bundles=run.scaling_config.bundles,
         runner=TrainController(spec),
         strategy=run.scaling_config.placement_strategy,
-        priority=run.priority,
+        priority=priority,
+        owner=rc.owner or defaults.owner,
         tags=tuple(run.tags),
         listener=listener,
         metadata={"run_path": storage.run_path, "trainer": run.trainer_name},
