@@ -188,7 +188,8 @@ def _check_ray_keywords(extra: Mapping[str, Any], *, include_dashboard: bool | N
             raise ConfigError(
                 f"tandem.init({key}={value!r}): unknown keyword. tandem.init takes address, "
                 f"num_cpus, num_gpus, memory, resources, token, cluster, ray_address, "
-                f"ignore_reinit_error, runtime_env, owner, priority, scheduling, quotas and ray.init's configure_logging, "
+                f"ignore_reinit_error, runtime_env, owner, priority, scheduling, quotas and "
+                f"ray.init's configure_logging, "
                 f"logging_level, logging_format, log_to_driver, include_dashboard, local_mode."
             )
         raise ConfigError(f"tandem.init({key}={value!r}) is a ray.init option with no "

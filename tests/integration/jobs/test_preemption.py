@@ -27,9 +27,8 @@ def low_priority_loop(config):
     start = 0
     ckpt = train.get_checkpoint()
     if ckpt is not None:
-        with ckpt.as_directory() as d:
-            with open(os.path.join(d, "state.json")) as f:
-                start = json.load(f)["step"]
+        with ckpt.as_directory() as d, open(os.path.join(d, "state.json")) as f:
+            start = json.load(f)["step"]
     saved = False
     for step in range(start, config["steps"]):
         time.sleep(0.05)  # one "training step" of work

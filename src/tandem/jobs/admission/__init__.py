@@ -65,4 +65,4 @@ def make_policy(name: str, **kwargs: object) -> AdmissionPolicy:
         from tandem._core.errors import ConfigError
 
         raise ConfigError(f"Unknown scheduling policy {name!r}; use one of {sorted(classes)}.")
-    return cls(**kwargs)  # type: ignore[arg-type]
+    return cls(**kwargs)

@@ -314,10 +314,10 @@ class AdmissionPolicy(ABC):
     """Decides which queued jobs start, which wait and which running ones yield.
 
     Contract: ``make_decision`` is called by the job service under its lock (or by the
-    simulation), every time the queue or the cluster changes; it must not keep references
-    to the jobs past the call, must not block, and must return every placement it made
-    either in a ``Start`` or back through ``capacity.release``. It may keep its own
-    bookkeeping (e.g. fair-share usage), updated only from its arguments. Not thread-safe.
+    simulation), every time the queue or the cluster changes; it must not block, must not
+    change the jobs, and must return every placement it made either in a ``Start`` or back
+    through ``capacity.release``. It may keep its own bookkeeping between calls (e.g. which
+    jobs yield to which), updated only from its arguments. Not thread-safe.
     """
 
     name: str = "admission"

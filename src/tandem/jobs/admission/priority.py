@@ -68,6 +68,12 @@ class PriorityPreemptionPolicy(AdmissionPolicy):
     """Args:
         quotas, reserve_after_s, backfill_window: as in ``FairSharePolicy``.
         min_run_s: a job runs at least this long before it may be preempted (no thrash).
+        search_interval_s: after a search found no set of victims that makes room for a
+            job, the next search for it waits this long (sim time or real time).
+
+    Between decisions the policy remembers, by job id, the victims each waiting job is
+    owed (while they yield it does not scan the cluster again) and when a search last found
+    none; both are dropped when the job is considered afresh.
     """
 
     name = "priority"
@@ -75,11 +81,17 @@ class PriorityPreemptionPolicy(AdmissionPolicy):
 
     def __init__(self, quotas: Quotas | Mapping[str, Quota | Mapping[str, Any]] | None = None,
                  reserve_after_s: float = 30.0, backfill_window: int | None = None,
-                 min_run_s: float = 0.0) -> None:
+                 min_run_s: float = 0.0, search_interval_s: float = 10.0) -> None:
         if min_run_s < 0:
             raise ValueError(f"min_run_s={min_run_s!r}: give seconds >= 0.")
+        if search_interval_s < 0:
+            raise ValueError(f"search_interval_s={search_interval_s!r}: give seconds >= 0.")
         self.admit = FairSharePolicy(quotas, reserve_after_s, backfill_window)
         self.min_run_s = min_run_s
+        self.search_interval_s = search_interval_s
+        # Bookkeeping between decisions (job ids only; see the class docstring):
+        self._yielding_for: dict[str, list[RunningJob]] = {}  # waiting job -> its victims
+        self._no_room_at: dict[str, float] = {}  # waiting job -> when a search found none
 
     @property
     def quotas(self) -> Quotas:
@@ -98,9 +110,27 @@ class PriorityPreemptionPolicy(AdmissionPolicy):
         if blocked is None:
             return out
         job = blocked.job
-        victims, note = self._victims(job, running, capacity, now)
-        if victims is None:
+        earlier = self._yielding_for.get(job.job_id)
+        if earlier and all(v.preempting and v.holds for v in earlier):
+            # its victims are still yielding: nothing new to decide (no scan of the cluster)
+            names = ", ".join(v.job_id for v in earlier)
+            out[out.index(blocked)] = Wait(job, f"waits: {names} yield(s) to make room",
+                                           "preempting")
             return out
+        self._yielding_for.pop(job.job_id, None)
+        failed_at = self._no_room_at.get(job.job_id)
+        if failed_at is not None and now - failed_at < self.search_interval_s:
+            return out  # searched lately and no set of victims made room
+        victims, note = self._victims(job, running, capacity, now)
+        if len(self._yielding_for) > 1000 or len(self._no_room_at) > 1000:
+            self._yielding_for.clear()  # jobs that started or left long ago
+            self._no_room_at.clear()
+        if victims is None:
+            self._no_room_at[job.job_id] = now
+            return out
+        self._no_room_at.pop(job.job_id, None)
+        if victims:
+            self._yielding_for[job.job_id] = list(victims)
         i = out.index(blocked)
         out[i] = Wait(job, note, "preempting")
         for v in victims:
