@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tandem._core.clock import Clock, RealClock
@@ -64,6 +64,7 @@ class Job(JobState):
         self.seq = seq
         self.bundles = spec.bundles
         self.demand = demand(spec.bundles)
+        self.min_bundles = spec.min_bundles
         self.strategy = spec.strategy
         self.submitted_at = now
         self.submitted_time = time.time()
@@ -369,6 +370,34 @@ class LocalJobService:
             if job.placement is None or job.ctx.stop_event.is_set():
                 return None
             return job.placement
+
+    def _spare_bundles(self, bundle: Mapping[str, float], most: int) -> int:
+        """How many more ``bundle``s fit now, while nobody waits in the queue."""
+        with self._lock:
+            if self._closed or self._pending:
+                return 0
+            free = self.cluster.available()
+            n = most
+            for k, v in bundle.items():
+                if v > 0:
+                    n = min(n, int(free.get(k, 0.0) / v + 1e-9))
+            return max(0, n)
+
+    def _resize(self, job: Job, num_bundles: int) -> Placement | None:
+        """Gives the job's placement back and places ``num_bundles`` of its bundles instead
+        (the old size when those do not fit); queues it when neither fits now."""
+        with self._lock:
+            old, job.placement = job.placement, None
+            if old is not None:
+                self.cluster.release(old)
+            sizes = [num_bundles] + ([len(old.bundles)] if old is not None else [])
+            for k in sizes:
+                placement = self.cluster.place(job.bundles[:k], job.strategy)
+                if placement is not None:
+                    job.placement = placement
+                    return placement
+        self._schedule()
+        return self._replace_placement(job)
 
     def _poll(self) -> None:
         interval = float(getattr(self.cluster, "poll_interval_s", 1.0))

@@ -139,6 +139,22 @@ class JobContext:
         self.placement = placement
         return True
 
+    def spare_bundles(self, bundle: Mapping[str, float], most: int) -> int:
+        """How many more bundles like ``bundle`` (up to ``most``) the cluster could give this
+        job now without anyone waiting for them (0 while other jobs are queued)."""
+        return self._job._service._spare_bundles(bundle, most)
+
+    def resize(self, num_bundles: int) -> bool:
+        """Re-places the job's gang with ``num_bundles`` of its bundles (between
+        ``min_bundles`` and all), giving its placement back first. Called between two gangs
+        (no worker running). Returns False, keeping a gang of the old size, when the new
+        one does not fit; ``self.placement`` is the placement to run on either way."""
+        placement = self._job._service._resize(self._job, num_bundles)
+        if placement is None:
+            return False
+        self.placement = placement
+        return len(placement.bundles) == num_bundles
+
     def release_resources(self) -> None:
         """Gives the job's resources back early: the job keeps running without a slot.
 
@@ -210,6 +226,9 @@ class JobSpec:
     runner: JobRunner
     strategy: str = "PACK"
     priority: int = 0
+    min_bundles: int | None = None
+    """An elastic gang: the job may start (and restart) with only the first ``k`` bundles,
+    ``min_bundles <= k <= len(bundles)``; None: all of them or nothing."""
     owner: str | None = None
     """Who the job belongs to (quotas and fair share key on it); None: the service's
     default owner (``tandem.init(owner=...)``, else ``"default"``)."""

@@ -301,6 +301,20 @@ def quota_block(job: QueuedJob, need: Mapping[str, float], quota: Quota | None,
     return None
 
 
+def place_gang(capacity: Capacity, job: QueuedJob) -> Any | None:
+    """Places ``job``'s whole gang; an elastic job (``min_bundles``, optional attribute)
+    gets the most of its bundles that fit, down to ``min_bundles``."""
+    placement = capacity.place(job.bundles, job.strategy)
+    low = getattr(job, "min_bundles", None)
+    if placement is not None or not low:
+        return placement
+    for k in range(len(job.bundles) - 1, low - 1, -1):
+        placement = capacity.place(job.bundles[:k], job.strategy)
+        if placement is not None:
+            return placement
+    return None
+
+
 def short_of(need: Mapping[str, float], free: Mapping[str, float]) -> str | None:
     """The first resource the cluster has too little of for ``need`` (in words), or None."""
     for key, want in need.items():

@@ -28,6 +28,7 @@ from tandem.jobs.admission.base import (
     Start,
     Wait,
     quota_block,
+    place_gang,
     short_of,
 )
 
@@ -124,13 +125,16 @@ class FairSharePolicy(AdmissionPolicy):
             if over is not None:
                 out.append(Wait(job, over, "quota"))
             else:
-                short = short_of(need, free)
-                placement = None if short is not None else capacity.place(job.bundles,
-                                                                          job.strategy)
+                elastic = getattr(job, "min_bundles", None)
+                short = None if elastic else short_of(need, free)
+                placement = None if short is not None else place_gang(capacity, job)
                 if placement is not None:
                     out.append(Start(job, placement))
+                    if elastic:  # it may have got fewer bundles than it asked for
+                        free.update(capacity.free())
                     for k, v in need.items():
-                        free[k] = free.get(k, 0.0) - v
+                        if not elastic:
+                            free[k] = free.get(k, 0.0) - v
                         u[k] = u.get(k, 0.0) + v
                 else:
                     why = short or "the gang does not fit on the free nodes"

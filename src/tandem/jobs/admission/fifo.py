@@ -19,6 +19,7 @@ from tandem.jobs.admission.base import (
     RunningView,
     Start,
     Wait,
+    place_gang,
     short_of,
 )
 
@@ -55,10 +56,14 @@ class FifoGangPolicy(AdmissionPolicy):
             if window is not None and i >= window:
                 break
             need = job.demand
-            short = short_of(need, free)
-            placement = None if short is not None else capacity.place(job.bundles, job.strategy)
+            elastic = getattr(job, "min_bundles", None)
+            short = None if elastic else short_of(need, free)
+            placement = None if short is not None else place_gang(capacity, job)
             if placement is not None:
                 out.append(Start(job, placement))
+                if elastic:  # it may have got fewer bundles than it asked for
+                    free = dict(capacity.free())
+                    continue
                 for k, v in need.items():
                     free[k] = free.get(k, 0.0) - v
                 continue

@@ -36,14 +36,20 @@ class ScalingConfig:
     """How many workers and what each gets.
 
     Args:
-        num_workers: the gang size; every worker is a process with its own rank.
+        num_workers: the gang size; every worker is a process with its own rank. A pair
+            ``(min_workers, max_workers)`` makes the gang elastic, as in Ray: it starts with
+            as many workers as fit (at least ``min_workers``), grows toward
+            ``max_workers`` at a checkpoint when capacity frees, and restarts smaller
+            instead of waiting when preempted or when a node is lost (docs/scheduling.md).
+        elastic_resize_monitor_interval_s: for an elastic gang, how often (seconds) the
+            run looks for room to grow (Ray's default, 60).
         use_gpu: give each worker one GPU (unless ``resources_per_worker`` says otherwise).
         resources_per_worker: e.g. ``{"CPU": 2, "GPU": 0.5, "memory": 4e9}``; defaults to
             ``{"CPU": 1}`` plus ``{"GPU": 1}`` with ``use_gpu``.
         placement_strategy: ``PACK`` (default), ``SPREAD``, ``STRICT_PACK``, ``STRICT_SPREAD``.
     """
 
-    num_workers: int = 1
+    num_workers: int | tuple[int, int] = 1
     use_gpu: bool = False
     resources_per_worker: Mapping[str, float] | None = None
     placement_strategy: str = "PACK"
@@ -51,6 +57,7 @@ class ScalingConfig:
     """Ray's resources for the training coordinator. tandem's coordinator runs in the
     driver and holds none: ``None`` or all-zero amounts (``{"CPU": 0}``, what Ray programs
     pass to fit small machines) mean exactly that; anything else is refused."""
+    elastic_resize_monitor_interval_s: float = 60.0
 
     def __post_init__(self) -> None:
         tr = self.trainer_resources
@@ -67,11 +74,26 @@ class ScalingConfig:
         if self.search_space_fields():
             return  # resolved per trial by the Tuner; checked when a trial builds its config
         n = self.num_workers
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        if isinstance(n, (tuple, list)):
+            if len(n) != 2 or any(isinstance(x, bool) or not isinstance(x, int) for x in n) \
+                    or not 1 <= n[0] <= n[1]:
+                raise ConfigError(
+                    f"ScalingConfig(num_workers={n!r}) is invalid: an elastic gang is a pair "
+                    f"(min_workers, max_workers) of integers with 1 <= min_workers <= "
+                    f"max_workers, e.g. num_workers=(2, 8)."
+                )
+            object.__setattr__(self, "num_workers", (n[0], n[1]))
+        elif isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(
                 f"ScalingConfig(num_workers={n!r}) is invalid: num_workers must be an integer "
-                f">= 1 (each worker is one process with its own rank). Use num_workers=1 to "
-                f"train in a single worker."
+                f">= 1 (each worker is one process with its own rank), or a pair (min, max) "
+                f"for an elastic gang. Use num_workers=1 to train in a single worker."
+            )
+        iv = self.elastic_resize_monitor_interval_s
+        if isinstance(iv, bool) or not isinstance(iv, (int, float)) or not iv >= 0:
+            raise ConfigError(
+                f"ScalingConfig(elastic_resize_monitor_interval_s={iv!r}) is invalid: give "
+                f"seconds >= 0."
             )
         if self.placement_strategy not in STRATEGIES:
             raise ConfigError(
@@ -113,9 +135,25 @@ class ScalingConfig:
         return bundle
 
     @property
+    def is_elastic(self) -> bool:
+        """``num_workers`` is a ``(min, max)`` pair."""
+        return isinstance(self.num_workers, tuple)
+
+    @property
+    def min_workers(self) -> int:
+        n = self.num_workers
+        return n[0] if isinstance(n, tuple) else n
+
+    @property
+    def max_workers(self) -> int:
+        n = self.num_workers
+        return n[1] if isinstance(n, tuple) else n
+
+    @property
     def bundles(self) -> tuple[dict[str, float], ...]:
+        """One bundle per worker, ``max_workers`` of them."""
         b = self.worker_bundle
-        return tuple(dict(b) for _ in range(self.num_workers))
+        return tuple(dict(b) for _ in range(self.max_workers))
 
 
 @dataclass(frozen=True)
