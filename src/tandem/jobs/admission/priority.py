@@ -6,8 +6,8 @@ can yield (``preemptible``, not already yielding, running at least ``min_run_s``
 victims in this order:
 
 1. lowest priority first;
-2. then jobs whose bundles are at least as large as the waiting job's largest (each frees
-   a slot one of its bundles fits in, so fewer victims make room for a big gang);
+2. then jobs whose bundles are at least as large as the waiting job's (each frees a slot
+   one of its bundles fits in, so fewer victims make room for a big gang);
 3. then the least work lost: the time since the victim's latest checkpoint (since its start
    without one) times the GPUs (else CPUs) it holds;
 4. then the youngest (latest started).
@@ -43,9 +43,13 @@ from tandem.jobs.admission.base import (
 from tandem.jobs.admission.fair import FairSharePolicy
 
 
-def _largest(bundles: Sequence[Mapping[str, float]]) -> float:
-    """The size of a gang's largest bundle (GPUs, else CPUs)."""
-    return max((b.get("GPU", 0.0) or b.get("CPU", 0.0) for b in bundles), default=0.0)
+def _size(bundles: Sequence[Mapping[str, float]]) -> float:
+    """The size of a gang's bundles (GPUs, else CPUs; a gang's bundles are alike, so the
+    first stands for all)."""
+    if not bundles:
+        return 0.0
+    b = bundles[0]
+    return b.get("GPU", 0.0) or b.get("CPU", 0.0)
 
 
 def _covers(free: Mapping[str, float], need: Mapping[str, float]) -> bool:
@@ -160,25 +164,34 @@ class PriorityPreemptionPolicy(AdmissionPolicy):
             _add(most, r.holds)
         if not candidates or not _covers(most, job.demand):
             return None, ""  # even every candidate would not make room: preempt nobody
-        big = _largest(job.bundles)
-        keyed = [(r.priority, _largest(r.bundles) < big, work_lost(r, now), -r.started_at, i, r)
-                 for i, r in enumerate(candidates)]
-        heapq.heapify(keyed)  # victims in order, without sorting them all
+        # Victims in order, computing the costly part of the key (work lost) only for the
+        # groups (priority, shape) that are reached: most searches stop in the first.
+        big = _size(job.bundles)
+        groups: dict[tuple[int, bool], list[RunningJob]] = {}
+        for r in candidates:
+            groups.setdefault((r.priority, _size(r.bundles) < big), []).append(r)
         chosen: list[RunningJob] = []
         exact_checks = 0
-        while keyed:
-            r = heapq.heappop(keyed)[-1]
-            chosen.append(r)
-            _add(free, r.holds)
-            # the exact (placement) check only once the totals would do; a gang that
-            # fragmentation keeps out after a few tries is left to wait
-            if _covers(free, job.demand):
-                if capacity.would_fit(job.bundles, job.strategy, yielding + chosen):
-                    break
-                exact_checks += 1
-                if exact_checks >= self.MAX_EXACT_CHECKS:
-                    return None, ""
-        else:
+        fits = False
+        for key in sorted(groups):
+            keyed = [(work_lost(r, now), -r.started_at, i, r) for i, r in enumerate(groups[key])]
+            heapq.heapify(keyed)
+            while keyed:
+                r = heapq.heappop(keyed)[-1]
+                chosen.append(r)
+                _add(free, r.holds)
+                # the exact (placement) check only once the totals would do; a gang that
+                # fragmentation keeps out after a few tries is left to wait
+                if _covers(free, job.demand):
+                    if capacity.would_fit(job.bundles, job.strategy, yielding + chosen):
+                        fits = True
+                        break
+                    exact_checks += 1
+                    if exact_checks >= self.MAX_EXACT_CHECKS:
+                        return None, ""
+            if fits:
+                break
+        if not fits:
             return None, ""
         for r in list(reversed(chosen[:-1])):
             if exact_checks >= self.MAX_EXACT_CHECKS:
