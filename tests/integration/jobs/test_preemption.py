@@ -92,3 +92,44 @@ def test_a_low_priority_run_yields_with_a_checkpoint_and_resumes(tmp_path):
 def _transitions(handle):
     job = handle.job
     return [(s, r) for s, r in getattr(job, "reasons", [])]
+
+
+def test_a_preempted_tune_trial_resumes_from_its_checkpoint(tmp_path):
+    from tandem import tune
+
+    def trial(config):
+        low_priority_loop(config)  # a function trainable: tune.report is train.report here
+
+    tandem.init(num_cpus=2, scheduling="priority", configure_logging=False)
+    try:
+        tuner = tune.Tuner(
+            tune.with_resources(trial, {"CPU": 2}),
+            param_space={"steps": 40},
+            run_config=RunConfig(name="exp", storage_path=str(tmp_path), verbose=0))
+        import threading
+
+        box: dict = {}
+        t = threading.Thread(target=lambda: box.setdefault("grid", tuner.fit()))
+        t.start()
+        from tandem.jobs import runtime
+
+        svc = runtime.get_service()
+        trial_job = None
+        while trial_job is None or not trial_job.read_reports(0, 0.05).rows:
+            jobs = [j for j in svc.list() if j.status.value == "RUNNING"]
+            trial_job = jobs[0] if jobs else None
+            t.join(0.05)
+        high = DataParallelTrainer(
+            high_priority_loop, scaling_config=ScalingConfig(num_workers=2),
+            run_config=RunConfig(name="high", storage_path=str(tmp_path), verbose=0,
+                                 priority=5))
+        assert high.fit().error is None
+        t.join(120)
+    finally:
+        tandem.shutdown()
+    grid = box["grid"]
+    assert grid.num_errors == 0
+    df = grid[0].metrics_dataframe
+    assert list(df["training_iteration"]) == list(range(1, 41))
+    assert list(df["step"]) == list(range(40)) and df["preempted"].any()
+    assert trial_job.num_preemptions == 1
