@@ -98,7 +98,9 @@ class RunningJob(Protocol):
 
 class RunningView(Protocol):
     """The running jobs, with what each owner holds kept up to date by the caller (so a
-    policy never sums the whole cluster per decision)."""
+    policy never sums the whole cluster per decision), and grouped in *classes*
+    ``(priority, bundle size)`` (bundle size: GPUs, else CPUs, of a gang's first bundle) so
+    a preemption search reads only the classes it needs."""
 
     def jobs(self) -> Iterable[RunningJob]: ...
 
@@ -106,33 +108,59 @@ class RunningView(Protocol):
         """What ``owner``'s running jobs hold together."""
         ...
 
+    def classes(self) -> Iterable[tuple[int, float]]:
+        """The ``(priority, bundle size)`` classes that have running jobs."""
+        ...
+
+    def jobs_in(self, cls: tuple[int, float]) -> Iterable[RunningJob]: ...
+
+    def class_usage(self, cls: tuple[int, float]) -> Mapping[str, float]:
+        """What the class's jobs hold together."""
+        ...
+
+
+def bundle_size(bundles: Sequence[Mapping[str, float]]) -> float:
+    """A gang's bundle size: GPUs, else CPUs, of its first bundle (a gang's bundles are
+    alike)."""
+    if not bundles:
+        return 0.0
+    b = bundles[0]
+    return b.get("GPU", 0.0) or b.get("CPU", 0.0)
+
 
 class RunningSet:
     """A ``RunningView`` kept incrementally: ``add`` when a job starts, ``remove`` when it
-    ends (``holds`` must not change in between)."""
+    ends (``holds``, ``owner``, ``priority`` and ``bundles`` must not change in between)."""
 
     def __init__(self, jobs: Iterable[RunningJob] = ()) -> None:
         self._jobs: dict[str, RunningJob] = {}
         self._usage: dict[str, dict[str, float]] = {}
+        self._classes: dict[tuple[int, float], dict[str, RunningJob]] = {}
+        self._class_usage: dict[tuple[int, float], dict[str, float]] = {}
+        self._class_of: dict[str, tuple[int, float]] = {}
         for j in jobs:
             self.add(j)
 
     def add(self, job: RunningJob) -> None:
         self._jobs[job.job_id] = job
-        u = self._usage.setdefault(job.owner, {})
-        for k, v in job.holds.items():
-            u[k] = u.get(k, 0.0) + v
+        holds = job.holds
+        _add_into(self._usage.setdefault(job.owner, {}), holds, 1.0)
+        cls = (job.priority, bundle_size(job.bundles))
+        self._class_of[job.job_id] = cls
+        self._classes.setdefault(cls, {})[job.job_id] = job
+        _add_into(self._class_usage.setdefault(cls, {}), holds, 1.0)
 
     def remove(self, job: RunningJob) -> None:
         if self._jobs.pop(job.job_id, None) is None:
             return
-        u = self._usage.get(job.owner, {})
-        for k, v in job.holds.items():
-            u[k] = u.get(k, 0.0) - v
-            if abs(u[k]) < 1e-9:
-                del u[k]
-        if not u:
-            self._usage.pop(job.owner, None)
+        holds = job.holds
+        _drop(self._usage, job.owner, holds)
+        cls = self._class_of.pop(job.job_id)
+        members = self._classes[cls]
+        del members[job.job_id]
+        if not members:
+            del self._classes[cls]
+        _drop(self._class_usage, cls, holds)
 
     def jobs(self) -> Iterable[RunningJob]:
         return self._jobs.values()
@@ -140,8 +168,31 @@ class RunningSet:
     def usage(self, owner: str) -> Mapping[str, float]:
         return self._usage.get(owner, {})
 
+    def classes(self) -> Iterable[tuple[int, float]]:
+        return self._classes.keys()
+
+    def jobs_in(self, cls: tuple[int, float]) -> Iterable[RunningJob]:
+        return self._classes.get(cls, {}).values()
+
+    def class_usage(self, cls: tuple[int, float]) -> Mapping[str, float]:
+        return self._class_usage.get(cls, {})
+
     def __len__(self) -> int:
         return len(self._jobs)
+
+
+def _add_into(into: dict[str, float], amounts: Mapping[str, float], sign: float) -> None:
+    for k, v in amounts.items():
+        into[k] = into.get(k, 0.0) + sign * v
+
+
+def _drop(table: dict[Any, dict[str, float]], key: Any, amounts: Mapping[str, float]) -> None:
+    u = table.get(key, {})
+    _add_into(u, amounts, -1.0)
+    for k in [k for k, v in u.items() if abs(v) < 1e-9]:
+        del u[k]
+    if not u:
+        table.pop(key, None)
 
 
 class Capacity(Protocol):

@@ -39,17 +39,9 @@ from tandem.jobs.admission.base import (
     RunningJob,
     RunningView,
     Wait,
+    bundle_size,
 )
 from tandem.jobs.admission.fair import FairSharePolicy
-
-
-def _size(bundles: Sequence[Mapping[str, float]]) -> float:
-    """The size of a gang's bundles (GPUs, else CPUs; a gang's bundles are alike, so the
-    first stands for all)."""
-    if not bundles:
-        return 0.0
-    b = bundles[0]
-    return b.get("GPU", 0.0) or b.get("CPU", 0.0)
 
 
 def _covers(free: Mapping[str, float], need: Mapping[str, float]) -> bool:
@@ -82,6 +74,7 @@ class PriorityPreemptionPolicy(AdmissionPolicy):
 
     name = "priority"
     MAX_EXACT_CHECKS = 16
+    CANDIDATES_PER_CLASS = 256
 
     def __init__(self, quotas: Quotas | Mapping[str, Quota | Mapping[str, Any]] | None = None,
                  reserve_after_s: float = 30.0, backfill_window: int | None = None,
@@ -144,37 +137,36 @@ class PriorityPreemptionPolicy(AdmissionPolicy):
 
     def _victims(self, job: QueuedJob, running: RunningView, capacity: Capacity,
                  now: float) -> tuple[list[RunningJob] | None, str]:
-        yielding: list[RunningJob] = []
-        candidates: list[RunningJob] = []
-        for r in running.jobs():
-            if r.priority >= job.priority or not r.holds:
-                continue
-            if r.preempting:
-                yielding.append(r)
-            elif r.preemptible and now - r.started_at >= self.min_run_s:
-                candidates.append(r)
-        if yielding and capacity.would_fit(job.bundles, job.strategy, yielding):
-            names = ", ".join(r.job_id for r in yielding)
-            return [], f"waits: {names} yield(s) to make room"
+        lower = [c for c in running.classes() if c[0] < job.priority]
+        if not lower:
+            return None, ""
         free = dict(capacity.free())
-        for r in yielding:
-            _add(free, r.holds)
         most = dict(free)
-        for r in candidates:
-            _add(most, r.holds)
-        if not candidates or not _covers(most, job.demand):
-            return None, ""  # even every candidate would not make room: preempt nobody
-        # Victims in order, computing the costly part of the key (work lost) only for the
-        # groups (priority, shape) that are reached: most searches stop in the first.
-        big = _size(job.bundles)
-        groups: dict[tuple[int, bool], list[RunningJob]] = {}
-        for r in candidates:
-            groups.setdefault((r.priority, _size(r.bundles) < big), []).append(r)
+        for c in lower:
+            _add(most, running.class_usage(c))
+        if not _covers(most, job.demand):
+            return None, ""  # even every lower-priority job would not make room
+        big = bundle_size(job.bundles)
+        yielding: list[RunningJob] = []
         chosen: list[RunningJob] = []
         exact_checks = 0
-        fits = False
-        for key in sorted(groups):
-            keyed = [(work_lost(r, now), -r.started_at, i, r) for i, r in enumerate(groups[key])]
+        # Classes in victim order (priority, then bundles that fit the waiting job's); the
+        # costly part of the key (work lost) is computed only in the classes reached, for
+        # at most CANDIDATES_PER_CLASS jobs each.
+        for cls in sorted(lower, key=lambda c: (c[0], c[1] < big)):
+            keyed = []
+            for r in running.jobs_in(cls):
+                if r.preempting:
+                    yielding.append(r)
+                    _add(free, r.holds)
+                elif r.preemptible and now - r.started_at >= self.min_run_s:
+                    keyed.append((work_lost(r, now), -r.started_at, len(keyed), r))
+                    if len(keyed) >= self.CANDIDATES_PER_CLASS:
+                        break
+            if yielding and not chosen and _covers(free, job.demand) and \
+                    capacity.would_fit(job.bundles, job.strategy, yielding):
+                names = ", ".join(r.job_id for r in yielding)
+                return [], f"waits: {names} yield(s) to make room"
             heapq.heapify(keyed)
             while keyed:
                 r = heapq.heappop(keyed)[-1]
@@ -184,14 +176,14 @@ class PriorityPreemptionPolicy(AdmissionPolicy):
                 # fragmentation keeps out after a few tries is left to wait
                 if _covers(free, job.demand):
                     if capacity.would_fit(job.bundles, job.strategy, yielding + chosen):
-                        fits = True
                         break
                     exact_checks += 1
                     if exact_checks >= self.MAX_EXACT_CHECKS:
                         return None, ""
-            if fits:
-                break
-        if not fits:
+            else:
+                continue
+            break
+        else:
             return None, ""
         for r in list(reversed(chosen[:-1])):
             if exact_checks >= self.MAX_EXACT_CHECKS:
