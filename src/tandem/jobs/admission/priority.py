@@ -154,7 +154,7 @@ class PriorityPreemptionPolicy(AdmissionPolicy):
         # costly part of the key (work lost) is computed only in the classes reached, for
         # at most CANDIDATES_PER_CLASS jobs each.
         for cls in sorted(lower, key=lambda c: (c[0], c[1] < big)):
-            keyed = []
+            keyed: list[tuple[float, float, int, RunningJob]] = []
             for r in running.jobs_in(cls):
                 if r.preempting:
                     yielding.append(r)
