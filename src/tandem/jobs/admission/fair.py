@@ -27,8 +27,8 @@ from tandem.jobs.admission.base import (
     RunningView,
     Start,
     Wait,
-    quota_block,
     place_gang,
+    quota_block,
     short_of,
 )
 
