@@ -105,7 +105,8 @@ def test_a_preempted_tune_trial_resumes_from_its_checkpoint(tmp_path):
         tuner = tune.Tuner(
             tune.with_resources(trial, {"CPU": 2}),
             param_space={"steps": 40},
-            run_config=RunConfig(name="exp", storage_path=str(tmp_path), verbose=0))
+            run_config=RunConfig(name="exp", storage_path=str(tmp_path), verbose=0,
+                                 owner="tuner-owner"))
         import threading
 
         box: dict = {}
@@ -133,3 +134,4 @@ def test_a_preempted_tune_trial_resumes_from_its_checkpoint(tmp_path):
     assert list(df["training_iteration"]) == list(range(1, 41))
     assert list(df["step"]) == list(range(40)) and df["preempted"].any()
     assert trial_job.num_preemptions == 1
+    assert trial_job.owner == "tuner-owner" and trial_job.priority == 0  # inherited
