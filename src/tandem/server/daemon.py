@@ -81,12 +81,12 @@ def config_from_args(a: argparse.Namespace) -> ServerConfig:
                 f"--resources {a.resources!r} is not a JSON object of numbers "
                 f"(e.g. '{{\"tpu\": 4}}'): {e}"
             ) from None
-    quotas: dict = {}
+    quotas: Any = {}
     if getattr(a, "quotas", None):
         try:
             quotas = json.loads(a.quotas)
-        except ValueError as e:
-            quotas = str(e)
+        except ValueError:
+            quotas = None
         if not isinstance(quotas, dict):
             raise ConfigError(
                 f"--quotas {a.quotas!r} is not a JSON object of owner -> quota "
