@@ -29,6 +29,10 @@ def init(
     include_dashboard: bool | None = None,
     local_mode: bool = False,
     warm_workers: int | None = None,
+    owner: str | None = None,
+    priority: int | None = None,
+    scheduling: Any = None,
+    quotas: Mapping[str, Any] | None = None,
     **ray_kwargs: Any,
 ) -> None:
     """Starts tandem's job service in this process, with the resources you declare.
@@ -60,6 +64,16 @@ def init(
         warm_workers: most worker processes the local cluster keeps started and waiting
             for a job (default 4; each leaves after 30 s without one); 0 starts every worker
             when its job starts. tandem's own (docs/warm_workers.md).
+        owner, priority: tandem only: the owner and queue priority of this process's jobs
+            when their ``RunConfig`` names none (default ``"default"`` and 0).
+        scheduling: tandem only, embedded service: the admission policy, ``"fifo"``
+            (default: gang scheduling in priority order with backfill), ``"fair"`` (quotas
+            and dominant-resource fair share among owners) or ``"priority"`` (that, plus
+            preemption of lower-priority runs with a checkpoint), or an
+            ``AdmissionPolicy``. See docs/scheduling.md.
+        quotas: tandem only, embedded service: ``{owner: {"cpus": 8, "gpus": 2, "memory":
+            64e9, "queued_jobs": 100}}`` (owner ``"*"``: everyone else); needs
+            ``scheduling="fair"`` or ``"priority"``.
     Other ``ray.init`` keywords are refused with what to do instead.
     """
     from tandem.jobs import runtime
@@ -88,18 +102,25 @@ def init(
                           f">= 0 (0 starts every worker when its job starts).")
     if resources is not None:
         validate_bundle(resources, "tandem.init(resources)")
+    policy = _scheduling_policy(scheduling, quotas)
+    if owner is not None and (not isinstance(owner, str) or not owner.strip()):
+        raise ConfigError(f"tandem.init(owner={owner!r}): give a non-empty name.")
+    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+        raise ConfigError(f"tandem.init(priority={priority!r}): give an int (higher first).")
     if configure_logging:
         _configure_logging(level, logging_format)
     runtime.set_log_to_driver(log_to_driver)
+    runtime.set_job_defaults(runtime.JobDefaults(owner=owner, priority=priority))
     if address is not None:
         given = [n for n, v in (("num_cpus", num_cpus), ("num_gpus", num_gpus),
                                 ("memory", memory), ("resources", resources),
-                                ("warm_workers", warm_workers)) if v is not None]
+                                ("warm_workers", warm_workers), ("scheduling", scheduling),
+                                ("quotas", quotas)) if v is not None]
         if given:
             raise ConfigError(
-                f"tandem.init(address={address!r}, {', '.join(given)}=...): the resources of a "
-                f"train server are set when it starts (`tandem server start --num-cpus ...`); "
-                f"drop {', '.join(given)} here."
+                f"tandem.init(address={address!r}, {', '.join(given)}=...): the resources and "
+                f"scheduling of a train server are set when it starts (`tandem server start "
+                f"--num-cpus ...`); drop {', '.join(given)} here."
             )
         from tandem.jobs.client import RemoteJobService
 
@@ -129,7 +150,35 @@ def init(
                           num_cpus=num_cpus, num_gpus=num_gpus, memory=memory,
                           resources=dict(resources) if resources is not None else None,
                           warm_workers=warm_workers)
-    runtime.set_service(LocalJobService(c))
+    runtime.set_service(LocalJobService(c, scheduler=policy, default_owner=owner or "default"))
+
+
+def _scheduling_policy(scheduling: Any, quotas: Mapping[str, Any] | None) -> Any:
+    """The embedded service's admission policy from ``tandem.init(scheduling=, quotas=)``."""
+    from tandem.jobs.admission import AdmissionPolicy, FairSharePolicy, make_policy
+
+    if scheduling is None and quotas is None:
+        return None
+    if isinstance(scheduling, AdmissionPolicy):
+        if quotas is not None:
+            raise ConfigError("tandem.init(scheduling=<policy object>, quotas=...): give the "
+                              "quotas to the policy object itself.")
+        return scheduling
+    if scheduling is not None and not isinstance(scheduling, str):
+        raise ConfigError(f"tandem.init(scheduling={scheduling!r}): use 'fifo', 'fair', "
+                          f"'priority' or an AdmissionPolicy.")
+    name = scheduling or "fair"
+    if quotas is not None and not isinstance(quotas, Mapping):
+        raise ConfigError(f"tandem.init(quotas={quotas!r}): give a dict {{owner: {{'cpus': 8, "
+                          f"'gpus': 1, 'memory': 64e9, 'queued_jobs': 100}}}}.")
+    if name == "fifo":
+        if quotas is not None:
+            raise ConfigError("tandem.init(scheduling='fifo', quotas=...): the FIFO policy has "
+                              "no quotas; use scheduling='fair' or 'priority'.")
+        return make_policy("fifo")
+    policy = make_policy(name, **({"quotas": dict(quotas)} if quotas is not None else {}))
+    assert isinstance(policy, FairSharePolicy) or hasattr(policy, "set_quota")
+    return policy
 
 
 _RAY_ONLY: dict[str, str] = {
@@ -154,7 +203,8 @@ def _check_ray_keywords(extra: Mapping[str, Any], *, include_dashboard: bool | N
             raise ConfigError(
                 f"tandem.init({key}={value!r}): unknown keyword. tandem.init takes address, "
                 f"num_cpus, num_gpus, memory, resources, token, cluster, ray_address, "
-                f"ignore_reinit_error, runtime_env and ray.init's configure_logging, "
+                f"ignore_reinit_error, runtime_env, owner, priority, scheduling, quotas and "
+                f"ray.init's configure_logging, "
                 f"logging_level, logging_format, log_to_driver, include_dashboard, local_mode."
             )
         raise ConfigError(f"tandem.init({key}={value!r}) is a ray.init option with no "

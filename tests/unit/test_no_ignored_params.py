@@ -40,7 +40,7 @@ NOT_USER_BUILT = {
     "tandem.train.TrainContext", "tandem.tune.TuneContext", "tandem.train.StorageContext",
     "tandem.train.RunCallbackContext", "tandem.tune.schedulers.Decision",
     "tandem.tune.schedulers.TrialSuggestion", "tandem.tune.search.Variant",
-    "tandem.model.ServeHandle", "tandem.model.ModelJobHandle",
+    "tandem.model.ServeHandle", "tandem.model.ModelJobHandle", "tandem.train.PreemptionInfo",
 }
 
 #: Methods the framework calls on objects users give it (hooks and interface methods): their
@@ -127,6 +127,12 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
     "tandem.train.FailureConfig": {
         "max_failures": R("tandem.train._internal.failure:FailurePolicy.within_budget"),
         "fail_fast": R("tandem.tune.tuner:Tuner.fit"),
+        "max_preemption_failures": R(
+            "tandem.train._internal.failure:FailurePolicy.within_preemption_budget"),
+        "preemption_grace_s": R(f"{_CTRL}._on_preempt"),
+        "relax_collectives_on_preemption": Same(
+            "tandem stops a preempted gang whole (a scheduler preemption takes every rank), "
+            "so no collective ever waits on a lost rank: there is nothing to relax"),
     },
     "tandem.train.RunConfig": {
         "name": R(f"{_TRAIN}.run:RunDescription.run_storage|tandem.tune.tuner:Tuner.fit"),
@@ -139,9 +145,12 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
                      "|tandem.train.progress:console_progress"),
         "sync_config": Refused(object()),
         "log_to_file": R(f"{_TRAIN}.config:RunConfig.log_files"),
+        "priority": R(f"{_TRAIN}.run:job_spec"),
+        "owner": R(f"{_TRAIN}.run:job_spec"),
     },
     "tandem.train.ScalingConfig": {
-        "num_workers": R(f"{_TRAIN}.config:ScalingConfig.bundles"),
+        "num_workers": R(f"{_TRAIN}.config:ScalingConfig.max_workers"),
+        "elastic_resize_monitor_interval_s": R(f"{_TRAIN}.run:job_spec"),
         "use_gpu": R(f"{_TRAIN}.config:ScalingConfig.worker_bundle"),
         "resources_per_worker": R(f"{_TRAIN}.config:ScalingConfig.worker_bundle"),
         "placement_strategy": R(f"{_TRAIN}.run:job_spec"),

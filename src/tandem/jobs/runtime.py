@@ -6,6 +6,7 @@ import atexit
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from tandem.cluster.base import Cluster
 from tandem.jobs.client.discovery import (
@@ -96,9 +97,10 @@ def current_service() -> JobService | None:
 
 def shutdown_service() -> None:
     """Stops every job, then the cluster's processes. Safe to call twice."""
-    global _service
+    global _service, _job_defaults
     with _lock:
         service, _service = _service, None
+        _job_defaults = JobDefaults()
     if service is None:
         return
     service.shutdown()
@@ -129,3 +131,24 @@ def set_log_to_driver(value: bool | None) -> None:
 
 def log_to_driver() -> bool | None:
     return _log_to_driver
+
+
+@dataclass(frozen=True)
+class JobDefaults:
+    """``tandem.init(owner=..., priority=...)``: what a job gets when its ``RunConfig``
+    names no owner / priority (None: the service's default owner, priority 0)."""
+
+    owner: str | None = None
+    priority: int | None = None
+
+
+_job_defaults = JobDefaults()
+
+
+def set_job_defaults(defaults: JobDefaults) -> None:
+    global _job_defaults
+    _job_defaults = defaults
+
+
+def job_defaults() -> JobDefaults:
+    return _job_defaults

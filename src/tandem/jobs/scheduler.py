@@ -1,35 +1,25 @@
-"""The gang scheduler's policy: which queued jobs start now.
+"""The gang scheduler: the default admission policy, under its historical name.
 
-A job starts only when its whole gang can be placed. Jobs are considered by priority
-(higher first), then by submission order. A smaller job behind a blocked one may start
-ahead of it when it fits (backfill) — until the blocked job has waited ``reserve_after_s``;
-from then on nothing behind it starts until it has, so a large job is never starved.
+``GangScheduler`` is ``FifoGangPolicy`` (tandem.jobs.admission.fifo) with a clock and the
+``select(pending, cluster)`` call older code uses: jobs are considered by priority (higher
+first), then by submission order; a job starts only when its whole gang can be placed; a
+smaller job behind a blocked one may start ahead of it when it fits (backfill) until the
+blocked job has waited ``reserve_after_s``. Other policies (quotas, fair share, priority
+preemption) are in ``tandem.jobs.admission``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from tandem._core.clock import Clock, RealClock
 from tandem.cluster.base import Cluster, Placement
+from tandem.jobs.admission import ClusterCapacity, FifoGangPolicy, RunningSet, Start
+from tandem.jobs.admission.base import QueuedJob
 
-
-class QueuedJob(Protocol):
-    """What the scheduler reads of a queued job (read-only)."""
-
-    @property
-    def priority(self) -> int: ...
-    @property
-    def seq(self) -> int: ...
-    @property
-    def submitted_at(self) -> float:  # clock time
-        ...
-    @property
-    def bundles(self) -> Sequence[Any]: ...
-    @property
-    def strategy(self) -> str: ...
+__all__ = ["GangScheduler", "QueuedJob", "StartDecision"]
 
 
 @dataclass(frozen=True)
@@ -38,30 +28,19 @@ class StartDecision:
     placement: Placement
 
 
-class GangScheduler:
-    """Decides which pending jobs to start. Holds no state but its settings; not thread-safe
-    by itself (the service calls it under its lock)."""
+class GangScheduler(FifoGangPolicy):
+    """``FifoGangPolicy`` with a clock. Holds no state but its settings; not thread-safe by
+    itself (the service calls it under its lock)."""
 
     def __init__(self, clock: Clock | None = None, reserve_after_s: float = 30.0) -> None:
+        super().__init__(reserve_after_s=reserve_after_s)
         self.clock = clock or RealClock()
-        self.reserve_after_s = reserve_after_s
 
-    @staticmethod
-    def order(jobs: Sequence[QueuedJob]) -> list[QueuedJob]:
-        return sorted(jobs, key=lambda j: (-j.priority, j.seq))
-
-    def select(self, pending: Sequence[QueuedJob], cluster: Cluster) -> list[StartDecision]:
+    def select(self, pending: Sequence[Any], cluster: Cluster) -> list[StartDecision]:
         """Places what fits now, in order; returns the jobs to start with their placements.
 
         The caller owns the placements returned (it must start the jobs or release them).
         """
-        now = self.clock.now()
-        starts: list[StartDecision] = []
-        for job in self.order(pending):
-            placement = cluster.place(job.bundles, job.strategy)
-            if placement is not None:
-                starts.append(StartDecision(job, placement))
-                continue
-            if now - job.submitted_at >= self.reserve_after_s:
-                break  # this job has waited long enough: hold the line for it
-        return starts
+        decisions = self.make_decision(self.order(pending), RunningSet(), ClusterCapacity(cluster),
+                                       self.clock.now())
+        return [StartDecision(d.job, d.placement) for d in decisions if isinstance(d, Start)]

@@ -11,15 +11,33 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tandem._core.clock import Clock, RealClock
 from tandem._core.errors import ConfigError, JobNotFoundError, ServiceShutdownError
 from tandem._core.ids import new_id
 from tandem.cluster.base import STRATEGIES, Cluster, Placement
+from tandem.jobs.admission import (
+    DEFAULT_OWNER,
+    AdmissionPolicy,
+    ClusterCapacity,
+    Preempt,
+    Quota,
+    RunningSet,
+    Start,
+    Wait,
+    demand,
+)
 from tandem.jobs.scheduler import GangScheduler
-from tandem.jobs.spec import JobCall, JobContext, JobOutcome, JobSpec, JobStatus
+from tandem.jobs.spec import (
+    JobCall,
+    JobContext,
+    JobOutcome,
+    JobSpec,
+    JobStatus,
+    PreemptionRequest,
+)
 from tandem.jobs.view import DEFAULT_REPORT_WINDOW, JobState, check_report_window, iter_reports
 
 __all__ = ["Job", "LocalJobService", "iter_reports"]
@@ -42,19 +60,42 @@ class Job(JobState):
         self._service = service
         self.spec = spec
         self.priority = spec.priority
+        self.owner: str = spec.owner or service.default_owner
         self.seq = seq
         self.bundles = spec.bundles
+        self.demand = demand(spec.bundles)
+        self.min_bundles = spec.min_bundles
         self.strategy = spec.strategy
         self.submitted_at = now
         self.submitted_time = time.time()
         self.started_time: float | None = None
         self.ended_time: float | None = None
         self.transitions: list[tuple[str, float]] = [(JobStatus.PENDING.value, self.submitted_time)]
+        self.reasons: list[tuple[str, str | None]] = [(JobStatus.PENDING.value, None)]
+        """Each transition's status and why (the same order as ``transitions``)."""
         # Why the job last changed status (read by subscribers with the "status" event).
         self.status_reason: str | None = None
         self.placement: Placement | None = None
         self.ctx: JobContext | None = None
         self.thread: threading.Thread | None = None
+        # What admission policies read (tandem.jobs.admission.RunningJob), clock times:
+        self.started_at = now
+        self.last_checkpoint_at: float | None = None
+        self.preempting = False
+        self.wait_reason: str | None = None
+        """Why the job waits in the queue now (the policy's words), None when it does not."""
+        self.num_preemptions = 0
+        self.preempt_reason: str | None = None
+
+    @property
+    def holds(self) -> dict[str, float]:
+        """The resources its placement holds now (summed; empty without one)."""
+        p = self.placement
+        return demand(p.bundles) if p is not None else {}
+
+    @property
+    def preemptible(self) -> bool:
+        return self.spec.runner.preemptible
 
     def stop(self) -> None:
         self._service.stop(self.job_id)
@@ -65,9 +106,12 @@ class Job(JobState):
             return
         self.status_reason = reason
         self.transitions.append((status.value, time.time()))
+        self.reasons.append((status.value, reason))
         self._emit("status", status)
 
     def _emit(self, kind: str, payload: Any) -> None:
+        if kind == "checkpoint":
+            self.last_checkpoint_at = self._service.clock.now()
         if self.spec.listener is not None:
             self.spec.listener(kind, payload)
         self._service._notify(self, kind, payload)
@@ -85,20 +129,33 @@ class LocalJobService:
 
     Args:
         cluster: where jobs run (``LocalCluster``, ``RayCluster``).
+        scheduler: the ``AdmissionPolicy`` (tandem.jobs.admission); default
+            ``GangScheduler`` (FIFO gang scheduling with backfill, no quotas, no preemption).
         report_window: how many reports each job keeps in memory (see ``JobState``).
+        default_owner: the owner of jobs whose spec names none.
+        preemption_notice_s: how long a preempted job has to checkpoint before it is
+            stopped (its ``FailureConfig(preemption_grace_s=...)`` is added to it).
     """
 
     def __init__(
         self,
         cluster: Cluster,
         clock: Clock | None = None,
-        scheduler: GangScheduler | None = None,
+        scheduler: AdmissionPolicy | None = None,
         report_window: int = DEFAULT_REPORT_WINDOW,
+        default_owner: str = DEFAULT_OWNER,
+        preemption_notice_s: float = 30.0,
     ) -> None:
         self.cluster = cluster
         self.report_window = check_report_window(report_window)
         self.clock = clock or RealClock()
-        self.scheduler = scheduler or GangScheduler(self.clock)
+        if scheduler is not None and not isinstance(scheduler, AdmissionPolicy):
+            raise ConfigError(f"scheduler={scheduler!r} is not an AdmissionPolicy; use "
+                              f"tandem.jobs.admission.FifoGangPolicy, FairSharePolicy or "
+                              f"PriorityPreemptionPolicy.")
+        self.scheduler: AdmissionPolicy = scheduler or GangScheduler(self.clock)
+        self.default_owner = default_owner
+        self.preemption_notice_s = preemption_notice_s
         self._lock = threading.RLock()
         self._jobs: dict[str, Job] = {}
         self._pending: list[Job] = []
@@ -132,11 +189,28 @@ class LocalJobService:
             if job_id is not None and job_id in self._jobs:
                 raise ConfigError(f"A job with id {job_id!r} is already known to this service.")
             job = Job(self, spec, next(self._seq), self.clock.now(), job_id)
+            self.scheduler.check_submit(job, [j for j in self._pending if j.thread is None])
             self._jobs[job.job_id] = job
             self._pending.append(job)
             self._notify(job, "status", JobStatus.PENDING)
             self._schedule()
         return job
+
+    def set_quota(self, owner: str | None, quota: Quota | dict | None) -> None:
+        """Sets ``owner``'s quota (``owner=None``: everyone's default; ``quota=None``
+        removes it). Needs a policy with quotas (``FairSharePolicy`` /
+        ``PriorityPreemptionPolicy``)."""
+        setter = getattr(self.scheduler, "set_quota", None)
+        if setter is None:
+            raise ConfigError(
+                f"The scheduling policy {self.scheduler.name!r} has no quotas; start the "
+                f"service with scheduling='fair' or 'priority' "
+                f"(tandem.init(scheduling=...), `tandem server start --scheduling ...`).")
+        if isinstance(quota, dict):
+            quota = Quota.from_dict(quota)
+        with self._lock:
+            setter(owner, quota)
+        self._schedule()
 
     def poke(self) -> None:
         """Tries to start pending jobs now (e.g. after the cluster gained capacity)."""
@@ -218,23 +292,56 @@ class LocalJobService:
         with self._lock:
             if self._closed or self._starts_held is not None or not self._pending:
                 return
-            for decision in self.scheduler.select(self._pending, self.cluster):
-                job = decision.job
-                self._pending.remove(job)
-                if job.thread is not None:  # a running job waiting for a new placement
-                    with job.cond:
-                        job.placement = decision.placement
-                        job.cond.notify_all()
-                    continue
-                job.placement = decision.placement
-                job.ctx = JobContext(job, self.cluster, decision.placement)
-                job.started_time = time.time()
-                job.thread = threading.Thread(
-                    target=self._run_job, args=(job,), name=f"tandem-job-{job.name}", daemon=True
-                )
-                job._set_status(JobStatus.RUNNING,
-                                f"placed on the cluster ({len(job.bundles)} bundle(s))")
-                job.thread.start()
+            queue = GangScheduler.order(self._pending)
+            running = RunningSet(j for j in self._jobs.values()
+                                 if j.placement is not None and j not in self._pending)
+            decisions = self.scheduler.make_decision(
+                queue, running, ClusterCapacity(self.cluster), self.clock.now())
+            for decision in decisions:
+                if isinstance(decision, Start):
+                    self._start(decision.job, decision.placement)
+                elif isinstance(decision, Wait):
+                    job = decision.job
+                    job.wait_reason = decision.reason
+                    if job.thread is None:  # a queued job's state reason is why it waits
+                        job.status_reason = decision.reason
+                elif isinstance(decision, Preempt):
+                    self._preempt(decision.job, decision)
+
+    def _start(self, job: Job, placement: Placement) -> None:
+        self._pending.remove(job)
+        job.wait_reason = None
+        job.preempting = False
+        job.started_at = self.clock.now()
+        if job.thread is not None:  # a running job waiting for a new placement
+            with job.cond:
+                job.placement = placement
+                job.cond.notify_all()
+            return
+        job.placement = placement
+        job.ctx = JobContext(job, self.cluster, placement)
+        job.started_time = time.time()
+        job.thread = threading.Thread(
+            target=self._run_job, args=(job,), name=f"tandem-job-{job.name}", daemon=True
+        )
+        job._set_status(JobStatus.RUNNING,
+                        f"placed on the cluster ({len(job.bundles)} bundle(s))")
+        job.thread.start()
+
+    def _preempt(self, job: Job, decision: Preempt) -> None:
+        """Asks ``job`` to checkpoint and yield (it re-queues itself through
+        ``replace_placement`` once its workers are stopped)."""
+        if job.preempting or job.status.is_terminal:
+            return
+        request = PreemptionRequest(decision.reason, time.time() + self.preemption_notice_s,
+                                    decision.for_job.job_id)
+        if not job.spec.runner.preempt(request):
+            return
+        job.preempting = True
+        job.num_preemptions += 1
+        job.preempt_reason = decision.reason
+        logger.info("job %s: %s; asked to checkpoint within %.0f s", job.job_id,
+                    decision.reason, self.preemption_notice_s)
 
     def _run_job(self, job: Job) -> None:
         assert job.ctx is not None
@@ -273,6 +380,34 @@ class LocalJobService:
                 return None
             return job.placement
 
+    def _spare_bundles(self, bundle: Mapping[str, float], most: int) -> int:
+        """How many more ``bundle``s fit now, while nobody waits in the queue."""
+        with self._lock:
+            if self._closed or self._pending:
+                return 0
+            free = self.cluster.available()
+            n = most
+            for k, v in bundle.items():
+                if v > 0:
+                    n = min(n, int(free.get(k, 0.0) / v + 1e-9))
+            return max(0, n)
+
+    def _resize(self, job: Job, num_bundles: int) -> Placement | None:
+        """Gives the job's placement back and places ``num_bundles`` of its bundles instead
+        (the old size when those do not fit); queues it when neither fits now."""
+        with self._lock:
+            old, job.placement = job.placement, None
+            if old is not None:
+                self.cluster.release(old)
+            sizes = [num_bundles] + ([len(old.bundles)] if old is not None else [])
+            for k in sizes:
+                placement = self.cluster.place(job.bundles[:k], job.strategy)
+                if placement is not None:
+                    job.placement = placement
+                    return placement
+        self._schedule()
+        return self._replace_placement(job)
+
     def _poll(self) -> None:
         interval = float(getattr(self.cluster, "poll_interval_s", 1.0))
         while not self._wakeup.wait(interval):
@@ -288,4 +423,5 @@ class LocalJobService:
         job.ended_time = time.time()
         if job._end(outcome):
             job.transitions.append((outcome.status.value, job.ended_time))
+            job.reasons.append((outcome.status.value, None))
             job._emit("status", outcome.status)

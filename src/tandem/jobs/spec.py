@@ -61,6 +61,21 @@ class JobCall:
         self.reply(True, self.default)
 
 
+@dataclass(frozen=True)
+class PreemptionRequest:
+    """What the service tells a job it preempts.
+
+    Attributes:
+        reason: why, in words (``"preempted for job_x (priority 5 > 0)"``).
+        deadline: wall-clock time (``time.time()``) by which the job should have yielded.
+        for_job: the job it yields to.
+    """
+
+    reason: str
+    deadline: float
+    for_job: str | None = None
+
+
 class JobContext:
     """What the service gives a runner while its job runs. Created by the service."""
 
@@ -124,6 +139,22 @@ class JobContext:
         self.placement = placement
         return True
 
+    def spare_bundles(self, bundle: Mapping[str, float], most: int) -> int:
+        """How many more bundles like ``bundle`` (up to ``most``) the cluster could give this
+        job now without anyone waiting for them (0 while other jobs are queued)."""
+        return self._job._service._spare_bundles(bundle, most)
+
+    def resize(self, num_bundles: int) -> bool:
+        """Re-places the job's gang with ``num_bundles`` of its bundles (between
+        ``min_bundles`` and all), giving its placement back first. Called between two gangs
+        (no worker running). Returns False, keeping a gang of the old size, when the new
+        one does not fit; ``self.placement`` is the placement to run on either way."""
+        placement = self._job._service._resize(self._job, num_bundles)
+        if placement is None:
+            return False
+        self.placement = placement
+        return len(placement.bundles) == num_bundles
+
     def release_resources(self) -> None:
         """Gives the job's resources back early: the job keeps running without a slot.
 
@@ -171,6 +202,20 @@ class JobRunner(ABC):
         """The live worker processes by rank (for resource-use sampling); may be empty."""
         return {}
 
+    # -- preemption (tandem.jobs.admission decides, the service asks the runner) -----------
+    @property
+    def preemptible(self) -> bool:
+        """Whether ``preempt`` can make the job yield its resources and resume later."""
+        return False
+
+    def preempt(self, request: PreemptionRequest) -> bool:
+        """Asks a running job to checkpoint and yield: the runner tells its workers, waits
+        until they checkpoint or ``request.deadline`` (wall-clock time) passes, stops them,
+        gives its placement back with ``JobContext.replace_placement`` (re-queued) and
+        resumes when placed again. Called from the scheduler under the service lock: must
+        not block. Returns False when the job cannot be preempted."""
+        return False
+
 
 @dataclass(frozen=True)
 class JobSpec:
@@ -181,6 +226,12 @@ class JobSpec:
     runner: JobRunner
     strategy: str = "PACK"
     priority: int = 0
+    min_bundles: int | None = None
+    """An elastic gang: the job may start (and restart) with only the first ``k`` bundles,
+    ``min_bundles <= k <= len(bundles)``; None: all of them or nothing."""
+    owner: str | None = None
+    """Who the job belongs to (quotas and fair share key on it); None: the service's
+    default owner (``tandem.init(owner=...)``, else ``"default"``)."""
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
     listener: Callable[[str, Any], None] | None = None

@@ -6,6 +6,7 @@ import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from tandem._core.errors import ConfigError
 
@@ -38,6 +39,11 @@ class ServerConfig:
         ray_autoscaling: the Ray cluster autoscales (see ``RayCluster(autoscaling=True)``).
         max_upload_bytes: the largest request body (a job payload or a working_dir upload).
         reserve_after_s: how long a blocked job lets smaller ones backfill ahead of it.
+        scheduling: the admission policy: ``"fifo"`` (default), ``"fair"`` (quotas and
+            fair share) or ``"priority"`` (that, plus preemption); docs/scheduling.md.
+        quotas: per-owner quotas, ``{owner: {"cpus": 8, "gpus": 2, "memory": 64e9,
+            "queued_jobs": 100}}`` (owner ``"*"``: everyone else); needs ``"fair"`` or
+            ``"priority"``.
         usage_interval_s: how often worker CPU/memory/GPU use is sampled (0: never).
         expose: allow ``host`` to be an address other machines reach (``--expose``).
         tls_cert, tls_key: serve HTTPS with this certificate and key (PEM files).
@@ -55,6 +61,8 @@ class ServerConfig:
     ray_autoscaling: bool = False
     max_upload_bytes: int = 100 * 2**20
     reserve_after_s: float = 30.0
+    scheduling: str = "fifo"
+    quotas: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     usage_interval_s: float = 5.0
     expose: bool = False
     tls_cert: str | None = None
@@ -65,7 +73,25 @@ class ServerConfig:
         """True when ``host`` is not a loopback address."""
         return not _is_loopback(self.host)
 
+    def admission_policy(self) -> Any:
+        """The job service's ``AdmissionPolicy`` for ``scheduling`` and ``quotas``."""
+        from tandem.jobs.admission import make_policy
+        from tandem.jobs.scheduler import GangScheduler
+
+        if self.scheduling == "fifo":
+            if self.quotas:
+                raise ConfigError("--quotas needs --scheduling fair or priority (the FIFO "
+                                  "policy has no quotas).")
+            return GangScheduler(reserve_after_s=self.reserve_after_s)
+        kwargs: dict[str, Any] = {"reserve_after_s": self.reserve_after_s}
+        if self.quotas:
+            kwargs["quotas"] = dict(self.quotas)
+        return make_policy(self.scheduling, **kwargs)
+
     def __post_init__(self) -> None:
+        if self.scheduling not in ("fifo", "fair", "priority"):
+            raise ConfigError(f"--scheduling {self.scheduling!r}: use fifo, fair or priority.")
+        self.admission_policy()  # refuses bad quotas before the server starts
         if self.exposed and not self.expose:
             raise ConfigError(
                 f"--host {self.host} would let other machines reach this server (anyone with "

@@ -33,7 +33,6 @@ from tandem._core.errors import ConfigError, JobNotFoundError, TandemError
 from tandem._core.ids import new_id
 from tandem.cluster import make_cluster
 from tandem.cluster.local import LocalCluster
-from tandem.jobs.scheduler import GangScheduler
 from tandem.jobs.service import LocalJobService
 from tandem.jobs.spec import JobSpec, JobStatus
 from tandem.jobs.store import (
@@ -134,7 +133,7 @@ class TrainServer:
             resources=dict(config.resources),
         )
         self.service = LocalJobService(
-            self.cluster, scheduler=GangScheduler(reserve_after_s=config.reserve_after_s)
+            self.cluster, scheduler=config.admission_policy()
         )
         self.hub = EventHub()
         self.deposed: str | None = None

@@ -61,6 +61,12 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
                    help="largest job payload or working_dir upload (default 100)")
     p.add_argument("--reserve-after-s", type=float, default=30.0,
                    help="how long a blocked large job lets smaller ones backfill ahead of it")
+    p.add_argument("--scheduling", choices=("fifo", "fair", "priority"), default="fifo",
+                   help="admission policy: fifo (default), fair (quotas, fair share), "
+                        "priority (that, plus preemption with a checkpoint)")
+    p.add_argument("--quotas", default=None,
+                   help='per-owner quotas as JSON, e.g. \'{"alice": {"cpus": 8, "gpus": 2}, '
+                        '"*": {"queued_jobs": 100}}\' (needs --scheduling fair|priority)')
     p.add_argument("--usage-interval-s", type=float, default=5.0,
                    help="how often to sample workers' CPU/memory/GPU use (0: never)")
 
@@ -75,7 +81,19 @@ def config_from_args(a: argparse.Namespace) -> ServerConfig:
                 f"--resources {a.resources!r} is not a JSON object of numbers "
                 f"(e.g. '{{\"tpu\": 4}}'): {e}"
             ) from None
+    quotas: Any = {}
+    if getattr(a, "quotas", None):
+        try:
+            quotas = json.loads(a.quotas)
+        except ValueError:
+            quotas = None
+        if not isinstance(quotas, dict):
+            raise ConfigError(
+                f"--quotas {a.quotas!r} is not a JSON object of owner -> quota "
+                f"(e.g. '{{\"alice\": {{\"cpus\": 8}}}}')."
+            )
     return ServerConfig(
+        scheduling=getattr(a, "scheduling", "fifo"), quotas=quotas,
         host=a.host, port=a.port, storage=a.storage, db=a.db, num_cpus=a.num_cpus,
         num_gpus=a.num_gpus, memory=a.memory, resources=resources,
         ray_address=a.ray_address, ray_autoscaling=a.ray_autoscaling,
@@ -90,7 +108,10 @@ def server_argv(a: argparse.Namespace) -> list[str]:
     out = ["--host", a.host, "--port", str(a.port), "--storage", a.storage,
            "--max-upload-mb", str(a.max_upload_mb), "--reserve-after-s", str(a.reserve_after_s),
            "--usage-interval-s", str(a.usage_interval_s)]
-    for flag, value in (("--db", a.db), ("--num-cpus", a.num_cpus), ("--num-gpus", a.num_gpus),
+    if getattr(a, "scheduling", "fifo") != "fifo":
+        out += ["--scheduling", a.scheduling]
+    for flag, value in (("--quotas", getattr(a, "quotas", None)),
+                        ("--db", a.db), ("--num-cpus", a.num_cpus), ("--num-gpus", a.num_gpus),
                         ("--memory", a.memory), ("--resources", a.resources),
                         ("--ray-address", a.ray_address), ("--tls-cert", a.tls_cert),
                         ("--tls-key", a.tls_key)):

@@ -20,6 +20,7 @@ from tandem.train.api.config import (
     ScalingConfig,
 )
 from tandem.train.api.errors import TrainingFailedError
+from tandem.train.api.preemption import PreemptionError, PreemptionInfo
 from tandem.train.api.result import Result
 from tandem.train.api.run import RunDescription, submit
 from tandem.train.api.trainer import DataParallelTrainer
@@ -34,7 +35,13 @@ from tandem.train.legacy import (  # the 1.x trainer API, see docs/migration.md
     world_rank,
     world_size,
 )
-from tandem.train.session import get_checkpoint, get_context, get_dataset_shard, report
+from tandem.train.session import (
+    get_checkpoint,
+    get_context,
+    get_dataset_shard,
+    get_preemption_info,
+    report,
+)
 
 __all__ = [
     "Backend",
@@ -47,6 +54,8 @@ __all__ = [
     "DataConfig",
     "DataParallelTrainer",
     "FailureConfig",
+    "PreemptionError",
+    "PreemptionInfo",
     "Result",
     "RunCallbackContext",
     "RunConfig",
@@ -59,6 +68,7 @@ __all__ = [
     "get_checkpoint",
     "get_context",
     "get_dataset_shard",
+    "get_preemption_info",
     "load_checkpoint",
     "local_rank",
     "report",

@@ -17,6 +17,7 @@ from tandem.train.context import TrainContext
 
 if TYPE_CHECKING:
     from tandem.train._internal.worker import WorkerSession
+    from tandem.train.api.preemption import PreemptionInfo
 
 _session: WorkerSession | None = None
 _DEFAULT_CONTEXT = TrainContext()
@@ -108,6 +109,22 @@ def get_checkpoint() -> Checkpoint | None:
 def get_context() -> TrainContext:
     """This worker's ranks and run; outside a worker, a single-worker context with no run."""
     return _session.context if _session is not None else _DEFAULT_CONTEXT
+
+
+def get_preemption_info() -> PreemptionInfo | None:
+    """The imminent preemption of this run, or None (Ray Train's ``get_preemption_info``).
+
+    When the job scheduler preempts the run for a higher-priority job, this returns a
+    ``PreemptionInfo`` (its ``deadline_ms`` is when the workers are stopped): save a
+    checkpoint with ``report(..., checkpoint=...)`` and keep training; the run is then
+    stopped, re-queued and resumed from that checkpoint when capacity returns. Every rank
+    must call it the same number of times: the n-th call returns the same value on every
+    rank.
+
+    Raises:
+        SessionMisuseError: called outside a training worker.
+    """
+    return _require("get_preemption_info").preemption_info()
 
 
 def get_dataset_shard(name: str | None = "train", *, dataset_name: str | None = None) -> Any:

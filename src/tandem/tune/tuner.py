@@ -316,6 +316,8 @@ class Tuner:
                 failure_config=rc.failure_config or base.run_config.failure_config,
                 checkpoint_config=rc.checkpoint_config or base.run_config.checkpoint_config,
                 log_to_file=rc.log_to_file or base.run_config.log_to_file,
+                priority=rc.priority if rc.priority is not None else base.run_config.priority,
+                owner=rc.owner or base.run_config.owner,
             ))
         else:
             if resources is not None and not callable(resources):
@@ -324,7 +326,8 @@ class Tuner:
                 train_fn=fn, trainer_name="Trainable",
                 run_config=RunConfig(failure_config=rc.failure_config,
                                      checkpoint_config=rc.checkpoint_config, verbose=verbose,
-                                     log_to_file=rc.log_to_file),
+                                     log_to_file=rc.log_to_file, priority=rc.priority,
+                                     owner=rc.owner),
             )
 
         fn_bytes = pickle_train_fn(base.train_fn)  # once for every trial

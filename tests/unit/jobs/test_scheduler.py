@@ -20,6 +20,15 @@ class J:
     submitted_at: float = 0.0
     strategy: str = "PACK"
     bundles: list = field(default_factory=list)
+    owner: str = "default"
+
+    @property
+    def job_id(self):
+        return self.name
+
+    @property
+    def demand(self):
+        return {"CPU": float(self.n)}
 
     def __post_init__(self):
         self.bundles = [{"CPU": 1.0}] * self.n

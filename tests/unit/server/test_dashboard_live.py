@@ -82,3 +82,28 @@ def test_progress_follows_the_main_metric():
     d = p.as_dict()
     assert d["iteration"] == 100 and d["metric"] == "loss" and len(d["spark"]) == 60
     assert d["value"] == 0.01 and p.last == {"training_iteration": 100, "loss": 0.01}
+
+
+def test_owners_quotas_and_preemptions_are_shown():
+    from tandem.jobs.admission import FairSharePolicy
+
+    clock = SimulatedClock(start=100.0)
+    p = Placement("pg1", ({"CPU": 2.0},), ("nodeA",), ("10.0.0.1",), ((),))
+    running = job("run", JobStatus.RUNNING, [{"CPU": 2.0}], seq=0, placement=p)
+    running.owner, running.num_preemptions = "alice", 1
+    running.preempt_reason = "preempted for job_x (priority 5 > 0)"
+    capped = job("capped", JobStatus.PENDING, [{"CPU": 1.0}], seq=1, submitted_at=99.0)
+    capped.owner = "alice"
+    capped.wait_reason = "waits: alice's quota CPU 2/2 (this job needs 1 more)"
+    live = make([running, capped], clock, {"CPU": 4.0}, {"CPU": 2.0})
+    live.server.service.scheduler = FairSharePolicy({"alice": {"cpus": 2}})
+    try:
+        [q] = live.queue()
+        assert q["owner"] == "alice" and q["reason"].startswith("waits: alice's quota CPU 2/2")
+        [h] = live.holders()
+        assert h["owner"] == "alice" and h["preemptions"] == 1 and "job_x" in h["preempted"]
+        sched = live.scheduling()
+        assert sched["policy"] == "fair" and sched["quotas"] == {"alice": {"cpus": 2}}
+        assert sched["in_use"] == {"alice": {"CPU": 2.0}}
+    finally:
+        live.close()

@@ -98,3 +98,28 @@ def test_shared_storage_declaration_is_read_from_the_environment():
     assert storage_is_shared_by_env({"TANDEM_STORAGE_IS_SHARED": "1"})
     assert not storage_is_shared_by_env({"TANDEM_STORAGE_IS_SHARED": "0"})
     assert not storage_is_shared_by_env({})
+
+
+def test_elastic_target_grows_as_far_as_the_room_and_max_allow():
+    from tandem.train._internal.gang import elastic_target
+
+    assert elastic_target(1, 4, 0) == 1
+    assert elastic_target(1, 4, 2) == 3
+    assert elastic_target(3, 4, 5) == 4
+    assert elastic_target(4, 4, 1) == 4
+
+
+def test_elastic_scaling_config_is_checked_and_read():
+    import pytest
+
+    from tandem._core.errors import ConfigError
+    from tandem.train import ScalingConfig
+
+    sc = ScalingConfig(num_workers=(2, 4))
+    assert sc.is_elastic and (sc.min_workers, sc.max_workers) == (2, 4) and len(sc.bundles) == 4
+    assert not ScalingConfig(num_workers=3).is_elastic
+    for bad in [(3, 2), (0, 2), (1, 2, 3), (1.5, 2)]:
+        with pytest.raises(ConfigError, match="min_workers"):
+            ScalingConfig(num_workers=bad)
+    with pytest.raises(ConfigError, match="elastic_resize_monitor_interval_s=-1"):
+        ScalingConfig(elastic_resize_monitor_interval_s=-1)

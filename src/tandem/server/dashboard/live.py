@@ -316,11 +316,33 @@ class DashboardLive:
             else:
                 why = ("its resources are free in total but not in the shape it asks "
                        f"({job.strategy}, {len(job.bundles)} bundle(s)); or it starts now")
+            policy_why = getattr(job, "wait_reason", None)  # the admission policy's words
+            if isinstance(policy_why, str) and not policy_why.startswith(
+                    ("waits: resources", "waits behind", "waits: next to start")):
+                why = policy_why  # a quota, or lower-priority jobs yielding to it
             out.append({"job_id": job.job_id, "name": job.name, "priority": job.priority,
+                        "owner": getattr(job, "owner", "default"),
                         "position": pos + 1, "submitted_at": job.submitted_time,
                         "needs": need, "short": short, "reason": why})
             if blocker is None and now_mono - job.submitted_at >= reserve:
                 blocker = job
+        return out
+
+    def scheduling(self) -> dict[str, Any]:
+        """The admission policy (and its quotas), and what each owner's jobs hold."""
+        service = self.server.service
+        scheduler = getattr(service, "scheduler", None)
+        describe = getattr(scheduler, "describe", None)
+        out: dict[str, Any] = dict(describe()) if callable(describe) else {}
+        in_use: dict[str, dict[str, float]] = {}
+        for job in service.list():
+            placement = getattr(job, "placement", None)
+            if placement is None or job.status.is_terminal:
+                continue
+            held = in_use.setdefault(getattr(job, "owner", "default"), {})
+            for k, v in _sum_bundles(placement.bundles).items():
+                held[k] = held.get(k, 0.0) + v
+        out["in_use"] = in_use
         return out
 
     def holders(self) -> list[dict[str, Any]]:
@@ -337,8 +359,10 @@ class DashboardLive:
             placement = getattr(job, "placement", None)
             out.append({
                 "job_id": job.job_id, "name": job.name, "state": job.status.value,
-                "priority": job.priority, "holds": _sum_bundles(job.bundles)
-                if placement is not None else {},
+                "priority": job.priority, "owner": getattr(job, "owner", "default"),
+                "preemptions": getattr(job, "num_preemptions", 0),
+                "preempted": getattr(job, "preempt_reason", None),
+                "holds": _sum_bundles(placement.bundles) if placement is not None else {},
                 "nodes": sorted(set(placement.node_ids)) if placement is not None else [],
                 "started_at": job.started_time,
                 "usage": [usage_dict(s) for s in latest.get(job.job_id, [])],

@@ -270,6 +270,7 @@ def server_router(server: Any, live: DashboardLive, index: ResultsIndex) -> APIR
         now = live.sample() if not live.fine else live.fine[-1]
         return _JSON({"now": now, "history": live.history(since), "nodes": live.nodes(),
                       "holders": live.holders(), "queue": live.queue(),
+                      "scheduling": live.scheduling(),
                       "cluster": type(server.cluster).__name__})
 
     @r.get("/api/dashboard/events", include_in_schema=False)

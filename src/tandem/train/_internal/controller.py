@@ -24,7 +24,7 @@ import cloudpickle
 
 from tandem._core.errors import ConfigError
 from tandem.cluster.base import Placement, WorkerProcess, WorkerSpec
-from tandem.jobs.spec import JobContext, JobOutcome, JobRunner, JobStatus
+from tandem.jobs.spec import JobContext, JobOutcome, JobRunner, JobStatus, PreemptionRequest
 from tandem.train._internal import data as data_mod
 from tandem.train._internal.checkpoints import (
     CheckpointManager,
@@ -35,6 +35,7 @@ from tandem.train._internal.checkpoints import (
 )
 from tandem.train._internal.failure import FailureDecision, FailurePolicy, FailureStatus
 from tandem.train._internal.gang import (
+    elastic_target,
     plan_gang,
     storage_is_shared_by_env,
     storage_refusal,
@@ -52,6 +53,7 @@ from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, FailureConfig
 from tandem.train.api.errors import TrainingFailedError
 from tandem.train.api.files import remove_dir
+from tandem.train.api.preemption import PreemptionError, PreemptionInfo
 from tandem.train.api.result import Result
 from tandem.train.backends.base import Backend
 from tandem.train.context import AskSubmitter, StorageContext, TrainContext
@@ -70,6 +72,7 @@ class RunSpec:
     pass_config: bool
     config: Any
     num_workers: int
+    """The gang size (an elastic gang's most)."""
     storage: StorageContext
     backend: Backend
     failure_config: FailureConfig | None = None
@@ -100,6 +103,11 @@ class RunSpec:
     """Emit every rank's report batches as ``("rank_reports", (rank, batch))`` job events
     (each ``(iteration, time_total_s, metrics, checkpoint_path | None)``), for the older
     Trainer API. Events, not a callable, so they also reach a job submitted from a worker."""
+    min_workers: int | None = None
+    """An elastic gang's least size (``ScalingConfig(num_workers=(min, max))``); None or
+    equal to ``num_workers``: a fixed gang."""
+    resize_interval_s: float = 60.0
+    """``ScalingConfig.elastic_resize_monitor_interval_s``."""
     # Set by the train server (JobRunner hooks below), never by trainers:
     working_dir: str | None = None  # workers run here, with it first on sys.path
     env_vars: Mapping[str, str] = field(default_factory=dict)  # set in every worker
@@ -141,6 +149,13 @@ class TrainController(JobRunner):
         self._lent_resources = False
         self.state = TrainControllerState.INITIALIZING
         self.callbacks = CallbackDispatcher(spec.callbacks, CallbackSite.DRIVER)
+        self.num_preemptions = 0
+        self._n = spec.num_workers  # the current gang's size (an elastic gang's varies)
+        self.sizes: list[int] = []  # each gang's size, in order
+        self._grow_to: tuple[int, int] | None = None  # (size, checkpoint iteration then)
+        self._next_resize_check = 0.0
+        self._preemption: tuple[PreemptionRequest, PreemptionInfo] | None = None
+        self._preemption_answers: dict[int, PreemptionInfo | None] = {}
 
     def without_callbacks(self) -> tuple[TrainController, tuple[Callback, ...]]:
         """This run without its callbacks (a fresh controller), and the callbacks: a job
@@ -211,6 +226,18 @@ class TrainController(JobRunner):
         self._stop_requested = True
         self._q.put((-1, -1, ("__stop__",)))
 
+    @property
+    def preemptible(self) -> bool:
+        return True
+
+    def preempt(self, request: PreemptionRequest) -> bool:
+        """The scheduler asks this run to yield (see ``_on_preempt``); never blocks."""
+        if self.ctx is None or self._stop_requested or self._preemption is not None or \
+                self.state is not TrainControllerState.RUNNING:
+            return False
+        self._q.put((-1, -1, ("__preempt__", request)))
+        return True
+
     def run(self, ctx: JobContext) -> JobOutcome:
         self.ctx = ctx
         spec = self.spec
@@ -229,7 +256,11 @@ class TrainController(JobRunner):
             self._start_gang()
             self.state = TrainControllerState.RUNNING
             while not self.state.is_terminal:
-                self.state = self.step()
+                self.state = self.step(self._step_timeout())
+                if self.state is TrainControllerState.RUNNING and self._elastic:
+                    self.state = self._maybe_resize()
+                if self.state is TrainControllerState.PREEMPTING:
+                    error, self.state = self._on_preempt()
                 if self.state is TrainControllerState.WORKER_FAILED:
                     error, self.state = self._on_failure()
         except BaseException as e:  # our own bug: never leave workers behind
@@ -270,13 +301,19 @@ class TrainController(JobRunner):
                 self._stop_requested = True
                 state = TrainControllerState.STOPPED
                 continue
+            if kind == "__preempt__":
+                if self._preemption is None and self.ctx is not None:
+                    self._preemption = (frame[1], self._preemption_info(frame[1]))
+                    if state is TrainControllerState.RUNNING:
+                        state = TrainControllerState.PREEMPTING
+                continue
             if attempt != self._attempt:
                 continue  # a late frame from a gang we already replaced
             if kind == "reports":
                 self._on_reports(rank, frame[2], rows)
             elif kind == "done":
                 self._done[rank] = frame[2]
-                if (len(self._done) == self.spec.num_workers
+                if (len(self._done) == self._n
                         and state is TrainControllerState.RUNNING):
                     state = TrainControllerState.FINISHED
             elif kind == "error":
@@ -373,6 +410,12 @@ class TrainController(JobRunner):
         if method in RENDEZVOUS_METHODS:
             self._rdzv.handle(method, payload, worker, call_id)
             return
+        if method == "preemption_info":  # the n-th call gets the same answer on every rank
+            if payload not in self._preemption_answers:
+                self._preemption_answers[payload] = (
+                    self._preemption[1] if self._preemption is not None else None)
+            worker.send(("reply", call_id, True, self._preemption_answers[payload]))
+            return
         handler = self.spec.call_handlers.get(method) or DRIVER_CALLS.get(method)
         if handler is None:
             worker.send(("reply", call_id, False, RuntimeError(f"unknown driver call {method!r}")))
@@ -421,13 +464,20 @@ class TrainController(JobRunner):
         ctx, spec = self.ctx, self.spec
         assert ctx is not None and self.storage is not None
         placement = ctx.placement
-        n = spec.num_workers
+        n = self._n = min(spec.num_workers, len(placement.bundles))
+        self.sizes.append(n)
+        self._grow_to = None
+        self._next_resize_check = time.monotonic() + spec.resize_interval_s
         latest = self.checkpoints.latest
         ckpt_path = latest[1].path if latest else None
         start_it = latest[0] if latest else self._base_iteration
         self.storage.rewind(start_it)  # iterations after start_it are reported again
         self._done = {}
         self._rdzv = GangRendezvous()  # per gang: frames of old gangs are ignored
+        self._preemption_answers = {}
+        if self._preemption is not None:  # asked while the last gang was being replaced
+            self._q.put((-1, -1, ("__preempt__", self._preemption[0])))
+            self._preemption = None
         self._rank_iter = [start_it] * n
         self._committed_upto = start_it
         self._failures = []
@@ -491,7 +541,7 @@ class TrainController(JobRunner):
         spec = self.spec
         return storage_refusal(
             storage_path=spec.storage.storage_path, node_ips=placement.node_ips,
-            run_name=spec.storage.run_name, num_workers=spec.num_workers,
+            run_name=spec.storage.run_name, num_workers=len(placement.node_ips),
             declared_shared=storage_is_shared_by_env(),
         )
 
@@ -548,6 +598,135 @@ class TrainController(JobRunner):
             return self._raise(failure), TrainControllerState.ERRORED
         return self._restart(decision, failure)
 
+    # -- elastic gangs ---------------------------------------------------------------------
+    @property
+    def _elastic(self) -> bool:
+        m = self.spec.min_workers
+        return m is not None and m < self.spec.num_workers
+
+    def _step_timeout(self) -> float | None:
+        """How long ``step`` may block: until the next look for room to grow."""
+        if not self._elastic or (self._n >= self.spec.num_workers and self._grow_to is None):
+            return None
+        return max(0.01, self._next_resize_check - time.monotonic())
+
+    def _maybe_resize(self) -> TrainControllerState:
+        """An elastic gang below its most: every ``resize_interval_s`` it asks for room;
+        with room it decides to grow (``elastic_target``), and does so at the next
+        committed checkpoint: the gang is stopped there and a bigger one starts from that
+        checkpoint (a new process group; data shards re-split by the new size)."""
+        assert self.ctx is not None
+        latest = self.checkpoints.latest
+        at = latest[0] if latest else -1
+        if self._grow_to is None:
+            if self._n >= self.spec.num_workers or time.monotonic() < self._next_resize_check:
+                return TrainControllerState.RUNNING
+            self._next_resize_check = time.monotonic() + self.spec.resize_interval_s
+            bundle = dict(self.ctx.placement.bundles[0]) if self.ctx.placement.bundles else {}
+            spare = self.ctx.spare_bundles(bundle, self.spec.num_workers - self._n)
+            target = elastic_target(self._n, self.spec.num_workers, spare)
+            if target > self._n:
+                self._grow_to = (target, at)
+                logger.info("Run %s: room for %d more worker(s); grows from %d to %d at the "
+                            "next checkpoint.", self.spec.storage.run_name, target - self._n,
+                            self._n, target)
+            return TrainControllerState.RUNNING
+        target, decided_at = self._grow_to
+        if at <= decided_at:
+            return TrainControllerState.RUNNING  # wait for a checkpoint after the decision
+        old = self._n
+        self._kill_gang()
+        for path in self.checkpoints.drop_pending():
+            if self.checkpoints.latest is None or path != self.checkpoints.latest[1].path:
+                remove_dir(path)
+        self._stop_nested_jobs()
+        self._lent_resources = False
+        assert latest is not None
+        self.ctx.set_status(JobStatus.RESTARTING,
+                            f"elastic: growing from {old} to {target} workers at checkpoint "
+                            f"{latest[1].path}")
+        self.ctx.resize(target)
+        if self._stop_requested:
+            return TrainControllerState.STOPPED
+        self._start_gang()
+        self.ctx.set_status(JobStatus.RUNNING, f"elastic: {self._n} workers (were {old}), "
+                                               f"resumed from checkpoint {latest[1].path}")
+        return TrainControllerState.RUNNING
+
+    # -- preemption ------------------------------------------------------------------------
+    def _preemption_info(self, request: PreemptionRequest) -> PreemptionInfo:
+        assert self.ctx is not None
+        ranks: dict[str, list[int]] = {}
+        for rank, node in enumerate(self.ctx.placement.node_ids[:self._n]):
+            ranks.setdefault(node, []).append(rank)
+        return PreemptionInfo(int(request.deadline * 1000), ranks, request.reason)
+
+    def _on_preempt(self) -> tuple[TrainingFailedError | None, TrainControllerState]:
+        """Carries out a preemption: the workers see ``get_preemption_info()`` until a new
+        checkpoint is committed or the deadline (plus ``preemption_grace_s``) passes; then
+        the gang is stopped, the job re-queued (``replace_placement``), and a new gang
+        resumes from the latest checkpoint when the scheduler places it again. A run that
+        ends meanwhile simply ends. Preemptions count against ``max_preemption_failures``,
+        never ``max_failures``."""
+        assert self._preemption is not None and self.ctx is not None
+        request, info = self._preemption
+        ctx = self.ctx
+        latest = self.checkpoints.latest
+        before = latest[0] if latest else -1
+        deadline = request.deadline + self.policy.config.preemption_grace_s
+        timed_out = True
+        state = TrainControllerState.RUNNING
+        while time.time() < deadline:
+            state = self.step(timeout_s=min(0.25, max(0.01, deadline - time.time())))
+            if state is not TrainControllerState.RUNNING:
+                break
+            latest = self.checkpoints.latest
+            if latest is not None and latest[0] > before:
+                timed_out = False
+                break
+        if state is TrainControllerState.FINISHED:
+            self._preemption = None
+            return None, state
+        if state is TrainControllerState.STOPPED or self._stop_requested:
+            return None, TrainControllerState.STOPPED
+        self._kill_gang()  # a worker that failed while draining is part of the preemption
+        for path in self.checkpoints.drop_pending():
+            if self.checkpoints.latest is None or path != self.checkpoints.latest[1].path:
+                remove_dir(path)
+        self.num_preemptions += 1
+        self._stop_nested_jobs()
+        self._lent_resources = False
+        name = self.spec.storage.run_name
+        m = self.policy.config.max_preemption_failures
+        if self.policy.make_preemption_decision(self.num_preemptions) is FailureDecision.RAISE:
+            logger.error("Run %s: %s; decision %s (FailureConfig(max_preemption_failures=%d) "
+                         "spent).", name, request.reason, FailureDecision.RAISE.value, m)
+            return PreemptionError(info, timed_out, (
+                f"Training was preempted {self.num_preemptions} time(s) and "
+                f"FailureConfig(max_preemption_failures={m}) allows {m}: the last was "
+                f"{request.reason}. Raise max_preemption_failures (-1: no limit), or give the "
+                f"run a higher priority (RunConfig(priority=...)). Run folder: "
+                f"{self.spec.storage.run_path}")), TrainControllerState.ERRORED
+        latest = self.checkpoints.latest
+        resume = f"checkpoint {latest[1].path}" if latest else "the beginning (no checkpoint)"
+        how = "stopped at the deadline" if timed_out else "checkpointed"
+        logger.warning("Run %s: %s; %s, decision %s (preemption %d); waits in the queue to "
+                       "resume from %s.", name, request.reason, how,
+                       FailureDecision.RESCHEDULE.value, self.num_preemptions, resume)
+        self.state = TrainControllerState.PREEMPTED
+        ctx.set_status(JobStatus.RESTARTING,
+                       f"{request.reason}; {how}; waits to resume from {resume}")
+        self._preemption = None
+        if not ctx.replace_placement():
+            return None, TrainControllerState.STOPPED
+        refused = self._storage_refusal(ctx.placement)
+        if refused is not None:
+            return refused, TrainControllerState.ERRORED  # type: ignore[return-value]
+        self._start_gang()
+        ctx.set_status(JobStatus.RUNNING,
+                       f"resumed from {resume} after preemption {self.num_preemptions}")
+        return None, TrainControllerState.RUNNING
+
     def _settle_failure(self) -> _Failure:
         """Reads worker events a little longer (a peer's death may explain the first
         error seen), then picks the root cause."""
@@ -576,7 +755,7 @@ class TrainController(JobRunner):
             self.spec.storage.run_name, _where(failure), failure.exc_type, failure.message,
             decision.value, self.num_failures,
             self.spec.failure_setting.format(self.policy.config.max_failures),
-            self.spec.num_workers, resume,
+            self._n, resume,
         )
         self.state = TrainControllerState.RESTARTING
         why = (f"{_where(failure)} failed ({failure.exc_type}: "
@@ -592,7 +771,7 @@ class TrainController(JobRunner):
             self.state = TrainControllerState.RESCHEDULING
             logger.warning("Run %s: a node of its placement is gone; waiting for the "
                            "cluster to place all %d workers again.",
-                           self.spec.storage.run_name, self.spec.num_workers)
+                           self.spec.storage.run_name, self._n)
             if not ctx.replace_placement():
                 return None, TrainControllerState.STOPPED
             refused = self._storage_refusal(ctx.placement)
@@ -600,7 +779,7 @@ class TrainController(JobRunner):
                 return refused, TrainControllerState.ERRORED  # type: ignore[return-value]
         self._start_gang()
         ctx.set_status(JobStatus.RUNNING,
-                       f"all {self.spec.num_workers} workers restarted from {resume}")
+                       f"all {self._n} workers restarted from {resume}")
         return None, TrainControllerState.RUNNING
 
     def _raise(self, failure: _Failure) -> TrainingFailedError:
@@ -659,7 +838,7 @@ class TrainController(JobRunner):
             config=self.spec.config if isinstance(self.spec.config, dict) else None,
         )
         result._return_values = [  # type: ignore[attr-defined]
-            _load_return(self._done.get(r)) for r in range(self.spec.num_workers)
+            _load_return(self._done.get(r)) for r in range(self._n)
         ] if state is TrainControllerState.FINISHED else None
         self.callbacks.end(result)
         return JobOutcome(state.job_status, value=result, error=error)

@@ -53,6 +53,19 @@ class FailurePolicy:
         m = self.config.max_failures
         return m == -1 or num_failures <= m
 
+    def within_preemption_budget(self, num_preemptions: int) -> bool:
+        """Preemptions have their own budget (``max_preemption_failures``, -1: unlimited)
+        and never count against ``max_failures``."""
+        m = self.config.max_preemption_failures
+        return m == -1 or num_preemptions <= m
+
+    def make_preemption_decision(self, num_preemptions: int) -> FailureDecision:
+        """After the scheduler preempted the run (its gang is stopped): RESCHEDULE (wait in
+        the queue, resume from the latest checkpoint) or RAISE (budget spent)."""
+        if not self.within_preemption_budget(num_preemptions):
+            return FailureDecision.RAISE
+        return FailureDecision.RESCHEDULE
+
     def make_decision(self, status: FailureStatus) -> FailureDecision:
         if not self.within_budget(status.num_failures):
             return FailureDecision.RAISE

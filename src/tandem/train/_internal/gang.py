@@ -105,3 +105,9 @@ def storage_refusal(*, storage_path: str, node_ips: Sequence[str], run_name: str
         f"every node - then set {SHARED_STORAGE_ENV}=1 to say so. Or keep the gang "
         f"on one node with ScalingConfig(placement_strategy='STRICT_PACK')."
     )
+
+
+def elastic_target(current: int, max_workers: int, spare: int) -> int:
+    """An elastic gang's next size: as big as the spare room allows, at most
+    ``max_workers`` (the decision; the controller carries it out at a checkpoint)."""
+    return max(current, min(max_workers, current + max(0, spare)))

@@ -8,6 +8,9 @@
                  WORKER_FAILED --(FailurePolicy)--> RESTARTING   -> RUNNING
                                               \\--> RESCHEDULING -> RUNNING | STOPPED
                                                \\-> ERRORED
+       RUNNING -> PREEMPTING (workers told; until a checkpoint or the deadline)
+                  -> PREEMPTED (gang stopped, re-queued) -> RUNNING | STOPPED | ERRORED
+                  -> FINISHED (the run ended meanwhile)
 """
 
 from __future__ import annotations
@@ -28,6 +31,11 @@ class TrainControllerState(enum.Enum):
     """The failed gang is gone; a new one starts on the same placement."""
     RESCHEDULING = "RESCHEDULING"
     """A node of the placement was lost; waiting for a new placement for the whole gang."""
+    PREEMPTING = "PREEMPTING"
+    """The scheduler asked the run to yield: workers see ``get_preemption_info()`` until
+    they checkpoint or the deadline passes."""
+    PREEMPTED = "PREEMPTED"
+    """The gang was stopped for a higher-priority job; waiting in the queue to resume."""
     FINISHED = "FINISHED"
     """Every worker returned."""
     ERRORED = "ERRORED"
@@ -44,7 +52,7 @@ class TrainControllerState(enum.Enum):
     def needs_new_gang(self) -> bool:
         """A gang must be started before the run can go on."""
         return self in (TrainControllerState.INITIALIZING, TrainControllerState.RESTARTING,
-                        TrainControllerState.RESCHEDULING)
+                        TrainControllerState.RESCHEDULING, TrainControllerState.PREEMPTED)
 
     @property
     def job_status(self) -> JobStatus:
@@ -60,6 +68,8 @@ _JOB_STATUS = {
     TrainControllerState.WORKER_FAILED: JobStatus.RUNNING,
     TrainControllerState.RESTARTING: JobStatus.RESTARTING,
     TrainControllerState.RESCHEDULING: JobStatus.RESTARTING,
+    TrainControllerState.PREEMPTING: JobStatus.RUNNING,
+    TrainControllerState.PREEMPTED: JobStatus.RESTARTING,
     TrainControllerState.FINISHED: JobStatus.FINISHED,
     TrainControllerState.ERRORED: JobStatus.FAILED,
     TrainControllerState.STOPPED: JobStatus.STOPPED,

@@ -203,6 +203,7 @@ class WorkerSession:
         self._await_verdict = self._rank == 0 and bool(task.context.metadata.get(AWAIT_VERDICT))
         self._start_iteration = task.start_iteration
         self.exit_hooks: list[Callable[[bool], None]] = []
+        self._preemption_calls = 0
         channel.on_message(self._on_driver_message)
 
     # -- reports ---------------------------------------------------------------------
@@ -251,6 +252,12 @@ class WorkerSession:
         else:
             shutil.copytree(checkpoint.path, dest, dirs_exist_ok=True)
         return dest
+
+    def preemption_info(self) -> Any:
+        """``train.get_preemption_info()``: the n-th call asks the driver, which gives every
+        rank the same answer for the same n (the value the first rank asking got)."""
+        self._preemption_calls += 1
+        return self.call("preemption_info", self._preemption_calls)
 
     def dataset_shard(self, name: str | None) -> Any:
         if name is None:  # the 1.x spelling: the one dataset given, or all of them by name

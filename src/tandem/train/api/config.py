@@ -36,14 +36,20 @@ class ScalingConfig:
     """How many workers and what each gets.
 
     Args:
-        num_workers: the gang size; every worker is a process with its own rank.
+        num_workers: the gang size; every worker is a process with its own rank. A pair
+            ``(min_workers, max_workers)`` makes the gang elastic, as in Ray: it starts with
+            as many workers as fit (at least ``min_workers``), grows toward
+            ``max_workers`` at a checkpoint when capacity frees, and restarts smaller
+            instead of waiting when preempted or when a node is lost (docs/scheduling.md).
+        elastic_resize_monitor_interval_s: for an elastic gang, how often (seconds) the
+            run looks for room to grow (Ray's default, 60).
         use_gpu: give each worker one GPU (unless ``resources_per_worker`` says otherwise).
         resources_per_worker: e.g. ``{"CPU": 2, "GPU": 0.5, "memory": 4e9}``; defaults to
             ``{"CPU": 1}`` plus ``{"GPU": 1}`` with ``use_gpu``.
         placement_strategy: ``PACK`` (default), ``SPREAD``, ``STRICT_PACK``, ``STRICT_SPREAD``.
     """
 
-    num_workers: int = 1
+    num_workers: int | tuple[int, int] = 1
     use_gpu: bool = False
     resources_per_worker: Mapping[str, float] | None = None
     placement_strategy: str = "PACK"
@@ -51,6 +57,7 @@ class ScalingConfig:
     """Ray's resources for the training coordinator. tandem's coordinator runs in the
     driver and holds none: ``None`` or all-zero amounts (``{"CPU": 0}``, what Ray programs
     pass to fit small machines) mean exactly that; anything else is refused."""
+    elastic_resize_monitor_interval_s: float = 60.0
 
     def __post_init__(self) -> None:
         tr = self.trainer_resources
@@ -67,11 +74,26 @@ class ScalingConfig:
         if self.search_space_fields():
             return  # resolved per trial by the Tuner; checked when a trial builds its config
         n = self.num_workers
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        if isinstance(n, (tuple, list)):
+            if len(n) != 2 or any(isinstance(x, bool) or not isinstance(x, int) for x in n) \
+                    or not 1 <= n[0] <= n[1]:
+                raise ConfigError(
+                    f"ScalingConfig(num_workers={n!r}) is invalid: an elastic gang is a pair "
+                    f"(min_workers, max_workers) of integers with 1 <= min_workers <= "
+                    f"max_workers, e.g. num_workers=(2, 8)."
+                )
+            object.__setattr__(self, "num_workers", (n[0], n[1]))
+        elif isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(
                 f"ScalingConfig(num_workers={n!r}) is invalid: num_workers must be an integer "
-                f">= 1 (each worker is one process with its own rank). Use num_workers=1 to "
-                f"train in a single worker."
+                f">= 1 (each worker is one process with its own rank), or a pair (min, max) "
+                f"for an elastic gang. Use num_workers=1 to train in a single worker."
+            )
+        iv = self.elastic_resize_monitor_interval_s
+        if isinstance(iv, bool) or not isinstance(iv, (int, float)) or not iv >= 0:
+            raise ConfigError(
+                f"ScalingConfig(elastic_resize_monitor_interval_s={iv!r}) is invalid: give "
+                f"seconds >= 0."
             )
         if self.placement_strategy not in STRATEGIES:
             raise ConfigError(
@@ -113,9 +135,25 @@ class ScalingConfig:
         return bundle
 
     @property
+    def is_elastic(self) -> bool:
+        """``num_workers`` is a ``(min, max)`` pair."""
+        return isinstance(self.num_workers, tuple)
+
+    @property
+    def min_workers(self) -> int:
+        n = self.num_workers
+        return n[0] if isinstance(n, tuple) else n
+
+    @property
+    def max_workers(self) -> int:
+        n = self.num_workers
+        return n[1] if isinstance(n, tuple) else n
+
+    @property
     def bundles(self) -> tuple[dict[str, float], ...]:
+        """One bundle per worker, ``max_workers`` of them."""
         b = self.worker_bundle
-        return tuple(dict(b) for _ in range(self.num_workers))
+        return tuple(dict(b) for _ in range(self.max_workers))
 
 
 @dataclass(frozen=True)
@@ -129,10 +167,21 @@ class FailureConfig:
             error in them); ``"raise"`` stops them and raises that trial's error from
             ``fit()``. Needs ``max_failures=0``. A single run stops at its first error
             whenever ``max_failures=0``, so for a trainer's own ``fit()`` it changes nothing.
+        max_preemption_failures: as in Ray: how many preemptions the run resumes from (from
+            its latest checkpoint), counted apart from ``max_failures``; -1 (default): all.
+            The scheduler preempts a run for a higher-priority job (docs/scheduling.md).
+        relax_collectives_on_preemption: as in Ray; tandem stops every worker of a
+            preempted run together (a whole gang yields), so no collective is left waiting
+            on a lost rank and the setting changes nothing here.
+        preemption_grace_s: how long the workers may keep running past the preemption
+            deadline to finish their checkpoint (seconds, default 0).
     """
 
     max_failures: int = 0
     fail_fast: bool | str = False
+    max_preemption_failures: int = -1
+    relax_collectives_on_preemption: bool = False
+    preemption_grace_s: float = 0.0
 
     RAISE = "RAISE"
 
@@ -142,6 +191,22 @@ class FailureConfig:
             raise ConfigError(
                 f"FailureConfig(max_failures={m!r}) is invalid: use 0 (never retry), a positive "
                 f"number of retries, or -1 (retry forever)."
+            )
+        p = self.max_preemption_failures
+        if isinstance(p, bool) or not isinstance(p, int) or p < -1:
+            raise ConfigError(
+                f"FailureConfig(max_preemption_failures={p!r}) is invalid: use -1 (resume from "
+                f"every preemption), 0 (fail at the first) or a positive number."
+            )
+        g = self.preemption_grace_s
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not g >= 0:
+            raise ConfigError(
+                f"FailureConfig(preemption_grace_s={g!r}) is invalid: give seconds >= 0."
+            )
+        if not isinstance(self.relax_collectives_on_preemption, bool):
+            raise ConfigError(
+                f"FailureConfig(relax_collectives_on_preemption="
+                f"{self.relax_collectives_on_preemption!r}) is invalid: use True or False."
             )
         f = self.fail_fast
         if not (isinstance(f, bool) or (isinstance(f, str) and f.upper() == self.RAISE)):
@@ -229,6 +294,11 @@ class RunConfig:
             (trial) folder; a string names one file for both; a pair ``(out, err)`` names
             each. Every rank appends to the same files. Each rank's whole output is also
             always in ``<run>/logs/rank_<N>.log``.
+        priority: tandem only: the run's place in the job queue (higher first; default 0,
+            or ``tandem.init(priority=...)``); with ``scheduling="priority"`` a run may
+            preempt lower-priority ones (docs/scheduling.md). A Tuner's trials inherit it.
+        owner: tandem only: who the run belongs to (quotas and fair share key on it;
+            default ``tandem.init(owner=...)``, else ``"default"``).
     """
 
     name: str | None = None
@@ -240,6 +310,8 @@ class RunConfig:
     verbose: int | None = None
     sync_config: Any = None
     log_to_file: bool | str | tuple[str, str] = False
+    priority: int | None = None
+    owner: str | None = None
 
     def log_files(self) -> tuple[str | None, str | None]:
         """``log_to_file`` as (stdout file, stderr file) names in the run folder, as Ray's
@@ -267,6 +339,15 @@ class RunConfig:
                 f"fsspec URL such as s3://...), so there is nothing to sync; remove it."
             )
         self.log_files()  # refuses a value Ray refuses, before any work
+        p = self.priority
+        if p is not None and (isinstance(p, bool) or not isinstance(p, int)
+                              or not -(2**31) <= p < 2**31):
+            raise ConfigError(f"RunConfig(priority={p!r}) is invalid: give an int (higher "
+                              f"runs first), or None for the default.")
+        o = self.owner
+        if o is not None and (not isinstance(o, str) or not o.strip() or len(o) > 128):
+            raise ConfigError(f"RunConfig(owner={o!r}) is invalid: give a non-empty name "
+                              f"(at most 128 characters), or None for the default.")
         if self.name is not None and not (_is_file_name(self.name) and self.name.strip()):
             raise ConfigError(
                 f"RunConfig(name={self.name!r}) is invalid: use a non-empty folder name "

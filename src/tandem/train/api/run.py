@@ -31,7 +31,7 @@ import cloudpickle
 from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
 from tandem.jobs.handle import JobHandle
-from tandem.jobs.runtime import get_service, log_to_driver
+from tandem.jobs.runtime import get_service, job_defaults, log_to_driver
 from tandem.jobs.spec import JobSpec
 from tandem.train._internal.controller import RunSpec, TrainController
 from tandem.train.api.checkpoint import Checkpoint
@@ -229,7 +229,9 @@ def job_spec(
         fn_bytes=fn_bytes,
         pass_config=run._takes_config,
         config=dict(run.config) if run.config is not None else {},
-        num_workers=run.scaling_config.num_workers,
+        num_workers=run.scaling_config.max_workers,
+        min_workers=run.scaling_config.min_workers,
+        resize_interval_s=run.scaling_config.elastic_resize_monitor_interval_s,
         storage=storage,
         backend=backend_config.backend(),
         failure_config=rc.failure_config,
@@ -255,12 +257,21 @@ def job_spec(
         # fit() does; a trial's restarts are the tuner's business
         resume_latest_in_run_path=run.trial_id is None,
     )
+    defaults = job_defaults()
+    priority = run.priority
+    if rc.priority is not None:
+        priority = rc.priority
+    elif not priority and defaults.priority is not None:
+        priority = defaults.priority
     return JobSpec(
         name=storage.run_name,
         bundles=run.scaling_config.bundles,
         runner=TrainController(spec),
         strategy=run.scaling_config.placement_strategy,
-        priority=run.priority,
+        priority=priority,
+        owner=rc.owner or defaults.owner,
+        min_bundles=(run.scaling_config.min_workers if run.scaling_config.is_elastic
+                     else None),
         tags=tuple(run.tags),
         listener=listener,
         metadata={"run_path": storage.run_path, "trainer": run.trainer_name},

@@ -167,7 +167,7 @@ class DataParallelTrainer:
 
     def _progress(self, handle: JobHandle) -> RunProgress | None:
         total = self.metadata.get("progress_total")
-        return console_progress(handle, self.run_config, self.scaling_config.num_workers,
+        return console_progress(handle, self.run_config, self.scaling_config.max_workers,
                                 total=total if isinstance(total, int) else None,
                                 key=self.metadata.get("progress_key"))
 

@@ -526,7 +526,7 @@ class Trainer:
             report_all_ranks=True,
             failure_setting="Trainer(max_retries={})",
         )
-        gatherer = _ReportGatherer(self._scaling.num_workers)
+        gatherer = _ReportGatherer(self._scaling.max_workers)
         if before_submit is not None:
             before_submit(run_dir)
         handle = submit(run, listener=gatherer.on_event)
@@ -677,7 +677,7 @@ class Trainer:
                        metadata={"trainer": "Trainer.to_worker_group", "class": train_cls.__name__})
         service = get_service()
         return start_worker_group(runner, lambda: JobHandle(service.submit(spec)),
-                                  self._scaling.num_workers)
+                                  self._scaling.max_workers)
 
     def __repr__(self) -> str:
         return (f"Trainer(backend={self._backend_config!r}, num_workers={self._scaling.num_workers}, "

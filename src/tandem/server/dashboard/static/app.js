@@ -606,6 +606,7 @@
     main.appendChild(el("h2", { text: "Who holds what" }));
     var holdDiv = el("div", { id: "holders" }); main.appendChild(holdDiv);
     main.appendChild(el("h2", { text: "Queue" }));
+    var schedDiv = el("div", { id: "scheduling-box" }); main.appendChild(schedDiv);
     var queueDiv = el("div", { id: "queue" }); main.appendChild(queueDiv);
     var history = [];
     range.addEventListener("change", draw);
@@ -650,12 +651,17 @@
         return [el("span", { cls: "mono", text: n.node_id.slice(0, 16) }), n.ip, fmtRes(n.capacity), fmtRes(n.allocated),
           n.holders.map(function (h) { return h.name + " r" + h.rank; }).join(", ")];
       }), "nodes-table"));
-      clear(holdDiv).appendChild(table(["job", "state", "holds", "nodes", "CPU % (all workers)", "RSS"], d.holders.map(function (h) {
+      clear(holdDiv).appendChild(table(["job", "owner", "priority", "state", "holds", "nodes", "CPU % (all workers)", "RSS", "preempted"], d.holders.map(function (h) {
         var cpu = 0, rss = 0; h.usage.forEach(function (u) { cpu += u.cpu_percent || 0; rss += u.rss_bytes || 0; });
-        return [el("a", { href: "#/job/" + encodeURIComponent(h.job_id), text: h.name }), badge(h.state), fmtRes(h.holds), h.nodes.map(function (n) { return n.slice(0, 8); }).join(", "), h.usage.length ? cpu.toFixed(0) : "", h.usage.length ? fmtBytes(rss) : ""];
+        return [el("a", { href: "#/job/" + encodeURIComponent(h.job_id), text: h.name }), h.owner || "", h.priority, badge(h.state), fmtRes(h.holds), h.nodes.map(function (n) { return n.slice(0, 8); }).join(", "), h.usage.length ? cpu.toFixed(0) : "", h.usage.length ? fmtBytes(rss) : "", h.preemptions ? h.preemptions + "× — " + (h.preempted || "") : ""];
       }), "holders-table"));
-      clear(queueDiv).appendChild(table(["#", "job", "priority", "needs", "waiting", "why it waits"], d.queue.map(function (q) {
-        return [q.position, el("a", { href: "#/job/" + encodeURIComponent(q.job_id), text: q.name }), q.priority, fmtRes(q.needs), fmtDur(Date.now() / 1000 - q.submitted_at), q.reason];
+      var sch = d.scheduling || {};
+      clear(schedDiv).appendChild(el("p", { id: "scheduling", text: "scheduling: " + (sch.policy || "fifo") + Object.keys(sch.in_use || {}).map(function (o) {
+        var q = (sch.quotas || {})[o] || sch.default_quota;
+        return "; " + o + " holds " + fmtRes(sch.in_use[o]) + (q ? " (quota " + Object.keys(q).map(function (k) { return k + " " + q[k]; }).join(", ") + ")" : "");
+      }).join("") }));
+      clear(queueDiv).appendChild(table(["#", "job", "owner", "priority", "needs", "waiting", "why it waits"], d.queue.map(function (q) {
+        return [q.position, el("a", { href: "#/job/" + encodeURIComponent(q.job_id), text: q.name }), q.owner || "", q.priority, fmtRes(q.needs), fmtDur(Date.now() / 1000 - q.submitted_at), q.reason];
       }), "queue-table"));
     }
     function load() {

@@ -1,0 +1,174 @@
+"""``FairSharePolicy``: quotas per owner, and dominant-resource fair share among equals.
+
+Jobs of a higher priority are considered first. Among jobs of one priority, the next job
+considered is the first queued job of the owner whose *dominant share* is lowest: the
+largest fraction of any one resource (CPU, GPU, memory) of the cluster that the owner's
+running jobs hold (DRF, Ghodsi et al., NSDI 2011). A job that would take its owner past a
+``Quota`` waits, with the reason shown (``"waits: alice's quota CPU 8/8"``), and never
+holds the line for others. Backfill and the hold after ``reserve_after_s`` work as in
+``FifoGangPolicy``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tandem.jobs.admission.base import (
+    AdmissionDecision,
+    AdmissionPolicy,
+    Capacity,
+    QueuedJob,
+    Quota,
+    QuotaExceededError,
+    Quotas,
+    RunningView,
+    Start,
+    Wait,
+    place_gang,
+    quota_block,
+    short_of,
+)
+
+
+def dominant_share(used: Mapping[str, float], total: Mapping[str, float]) -> float:
+    """The largest fraction of any one resource of ``total`` that ``used`` holds."""
+    share = 0.0
+    for k, v in used.items():
+        t = total.get(k, 0.0)
+        if t > 0 and v > 0:
+            share = max(share, v / t)
+    return share
+
+
+class FairSharePolicy(AdmissionPolicy):
+    """Args:
+        quotas: ``Quotas`` (by owner, and a default), or a dict ``{owner: Quota | dict}``.
+        reserve_after_s, backfill_window: as in ``FifoGangPolicy``.
+    """
+
+    name = "fair"
+
+    def __init__(self, quotas: Quotas | Mapping[str, Quota | Mapping[str, Any]] | None = None,
+                 reserve_after_s: float = 30.0, backfill_window: int | None = None) -> None:
+        if reserve_after_s < 0:
+            raise ValueError(f"reserve_after_s={reserve_after_s!r}: give seconds >= 0.")
+        if backfill_window is not None and backfill_window < 1:
+            raise ValueError(f"backfill_window={backfill_window!r}: give None or >= 1.")
+        self.quotas = as_quotas(quotas)
+        self.reserve_after_s = reserve_after_s
+        self.backfill_window = backfill_window
+
+    def set_quota(self, owner: str | None, quota: Quota | None) -> None:
+        """Sets (or with None removes) ``owner``'s quota; ``owner=None`` sets the default."""
+        if owner is None:
+            self.quotas.default = quota
+        elif quota is None:
+            self.quotas.by_owner.pop(owner, None)
+        else:
+            self.quotas.by_owner[owner] = quota
+
+    def check_submit(self, job: QueuedJob, queue: Sequence[QueuedJob]) -> None:
+        quota = self.quotas.of(job.owner)
+        if quota is None or quota.queued_jobs is None:
+            return
+        queued = sum(1 for j in queue if j.owner == job.owner)
+        if queued >= quota.queued_jobs:
+            raise QuotaExceededError(
+                f"{job.owner} has {queued} job(s) queued and {job.owner}'s quota allows "
+                f"queued_jobs={quota.queued_jobs}: wait until some start, stop some "
+                f"(`tandem jobs stop ID`), or have the quota raised."
+            )
+
+    def make_decision(self, queue: Sequence[QueuedJob], running: RunningView,
+                      capacity: Capacity, now: float) -> list[AdmissionDecision]:
+        out: list[AdmissionDecision] = []
+        total = capacity.total()
+        free = dict(capacity.free())
+        used: dict[str, dict[str, float]] = {}
+        window = self.backfill_window
+        jobs = queue if window is None else queue[:window]
+        # queue order is priority-major: one level at a time
+        i, n = 0, len(jobs)
+        while i < n:
+            level = jobs[i].priority
+            by_owner: dict[str, deque[QueuedJob]] = {}
+            while i < n and jobs[i].priority == level:
+                by_owner.setdefault(jobs[i].owner, deque()).append(jobs[i])
+                i += 1
+            held = self._admit_level(by_owner, used, running, total, free, capacity, now, out)
+            if held is not None:
+                behind = f"waits behind {held.job_id} (held for it)"
+                out.extend(Wait(other, behind, "behind") for other in jobs[i:])
+                break
+        return out
+
+    def _admit_level(self, by_owner: dict[str, deque[QueuedJob]],
+                     used: dict[str, dict[str, float]], running: RunningView,
+                     total: Mapping[str, float], free: dict[str, float], capacity: Capacity,
+                     now: float, out: list[AdmissionDecision]) -> QueuedJob | None:
+        """Admits one priority level by DRF; returns the job the queue holds for, if any."""
+        heap: list[tuple[float, int, str]] = []
+        for owner, q in by_owner.items():
+            u = used.setdefault(owner, dict(running.usage(owner)))
+            heap.append((dominant_share(u, total), q[0].seq, owner))
+        heapq.heapify(heap)
+        while heap:
+            _, _, owner = heapq.heappop(heap)
+            q = by_owner[owner]
+            job = q.popleft()
+            u = used[owner]
+            need = job.demand
+            over = quota_block(job, need, self.quotas.of(owner), u) if self.quotas else None
+            if over is not None:
+                out.append(Wait(job, over, "quota"))
+            else:
+                elastic = getattr(job, "min_bundles", None)
+                short = None if elastic else short_of(need, free)
+                placement = None if short is not None else place_gang(capacity, job)
+                if placement is not None:
+                    out.append(Start(job, placement))
+                    if elastic:  # it may have got fewer bundles than it asked for
+                        free.update(capacity.free())
+                    for k, v in need.items():
+                        if not elastic:
+                            free[k] = free.get(k, 0.0) - v
+                        u[k] = u.get(k, 0.0) + v
+                else:
+                    why = short or "the gang does not fit on the free nodes"
+                    if now - job.submitted_at >= self.reserve_after_s:
+                        out.append(Wait(job, f"waits: next to start, the queue holds for it "
+                                             f"({why})"))
+                        behind = f"waits behind {job.job_id} (held for it)"
+                        for rest in by_owner.values():
+                            out.extend(Wait(o, behind, "behind") for o in rest)
+                            rest.clear()
+                        return job
+                    out.append(Wait(job, f"waits: resources ({why})"))
+            if q:
+                heapq.heappush(heap, (dominant_share(u, total), q[0].seq, owner))
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        return {"policy": self.name, "reserve_after_s": self.reserve_after_s,
+                "quotas": {o: q.as_dict() for o, q in self.quotas.by_owner.items()},
+                "default_quota": self.quotas.default.as_dict() if self.quotas.default else None}
+
+
+def as_quotas(quotas: Quotas | Mapping[str, Quota | Mapping[str, Any]] | None) -> Quotas:
+    """``Quotas`` from a ``Quotas``, a dict ``{owner: Quota | dict}`` (key ``"*"``: the
+    default) or None."""
+    if quotas is None:
+        return Quotas()
+    if isinstance(quotas, Quotas):
+        return quotas
+    out = Quotas()
+    for owner, q in quotas.items():
+        quota = q if isinstance(q, Quota) else Quota.from_dict(q)
+        if owner == "*":
+            out.default = quota
+        else:
+            out.by_owner[str(owner)] = quota
+    return out

@@ -1,0 +1,77 @@
+"""Elastic gangs on the local cluster (real workers): start at what fits, grow at a
+checkpoint when capacity frees, with the data re-split and iterations going on."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+
+import pytest
+
+import tandem
+from tandem import train
+from tandem.train import Checkpoint, DataParallelTrainer, RunConfig, ScalingConfig
+
+pytestmark = pytest.mark.slow
+
+
+def busy_loop(config):
+    for i in range(config["steps"]):
+        time.sleep(0.05)
+        train.report({"i": i})
+
+
+def elastic_loop(config):
+    start = 0
+    ckpt = train.get_checkpoint()
+    if ckpt is not None:
+        with ckpt.as_directory() as d, open(os.path.join(d, "s.json")) as f:
+            start = json.load(f)["step"]
+    shard = train.get_dataset_shard("train")
+    ctx = train.get_context()
+    for step in range(start, config["steps"]):
+        time.sleep(0.05)
+        checkpoint = None
+        if step % 3 == 2:
+            d = tempfile.mkdtemp()
+            with open(os.path.join(d, "s.json"), "w") as f:
+                json.dump({"step": step + 1}, f)
+            checkpoint = Checkpoint.from_directory(d)
+        train.report({"step": step, "world": ctx.get_world_size(), "rows": len(shard)},
+                      checkpoint=checkpoint)
+
+
+def test_an_elastic_gang_starts_small_and_grows_at_a_checkpoint(tmp_path):
+    tandem.init(num_cpus=2, configure_logging=False)
+    try:
+        blocker = DataParallelTrainer(
+            busy_loop, train_loop_config={"steps": 30},
+            scaling_config=ScalingConfig(num_workers=1),
+            run_config=RunConfig(name="blocker", storage_path=str(tmp_path), verbose=0))
+        bh = blocker.fit(block=False)
+        next(iter(bh.results()))  # the blocker holds 1 of the 2 CPUs
+        elastic = DataParallelTrainer(
+            elastic_loop, train_loop_config={"steps": 60},
+            scaling_config=ScalingConfig(num_workers=(1, 2),
+                                         elastic_resize_monitor_interval_s=0.2),
+            run_config=RunConfig(name="elastic", storage_path=str(tmp_path), verbose=0),
+            datasets={"train": list(range(100))})
+        handle = elastic.fit(block=False)
+        result = handle.wait(timeout=120)
+        assert bh.wait(timeout=60).error is None
+    finally:
+        tandem.shutdown()
+    assert result.error is None
+    df = result.metrics_dataframe
+    assert list(df["training_iteration"]) == list(range(1, 61))
+    assert list(df["step"]) == list(range(60))
+    worlds = list(df["world"])
+    assert worlds[0] == 1 and worlds[-1] == 2  # started at what fit, grew to the most
+    assert sorted(set(zip(df["world"], df["rows"]))) == [(1, 100), (2, 50)]  # re-split
+    grown_at = worlds.index(2)
+    assert df["step"].iloc[grown_at] % 3 == 0  # the new gang began at a checkpoint boundary
+    states = [s for s, _ in handle.job.reasons]  # type: ignore[attr-defined]
+    why = [r for s, r in handle.job.reasons if s == "RESTARTING"]  # type: ignore[attr-defined]
+    assert states[-1] == "FINISHED" and why and "growing from 1 to 2 workers" in why[0]
