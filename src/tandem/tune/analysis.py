@@ -108,6 +108,10 @@ class ExperimentAnalysis:
                 f"ResultGrid from Tuner.fit() or the path of an experiment folder."
             )
         self._grid = grid
+        if default_metric is None and default_mode is not None:
+            from tandem.tune.result import DEFAULT_METRIC
+
+            default_metric = DEFAULT_METRIC  # Ray's: the unnamed metric a function returns
         self.default_metric = default_metric
         self.default_mode = default_mode
         ids = grid.trial_ids

@@ -24,7 +24,7 @@ from tandem.train.api.result import Result
 from tandem.train.api.run import AskSubmitter, RunDescription, job_spec, pickle_train_fn
 from tandem.train.api.trainer import DataParallelTrainer
 from tandem.train.context import AWAIT_VERDICT, StorageContext
-from tandem.tune.callback import Callback
+from tandem.tune.callback import Callback, LoggerCallback
 from tandem.tune.controller import (
     SCHEDULER_FILE,
     SEARCHER_FILE,
@@ -44,6 +44,7 @@ from tandem.tune.search.variant_generator import flatten_dict
 from tandem.tune.stopper import make_stopper
 from tandem.tune.trainable import (
     ClassTrainableRunner,
+    FunctionTrainableRunner,
     _ClassWithParameters,
     _WithResources,
     check_function_trainable,
@@ -190,7 +191,7 @@ class Tuner:
         if callable(inner):
             check_function_trainable(inner)
             self._refuse_checkpoint_schedule("a function trainable")
-            return "function", inner
+            return "function", FunctionTrainableRunner(inner)
         raise ConfigError(
             f"Tuner(trainable={trainable!r:.60}) is not a trainable: give a function f(config), "
             f"a tune.Trainable subclass, or a Trainer (e.g. TorchTrainer)."
@@ -254,7 +255,11 @@ class Tuner:
         # a stopper or a scheduler other than FIFO can decide at any result: each report then
         # waits for the verdict, so a decision takes effect at the result that triggered it
         verdicts = self._stopper is not None or (
-            type(scheduler).on_trial_result is not FIFOScheduler.on_trial_result)
+            type(scheduler).on_trial_result is not FIFOScheduler.on_trial_result) or (
+            # a Trainable class checkpoints when a callback sets result["should_checkpoint"]
+            isinstance(self._fn, ClassTrainableRunner) and any(
+                type(cb).on_trial_result is not Callback.on_trial_result
+                and not isinstance(cb, LoggerCallback) for cb in callbacks))
         launch = self._make_launcher(service, exp_path, exp_name, verbose, verdicts=verdicts)
         controller = TuneController(
             launch=launch, searcher=searcher, scheduler=scheduler,

@@ -341,7 +341,8 @@ class TrainController(JobRunner):
                     ckpts.on_report(it, path, None)
         self._rank_iter[rank] = batch[-1][0]
         low = min(self._rank_iter)
-        if low > self._committed_upto:
+        # ">=": a checkpoint attached to an already committed iteration commits at once
+        if low >= self._committed_upto:
             self._committed_upto = low
             self._commit(low)
 

@@ -202,6 +202,11 @@ class WorkerSession:
         self._handlers: dict[str, Callable[[Any], None]] = {}
         self._await_verdict = self._rank == 0 and bool(task.context.metadata.get(AWAIT_VERDICT))
         self._start_iteration = task.start_iteration
+        self._last_metrics: dict[str, Any] = {}
+        self._rows = 0  # reports with a metrics row sent by this gang (what verdicts count)
+        # set when the tuner answered a report with "checkpoint" (a callback set
+        # result["should_checkpoint"]); read by the Trainable class runner
+        self.checkpoint_requested = False
         self.exit_hooks: list[Callable[[bool], None]] = []
         channel.on_message(self._on_driver_message)
 
@@ -221,14 +226,27 @@ class WorkerSession:
         # Sent inline: once report() returns, the report is in the kernel's socket buffer and
         # reaches the driver even if this process is killed the next instant.
         self._send(("reports", self._rank, [(self.iteration, time.monotonic() - self._t0, clean, path)]))
+        self._rows += 1
+        self._last_metrics = clean
         if self._await_verdict:
             self._wait_for_verdict()
+
+    def attach_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Adds ``checkpoint`` to the latest report (same iteration, no new metrics row):
+        a checkpoint the tuner asked for after that report."""
+        path = self._persist(checkpoint)
+        self._send(("reports", self._rank, [(self.iteration, time.monotonic() - self._t0,
+                                             {**self._last_metrics, CHECKPOINT_ONLY: True},
+                                             path)]))
 
     def _wait_for_verdict(self) -> None:
         """In a tuning trial whose scheduler or stopper can decide at any result: returns once
         the tuner has seen this report and lets the trial go on; when it stopped, paused or
         exploited the trial at this report, blocks until the driver ends this gang."""
-        verdict = self.call("tune_verdict", (self.iteration, self.iteration - self._start_iteration))
+        verdict = self.call("tune_verdict", (self.iteration, self._rows))
+        if verdict == "checkpoint":
+            self.checkpoint_requested = True
+            return
         if verdict == "continue":
             return
         time.sleep(VERDICT_STOP_GRACE_S)
