@@ -34,7 +34,15 @@ from tandem.train.legacy import (  # the 1.x trainer API, see docs/migration.md
     world_rank,
     world_size,
 )
-from tandem.train.session import get_checkpoint, get_context, get_dataset_shard, report
+from tandem.train.session import (
+    get_all_reported_checkpoints,
+    get_checkpoint,
+    get_context,
+    get_dataset_shard,
+    report,
+)
+from tandem.train.v2.api.report_config import CheckpointConsistencyMode, CheckpointUploadMode
+from tandem.train.v2.api.reported_checkpoint import ReportedCheckpoint, ReportedCheckpointStatus
 
 __all__ = [
     "Backend",
@@ -43,11 +51,15 @@ __all__ = [
     "CallbackSite",
     "Checkpoint",
     "CheckpointConfig",
+    "CheckpointConsistencyMode",
+    "CheckpointUploadMode",
     "CheckpointStrategy",
     "DataConfig",
     "DataParallelTrainer",
     "FailureConfig",
     "Result",
+    "ReportedCheckpoint",
+    "ReportedCheckpointStatus",
     "RunCallbackContext",
     "RunConfig",
     "RunDescription",
@@ -56,6 +68,7 @@ __all__ = [
     "TrainContext",
     "Trainer",
     "TrainingFailedError",
+    "get_all_reported_checkpoints",
     "get_checkpoint",
     "get_context",
     "get_dataset_shard",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
 import numbers
 import os
 import pickle
@@ -26,6 +27,7 @@ from tandem.tune.result import SHOULD_CHECKPOINT
 
 _DICT_FILE = ".tune_checkpoint.pkl"
 _PATH_FILE = ".tune_checkpoint_path"
+_META_FILE = ".tune_metadata.json"
 
 
 class Trainable:
@@ -125,6 +127,8 @@ class Trainable:
         checkpoint_dir = checkpoint_dir or tempfile.mkdtemp(prefix="tandem-trainable-")
         os.makedirs(checkpoint_dir, exist_ok=True)
         out = self.save_checkpoint(checkpoint_dir)
+        with open(os.path.join(checkpoint_dir, _META_FILE), "w") as f:
+            json.dump({"iteration": self._iteration}, f)
         if isinstance(out, Mapping):
             with open(os.path.join(checkpoint_dir, _DICT_FILE), "wb") as f:
                 pickle.dump(dict(out), f)
@@ -140,6 +144,10 @@ class Trainable:
         return checkpoint_dir
 
     def restore(self, checkpoint_dir: str) -> None:
+        meta = os.path.join(checkpoint_dir, _META_FILE)
+        if os.path.exists(meta):  # the iteration count goes on from the checkpoint's
+            with open(meta) as f:
+                self._iteration = int(json.load(f).get("iteration", self._iteration))
         dict_file = os.path.join(checkpoint_dir, _DICT_FILE)
         path_file = os.path.join(checkpoint_dir, _PATH_FILE)
         if os.path.exists(dict_file):

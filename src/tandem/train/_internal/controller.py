@@ -129,6 +129,8 @@ class TrainController(JobRunner):
         self._done: dict[int, Any] = {}
         self._rank_iter: list[int] = []
         self._committed_upto = 0
+        # train.get_all_reported_checkpoints() calls waiting for an iteration to commit
+        self._checkpoint_waiters: list[tuple[int, Callable[[bool, Any], None]]] = []
         self._failures: list[_Failure] = []
         self.num_failures = 0
         self.last_metrics: dict | None = None
@@ -345,6 +347,24 @@ class TrainController(JobRunner):
         if low >= self._committed_upto:
             self._committed_upto = low
             self._commit(low)
+            if self._checkpoint_waiters:
+                self._answer_checkpoint_waiters()
+
+    def reported_checkpoints(self, iteration: int, reply: Callable[[bool, Any], None]) -> None:
+        """Answers ``train.get_all_reported_checkpoints()``: the kept checkpoints (oldest
+        first) with their metrics, once every rank's report ``iteration`` is committed."""
+        self._checkpoint_waiters.append((iteration, reply))
+        self._answer_checkpoint_waiters()
+
+    def _answer_checkpoint_waiters(self) -> None:
+        ready = [(it, r) for it, r in self._checkpoint_waiters if it <= self._committed_upto]
+        if not ready:
+            return
+        self._checkpoint_waiters = [(it, r) for it, r in self._checkpoint_waiters
+                                    if it > self._committed_upto]
+        kept = [(c.path, dict(m or {})) for _it, c, m in self.checkpoints.kept]
+        for _it, reply in ready:
+            reply(True, kept)
 
     def _record_checkpoints(self) -> None:
         if self.storage is not None:
@@ -375,15 +395,19 @@ class TrainController(JobRunner):
             self._rdzv.handle(method, payload, worker, call_id)
             return
         handler = self.spec.call_handlers.get(method) or DRIVER_CALLS.get(method)
-        if handler is None:
-            worker.send(("reply", call_id, False, RuntimeError(f"unknown driver call {method!r}")))
-            return
 
         def reply(ok: bool, value: Any) -> None:
             try:
                 worker.send(("reply", call_id, ok, value))
             except Exception as e:  # value did not pickle
                 worker.send(("reply", call_id, False, RuntimeError(repr(e))))
+
+        if method == "reported_checkpoints":
+            self.reported_checkpoints(int(payload), reply)
+            return
+        if handler is None:
+            worker.send(("reply", call_id, False, RuntimeError(f"unknown driver call {method!r}")))
+            return
 
         if isinstance(handler, AskSubmitter):
             assert self.ctx is not None

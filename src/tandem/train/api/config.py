@@ -201,6 +201,53 @@ def _is_file_name(v: object) -> TypeGuard[str]:
     return isinstance(v, str) and bool(v) and "/" not in v and v not in (".", "..")
 
 
+def storage_url(filesystem: Any, path: str | None) -> str:
+    """The local path or fsspec URL that ``RunConfig(storage_filesystem=fs,
+    storage_path=path)`` names: workers in other processes open storage by URL, so a
+    ``pyarrow.fs`` filesystem is mapped to its URL (local, S3, GCS, HDFS, a ``SubTree`` of
+    one, or an fsspec filesystem wrapped in ``PyFileSystem(FSSpecHandler(...))``).
+
+    Raises:
+        ConfigError: not a ``pyarrow.fs.FileSystem``, no ``storage_path``, or a filesystem
+            with no URL (such as a custom ``PyFileSystem`` handler).
+    """
+    import pyarrow.fs as pafs
+
+    if not isinstance(filesystem, pafs.FileSystem):
+        raise ConfigError(
+            f"RunConfig(storage_filesystem={filesystem!r}) must be a pyarrow.fs.FileSystem "
+            f"(e.g. pyarrow.fs.S3FileSystem(...)), got {type(filesystem).__name__}."
+        )
+    if not path:
+        raise ConfigError(
+            "RunConfig(storage_filesystem=...) needs storage_path: the folder inside that "
+            "filesystem, e.g. storage_path='bucket/results'."
+        )
+    path = os.fspath(path)
+    if isinstance(filesystem, pafs.SubTreeFileSystem):
+        return storage_url(filesystem.base_fs, filesystem.base_path.rstrip("/") + "/" +
+                           path.lstrip("/"))
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        return os.path.abspath(os.path.expanduser(path))
+    if isinstance(filesystem, pafs.PyFileSystem):
+        handler = filesystem.handler
+        inner = getattr(handler, "fs", None)
+        if inner is not None and hasattr(inner, "unstrip_protocol"):
+            url = str(inner.unstrip_protocol(path))
+            return url.removeprefix("file://") if url.startswith("file://") else url
+    schemes = {"s3": "s3", "gcs": "gs", "hdfs": "hdfs"}
+    scheme = schemes.get(filesystem.type_name)
+    if scheme is not None:
+        return f"{scheme}://{path.lstrip('/')}"
+    raise ConfigError(
+        f"RunConfig(storage_filesystem={filesystem!r}): tandem's workers open storage by "
+        f"URL, and this {filesystem.type_name!r} filesystem has none. Use a local, S3, GCS "
+        f"or HDFS pyarrow filesystem, wrap an fsspec filesystem with "
+        f"pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(fs)), or pass storage_path as an "
+        f"fsspec URL instead."
+    )
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Where a run's results go and how it behaves.
@@ -223,6 +270,8 @@ class RunConfig:
         verbose: 0 silent, 1 status lines, 2 everything (workers' output echoed).
         sync_config: refused unless None: tandem writes to ``storage_path`` directly, so
             there is nothing to sync.
+        storage_filesystem: a ``pyarrow.fs.FileSystem`` that ``storage_path`` is a folder
+            of (as in Ray); it is mapped to a URL (see :func:`storage_url`).
         log_to_file: as Ray Tune's: ``False`` (default) writes no extra files; ``True``
             tees the train function's stdout and stderr (Python's ``sys.stdout`` /
             ``sys.stderr``, still shown as before) into ``stdout`` and ``stderr`` in the run
@@ -240,6 +289,7 @@ class RunConfig:
     verbose: int | None = None
     sync_config: Any = None
     log_to_file: bool | str | tuple[str, str] = False
+    storage_filesystem: Any = None
 
     def log_files(self) -> tuple[str | None, str | None]:
         """``log_to_file`` as (stdout file, stderr file) names in the run folder, as Ray's
@@ -267,6 +317,8 @@ class RunConfig:
                 f"fsspec URL such as s3://...), so there is nothing to sync; remove it."
             )
         self.log_files()  # refuses a value Ray refuses, before any work
+        if self.storage_filesystem is not None:
+            storage_url(self.storage_filesystem, self.storage_path)  # refuses it up front
         if self.name is not None and not (_is_file_name(self.name) and self.name.strip()):
             raise ConfigError(
                 f"RunConfig(name={self.name!r}) is invalid: use a non-empty folder name "
@@ -287,6 +339,8 @@ class RunConfig:
             )
 
     def resolved_storage_path(self) -> str:
+        if self.storage_filesystem is not None:
+            return storage_url(self.storage_filesystem, self.storage_path)
         path = self.storage_path or os.environ.get("TANDEM_STORAGE_PATH") or DEFAULT_STORAGE_PATH
         if "://" in path:
             return path

@@ -51,7 +51,10 @@ class Result:
 
     @property
     def filesystem(self) -> Any:
-        return get_fs(self.path)[0]
+        """The ``pyarrow.fs.FileSystem`` that :attr:`path` lives on (as Ray's
+        ``Result.filesystem``); an fsspec URL's filesystem is wrapped with
+        ``pyarrow.fs.PyFileSystem(FSSpecHandler(...))``."""
+        return arrow_filesystem(self.path)
 
     @classmethod
     def from_path(cls, path: str) -> Result:
@@ -109,6 +112,15 @@ class Result:
     def __repr__(self) -> str:
         err = f", error={type(self.error).__name__}" if self.error is not None else ""
         return f"Result(metrics={self.metrics!r}, checkpoint={self.checkpoint!r}, path={self.path!r}{err})"
+
+
+def arrow_filesystem(path: str) -> Any:
+    """A ``pyarrow.fs.FileSystem`` for a local path or an fsspec URL."""
+    import pyarrow.fs as pafs
+
+    if not _is_url(path):
+        return pafs.LocalFileSystem()
+    return pafs.PyFileSystem(pafs.FSSpecHandler(get_fs(path)[0]))
 
 
 def read_result_rows(path: str) -> list[dict[str, Any]]:
