@@ -255,12 +255,16 @@ class FunctionTrainableRunner:
             import asyncio
 
             output = asyncio.run(output)
-        _report_output(output)
+        _report_output(output, returned=True)
         return output
 
 
-def _report_output(output: Any) -> None:
-    """Reports what a function trainable returned or yielded (Ray's ``handle_output``)."""
+def _report_output(output: Any, returned: bool = False) -> None:
+    """Reports what a function trainable returned or yielded (Ray's ``handle_output``).
+
+    A *returned* value that is neither a dict nor a number is ignored with a warning, as Ray
+    1.x did (programs written for it return e.g. the list of worker results); Ray 2.x raises
+    ``ValueError`` there, and for a yielded value tandem does too."""
     from tandem.tune.result import DEFAULT_METRIC
 
     if output is None or (not output and not isinstance(output, numbers.Number)):
@@ -269,6 +273,12 @@ def _report_output(output: Any) -> None:
         train_session.report(dict(output))
     elif isinstance(output, numbers.Number) and not isinstance(output, bool):
         train_session.report({DEFAULT_METRIC: output})
+    elif returned:
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "The trainable returned %.80r (%s), which is not reported: return a dict of "
+            "metrics or a number to report it.", output, type(output).__name__)
     else:
         raise ValueError(
             f"Invalid return or yield value {output!r:.80} ({type(output).__name__}). Either "

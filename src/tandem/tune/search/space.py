@@ -224,7 +224,7 @@ class Float(Domain):
         q: Round samples to a multiple of ``q``; both bounds must be multiples of ``q``.
     """
 
-    __slots__ = ("_fn", "_sampler", "base", "log", "lower", "q", "upper")
+    __slots__ = ("_fn", "_given", "_sampler", "base", "log", "lower", "q", "upper")
 
     def __init__(
         self,
@@ -238,6 +238,7 @@ class Float(Domain):
     ) -> None:
         self._sampler: str | None = None if _fn == "Float" else (
             "loguniform" if log else "uniform")
+        self._given = (lower, upper)
         if lower is None or upper is None:  # Ray's Float(None, None).normal()
             self.lower = -_INF if lower is None else float(lower)
             self.upper = _INF if upper is None else float(upper)
@@ -366,7 +367,9 @@ class Float(Domain):
 
     @property
     def domain_str(self) -> str:
-        return f"({self.lower}, {self.upper})"
+        lower, upper = self._given
+        return (f"({self.lower if lower is None else lower}, "
+                f"{self.upper if upper is None else upper})")
 
     def _sample_one(self, rng: Any, config: Any) -> float:
         if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
@@ -700,11 +703,21 @@ class Function(Domain):
         ``config`` (Ray's argument) is passed as the spec when ``spec`` is not given."""
         config, _ = _split_sample_args(config, random_state)
         spec = config if spec is None else spec
-        items = [self.func(spec) if self.pass_spec else self.func() for _ in range(size)]
+        items = [self._call(spec) for _ in range(size)]
         return items if size > 1 else items[0]
 
+    def _call(self, config: Any) -> Any:
+        if not self.pass_spec:
+            return self.func()
+        try:
+            return self.func(config)
+        except (KeyError, AttributeError):
+            if not isinstance(config, dict):
+                raise
+            return self.func(_Spec(config))  # the older ``spec.config[...]`` form
+
     def _sample_one(self, rng: Any, config: Any) -> Any:
-        return self.func(config) if self.pass_spec else self.func()
+        return self._call(config)
 
     def is_function(self) -> bool:
         return True
@@ -718,6 +731,18 @@ class Function(Domain):
 
     def __repr__(self) -> str:
         return f"tune.sample_from({self.func!r})"
+
+
+class _Spec:
+    """``spec.config`` / ``spec["config"]`` around a config dict (older sample_from form)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+
+    def __getitem__(self, key: str) -> Any:
+        if key != "config":
+            raise KeyError(key)
+        return self.config
 
 
 def is_grid_search(value: Any) -> bool:

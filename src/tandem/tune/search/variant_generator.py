@@ -341,20 +341,27 @@ def resolve_config(
 def _resolve_functions(
     config: dict[str, Any], pending: list[tuple[Path, Function]], resolved: dict[str, Any]
 ) -> None:
+    # Ray 2.x passes the config itself (``lambda config: config["a"]``); the older
+    # ``lambda spec: spec.config.a`` form is tried when that raises KeyError/AttributeError.
+    view = _AttrView(config)
     spec = _AttrView({"config": config})
     while pending:
         waiting: list[tuple[Path, Function]] = []
         for path, fn in pending:
             try:
-                value = fn.sample(spec=spec)
+                try:
+                    value = fn.sample(spec=view)
+                except (KeyError, AttributeError):
+                    value = fn.sample(spec=spec)
             except _Unresolved:
                 waiting.append((path, fn))
                 continue
             except Exception as exc:
                 raise ConfigError(
                     f"param_space[{path_str(path)!r}]: the sample_from function {fn.func!r} "
-                    f"raised {type(exc).__name__}: {exc}. It is called with a spec whose "
-                    "`config` is the resolved config; fix the function."
+                    f"raised {type(exc).__name__}: {exc}. It is called with the resolved "
+                    "config (or, in the older form, a spec whose `config` is it); fix the "
+                    "function."
                 ) from exc
             _set_path(config, path, value)
             resolved[path_str(path)] = value
