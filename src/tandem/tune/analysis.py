@@ -368,12 +368,18 @@ def _load_grid(path: str, metric: str | None, mode: str | None) -> tuple[ResultG
         state = json.load(f)
     results, ids, statuses = [], [], []
     for d in state["trials"]:
-        r = Result.from_path(d["path"])
+        # the trial folder inside this experiment folder: the experiment may have moved
+        # since it ran (Ray finds it the same way)
+        trial_path = os.path.join(path, os.path.basename(str(d["path"]).rstrip("/")))
+        if not os.path.isdir(trial_path):
+            trial_path = d["path"]
+        r = Result.from_path(trial_path)
         r.config = d.get("config") if r.config is None else r.config
         if d.get("last_result") and not r.metrics:
             r.metrics = d["last_result"]
         if d.get("checkpoint") and r.checkpoint is None:
-            r.checkpoint = Checkpoint(d["checkpoint"])
+            moved = os.path.join(trial_path, os.path.basename(str(d["checkpoint"]).rstrip("/")))
+            r.checkpoint = Checkpoint(moved if os.path.isdir(moved) else d["checkpoint"])
         if d.get("error") and r.error is None:
             r.error = TuneError(d["error"])
         results.append(r)

@@ -20,7 +20,7 @@ from tandem.jobs.runtime import get_service, log_to_driver
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, RunConfig, ScalingConfig, as_search_dict
 from tandem.train.api.files import join_path, make_dirs, read_file, remove_dir, write_file
-from tandem.train.api.result import Result
+from tandem.train.api.result import Result, kept_checkpoints
 from tandem.train.api.run import AskSubmitter, RunDescription, job_spec, pickle_train_fn
 from tandem.train.api.trainer import DataParallelTrainer
 from tandem.train.context import AWAIT_VERDICT, StorageContext
@@ -296,6 +296,8 @@ class Tuner:
     def _result_of(t: TuneTrial) -> Result:
         metrics = dict(t.last_result or {})
         best = t.result.best_checkpoints if t.result is not None else []
+        if not best and t.checkpoint is not None and t.path:  # a trial its stop ended
+            best = kept_checkpoints(t.path)
         return Result(metrics=metrics, checkpoint=t.checkpoint, path=t.path, error=t.error,
                       best_checkpoints=best, config=t.config)
 
