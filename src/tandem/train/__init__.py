@@ -10,7 +10,7 @@ To start a run without a Trainer object (what ``Tuner`` and the model layer do),
 it with ``RunDescription`` and pass it to ``submit``, which returns a ``JobHandle``.
 """
 
-from tandem.train.api.callback import Callback, CallbackSite, RunCallbackContext
+from tandem.train.api.callback import Callback, CallbackSite, RunCallbackContext, UserCallback
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import (
     CheckpointConfig,
@@ -68,6 +68,7 @@ __all__ = [
     "TrainContext",
     "Trainer",
     "TrainingFailedError",
+    "UserCallback",
     "get_all_reported_checkpoints",
     "get_checkpoint",
     "get_context",

@@ -47,7 +47,13 @@ from tandem.train._internal.rendezvous import GangRendezvous
 from tandem.train._internal.state import TrainControllerState
 from tandem.train._internal.storage import RunStorage
 from tandem.train._internal.worker import CHECKPOINT_ONLY, ErrorInfo, WorkerTask
-from tandem.train.api.callback import Callback, CallbackDispatcher, CallbackSite
+from tandem.train.api.callback import (
+    Callback,
+    CallbackDispatcher,
+    CallbackSite,
+    RunCallbackContext,
+    UserCallback,
+)
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, FailureConfig
 from tandem.train.api.errors import TrainingFailedError
@@ -143,6 +149,9 @@ class TrainController(JobRunner):
         self._lent_resources = False
         self.state = TrainControllerState.INITIALIZING
         self.callbacks = CallbackDispatcher(spec.callbacks, CallbackSite.DRIVER)
+        # Ray's UserCallback: every rank's metrics of an iteration, until it commits
+        self._user_callbacks = [cb for cb in spec.callbacks if isinstance(cb, UserCallback)]
+        self._rank_metrics: dict[int, dict[int, dict]] = {}
 
     def without_callbacks(self) -> tuple[TrainController, tuple[Callback, ...]]:
         """This run without its callbacks (a fresh controller), and the callbacks: a job
@@ -320,6 +329,10 @@ class TrainController(JobRunner):
         if self.spec.emit_rank_reports:
             assert self.ctx is not None
             self.ctx.emit("rank_reports", (rank, batch))
+        if self._user_callbacks:
+            for it, _t, metrics, _path in batch:
+                if CHECKPOINT_ONLY not in metrics:
+                    self._rank_metrics.setdefault(it, {})[rank] = dict(metrics)
         if rank == 0:
             for it, t, metrics, path in batch:
                 if CHECKPOINT_ONLY in metrics:  # a checkpoint without a metrics row
@@ -347,8 +360,35 @@ class TrainController(JobRunner):
         if low >= self._committed_upto:
             self._committed_upto = low
             self._commit(low)
+            if self._user_callbacks:
+                self._after_report(low)
             if self._checkpoint_waiters:
                 self._answer_checkpoint_waiters()
+
+    def _after_report(self, upto: int) -> None:
+        kept = {it: ckpt for it, ckpt, _m in self.checkpoints.kept}
+        context = self._callback_context()
+        for it in sorted(i for i in self._rank_metrics if i <= upto):
+            per_rank = self._rank_metrics.pop(it)
+            metrics = [per_rank.get(r, {}) for r in range(self.spec.num_workers)]
+            for cb in self._user_callbacks:
+                cb.after_report(context, metrics, kept.get(it))
+
+    def _callback_context(self) -> RunCallbackContext:
+        spec = self.spec
+        return RunCallbackContext(spec.storage.run_name, spec.storage.run_path,
+                                  CallbackSite.DRIVER, spec.trial_id, spec.trial_name)
+
+    def _after_exception(self) -> None:
+        errors: dict[int, Exception] = {}
+        for f in self._failures:
+            if f.rank is None or f.rank in errors:
+                continue
+            errors[f.rank] = (f.cause if isinstance(f.cause, Exception)
+                              else RuntimeError(f"{f.exc_type}: {f.message}"))
+        context = self._callback_context()
+        for cb in self._user_callbacks:
+            cb.after_exception(context, errors)
 
     def reported_checkpoints(self, iteration: int, reply: Callable[[bool, Any], None]) -> None:
         """Answers ``train.get_all_reported_checkpoints()``: the kept checkpoints (oldest
@@ -452,8 +492,9 @@ class TrainController(JobRunner):
         start_it = latest[0] if latest else self._base_iteration
         self.storage.rewind(start_it)  # iterations after start_it are reported again
         self._done = {}
-        self._rdzv = GangRendezvous()  # per gang: frames of old gangs are ignored
+        self._rdzv = GangRendezvous(n)  # per gang: frames of old gangs are ignored
         self._rank_iter = [start_it] * n
+        self._rank_metrics.clear()  # a new gang reports its iterations again
         self._committed_upto = start_it
         self._failures = []
         plan = plan_gang(placement.node_ids[:n], placement.node_ips[:n])
@@ -556,6 +597,8 @@ class TrainController(JobRunner):
         decision; returns the error (if the run ends with one) and the next state."""
         failure = self._settle_failure()
         self.num_failures += 1
+        if self._user_callbacks and not self._stop_requested:
+            self._after_exception()
         self._kill_gang()
         for path in self.checkpoints.drop_pending():
             if self.checkpoints.latest is None or path != self.checkpoints.latest[1].path:

@@ -89,8 +89,14 @@ class WorkerTask:
 
         runtime.set_process_service(NestedJobService(session))
         rank = self.context.world_rank
+        group = _LocalWorkerGroup(session, self.context.world_rank, self.context.world_size)
+        ray_hooks = _has_ray_hooks(self.backend)
         try:
             self.backend.on_worker_start(self.context)
+            if ray_hooks:
+                config = self.backend.backend_config
+                self.backend.on_start(group, config)
+                self.backend.on_training_start(group, config)
             try:
                 fn = cloudpickle.loads(self.fn_bytes)
             except ModuleNotFoundError as e:
@@ -127,6 +133,8 @@ class WorkerTask:
             code = 1
         finally:
             try:
+                if ray_hooks:
+                    self.backend.on_shutdown(group, self.backend.backend_config)
                 self.backend.on_worker_shutdown(self.context)
             except Exception:
                 pass
@@ -326,6 +334,47 @@ class WorkerSession:
                 waiter[0].set()
         elif kind in self._handlers:
             self._handlers[kind](msg[1])
+
+
+def _has_ray_hooks(backend: Any) -> bool:
+    """Whether a backend overrides one of Ray's hooks (on_start, on_training_start,
+    on_shutdown); plain tandem backends skip the group round trips."""
+    from tandem.train.backends.base import Backend
+
+    return any(getattr(type(backend), name, None) is not getattr(Backend, name)
+               for name in ("on_start", "on_training_start", "on_shutdown"))
+
+
+class _LocalWorkerGroup:
+    """The worker group a Ray ``Backend`` hook gets, seen from one worker: ``execute(fn,
+    *args, **kwargs)`` runs ``fn`` here and returns every worker's result, by rank (every
+    worker runs the same hook, so each runs ``fn`` once); ``execute_single(rank, fn, ...)``
+    runs it on that rank only and returns its result on every rank."""
+
+    def __init__(self, session: WorkerSession, rank: int, size: int) -> None:
+        self._session = session
+        self._rank = rank
+        self._size = size
+        self._calls = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def num_workers(self) -> int:
+        return self._size
+
+    def _gather(self, value: Any) -> list[Any]:
+        self._calls += 1
+        return list(self._session.call("rendezvous_gather", (self._calls, self._rank, value)))
+
+    def execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
+        return self._gather(fn(*args, **kwargs))
+
+    def execute_single(self, rank: int, fn: Callable[..., Any], *args: Any,
+                       **kwargs: Any) -> Any:
+        value = fn(*args, **kwargs) if rank == self._rank else None
+        return self._gather(value)[rank]
 
 
 def _is_persisted(path: str) -> bool:

@@ -117,6 +117,39 @@ class ScalingConfig:
         b = self.worker_bundle
         return tuple(dict(b) for _ in range(self.num_workers))
 
+    # -- Ray's accounting properties (what Ray reports; tandem places ``worker_bundle``) --
+    @property
+    def _resources_per_worker_not_none(self) -> dict[str, float]:
+        """Ray's per-worker request: ``{"CPU": 1}``, or ``{"GPU": 1}`` with ``use_gpu``
+        (Ray asks no CPU for a GPU worker), or the given resources without zero amounts."""
+        if self.resources_per_worker is None:
+            per: dict[str, float] = {"GPU": 1} if self.use_gpu else {"CPU": 1}
+        else:
+            per = {k: v for k, v in self.resources_per_worker.items() if v != 0}
+        if self.use_gpu:
+            per.setdefault("GPU", 1)
+        return per
+
+    @property
+    def total_resources(self) -> dict[str, float]:
+        """The resources of the whole gang, as Ray counts them (per worker times workers)."""
+        n = self.num_workers if isinstance(self.num_workers, int) else max(self.num_workers)
+        return {k: float(v) * n for k, v in self._resources_per_worker_not_none.items()}
+
+    @property
+    def num_cpus_per_worker(self) -> float:
+        return self._resources_per_worker_not_none.get("CPU", 0)
+
+    @property
+    def num_gpus_per_worker(self) -> float:
+        return self._resources_per_worker_not_none.get("GPU", 0)
+
+    @property
+    def additional_resources_per_worker(self) -> dict[str, float]:
+        """Resources per worker other than CPU and GPU."""
+        return {k: v for k, v in self._resources_per_worker_not_none.items()
+                if k not in ("CPU", "GPU")}
+
 
 @dataclass(frozen=True)
 class FailureConfig:

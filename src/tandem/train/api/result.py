@@ -56,6 +56,36 @@ class Result:
         ``pyarrow.fs.PyFileSystem(FSSpecHandler(...))``."""
         return arrow_filesystem(self.path)
 
+    def get_best_checkpoint(self, metric: str, mode: str) -> Checkpoint | None:
+        """The kept checkpoint with the best ``metric`` (a flat ``"a/b"`` key reaches nested
+        metrics) among those reported with it, as Ray's ``Result.get_best_checkpoint``.
+
+        Raises:
+            RuntimeError: no checkpoint, or none reported with ``metric``.
+            ValueError: ``mode`` is not ``"min"`` or ``"max"``.
+        """
+        if not self.best_checkpoints:
+            raise RuntimeError("No checkpoint exists in the trial directory!")
+        if mode not in ("max", "min"):
+            raise ValueError(f'Unsupported mode: {mode}. Please choose from ["min", "max"]!')
+
+        def lookup(metrics: dict[str, Any]) -> Any:
+            value: Any = metrics
+            for key in metric.split("/"):
+                if not isinstance(value, dict) or key not in value:
+                    return metrics.get(metric)
+                value = value[key]
+            return value
+
+        valid = [(c, m) for c, m in self.best_checkpoints if lookup(m) is not None]
+        if not valid:
+            raise RuntimeError(
+                f"Invalid metric name {metric}! You may choose from the following metrics: "
+                f"{(self.metrics or {}).keys()}."
+            )
+        pick = max if mode == "max" else min
+        return pick(valid, key=lambda x: lookup(x[1]))[0]
+
     @classmethod
     def from_path(cls, path: str) -> Result:
         """Rebuilds a Result from a run folder (e.g. after the driver exited)."""
