@@ -401,19 +401,31 @@ class Tuner:
         write_file(join_path(exp_path, TUNER_FILE), data)
 
     @classmethod
-    def can_restore(cls, path: str) -> bool:
-        """Whether ``path`` (a folder or an fsspec URL) holds an experiment to restore."""
+    def can_restore(cls, path: str, storage_filesystem: Any = None) -> bool:
+        """Whether ``path`` (a folder or an fsspec URL, or a folder of ``storage_filesystem``)
+        holds an experiment to restore."""
+        if storage_filesystem is not None:
+            from tandem.train.api.config import storage_url
+
+            path = storage_url(storage_filesystem, path)
         return read_file(join_path(_expand(path), STATE_FILE)) is not None
 
     @classmethod
     def restore(cls, path: str, trainable: Any, *, resume_unfinished: bool = True,
                 resume_errored: bool = False, restart_errored: bool = False,
-                param_space: Mapping[str, Any] | None = None) -> Tuner:
+                param_space: Mapping[str, Any] | None = None,
+                storage_filesystem: Any = None) -> Tuner:
         """Resumes an interrupted experiment from its folder.
 
         Finished trials are kept; unfinished ones continue from their latest checkpoints;
         errored ones are resumed (``resume_errored``) or started over (``restart_errored``).
+        ``storage_filesystem`` (a ``pyarrow.fs.FileSystem``) is the filesystem ``path`` is
+        on, as in ``RunConfig(storage_filesystem=...)``.
         """
+        if storage_filesystem is not None:
+            from tandem.train.api.config import storage_url
+
+            path = storage_url(storage_filesystem, path)
         path = _expand(path)
         raw = read_file(join_path(path, STATE_FILE))
         if raw is None:
