@@ -44,6 +44,9 @@ from tandem.train.session import (
 from tandem.train.v2.api.report_config import CheckpointConsistencyMode, CheckpointUploadMode
 from tandem.train.v2.api.reported_checkpoint import ReportedCheckpoint, ReportedCheckpointStatus
 
+TRAIN_DATASET_KEY = "train"
+"""The dataset name trainers treat as the training set (Ray's constant)."""
+
 __all__ = [
     "Backend",
     "BackendConfig",
@@ -65,6 +68,7 @@ __all__ = [
     "RunDescription",
     "ScalingConfig",
     "StorageContext",
+    "TRAIN_DATASET_KEY",
     "TrainContext",
     "Trainer",
     "TrainingFailedError",

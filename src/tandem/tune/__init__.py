@@ -11,7 +11,10 @@ Every trial is a train job on the same job service as ``trainer.fit()``::
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, FailureConfig, RunConfig
 from tandem.train.api.result import Result
-from tandem.tune._run import run
+from tandem.tune._factories import create_scheduler, create_searcher
+from tandem.tune._run import run, run_experiments
+from tandem.tune.experiment import Experiment
+from tandem.tune.experiment.experiment import register_trainable
 from tandem.tune.analysis import ExperimentAnalysis
 from tandem.tune.callback import Callback, LoggerCallback, TBXLoggerCallback
 from tandem.tune.controller import TuneError
@@ -42,6 +45,7 @@ __all__ = [
     "Callback",
     "Checkpoint",
     "CheckpointConfig",
+    "Experiment",
     "ExperimentAnalysis",
     "FailureConfig",
     "LoggerCallback",
@@ -58,6 +62,8 @@ __all__ = [
     "Tuner",
     "WandbLoggerCallback",
     "choice",
+    "create_scheduler",
+    "create_searcher",
     "get_checkpoint",
     "get_context",
     "grid_search",
@@ -71,8 +77,10 @@ __all__ = [
     "quniform",
     "randint",
     "randn",
+    "register_trainable",
     "report",
     "run",
+    "run_experiments",
     "sample_from",
     "uniform",
     "with_parameters",

@@ -162,6 +162,10 @@ class Tuner:
 
     # -- trainable kinds -------------------------------------------------------------------
     def _classify(self, trainable: Any) -> tuple[str, Any]:
+        if isinstance(trainable, str):  # a name given to tune.register_trainable
+            from tandem.tune.experiment.experiment import get_trainable
+
+            trainable = get_trainable(trainable)
         inner = trainable.trainable if isinstance(trainable, _WithResources) else trainable
         if isinstance(inner, DataParallelTrainer):
             allowed = ("train_loop_config", "scaling_config", "datasets",
