@@ -28,6 +28,11 @@ def register_trainable(name: str, trainable: Callable[..., Any] | type,
             f"register_trainable({name!r}, {trainable!r:.60}): a trainable must be a function, "
             f"a tune.Trainable class or a Trainer; got {type(trainable).__name__}."
         )
+    if warn and name in _REGISTRY and _REGISTRY[name] is not trainable:
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "register_trainable(%r): replacing the trainable registered under that name.", name)
     _REGISTRY[name] = trainable
 
 
