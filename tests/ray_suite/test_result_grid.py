@@ -35,9 +35,8 @@ def test_result_grid():
     assert isinstance(result.checkpoint, tune.Checkpoint)
     assert isinstance(result.metrics, dict)
     assert result.config == {"a": 1}
-    with result.checkpoint.as_directory() as d:
-        with open(os.path.join(d, "checkpoint.json")) as fp:
-            assert json.load(fp) == {"step": 0}
+    with result.checkpoint.as_directory() as d, open(os.path.join(d, "checkpoint.json")) as fp:
+        assert json.load(fp) == {"step": 0}
 
 
 def test_result_grid_metric_mode():
@@ -165,9 +164,8 @@ def test_result_grid_moved_experiment_path(tmp_path, checkpoint_interval):
         data = {"it": 0}
         checkpoint = tune.get_checkpoint()
         if checkpoint:
-            with checkpoint.as_directory() as d:
-                with open(os.path.join(d, "data.json")) as fp:
-                    data = json.load(fp)
+            with checkpoint.as_directory() as d, open(os.path.join(d, "data.json")) as fp:
+                data = json.load(fp)
         while True:
             data["it"] += 1
             if data["it"] % config["checkpoint_interval"] == 0:

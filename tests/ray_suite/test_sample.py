@@ -214,7 +214,7 @@ def _objective(config):
 def test_reproducibility_basic_variant_generator():
     space = _space()
     space.pop("func")
-    params = dict(config=space, metric="uniform", mode="max", num_samples=3)
+    params = {"config": space, "metric": "uniform", "mode": "max", "num_samples": 3}
     np.random.seed(1000)
     a = tune.run(_objective, search_alg=BasicVariantGenerator(max_concurrent=1), **params)
     np.random.seed(1000)

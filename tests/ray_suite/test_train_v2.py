@@ -146,14 +146,16 @@ def test_user_callback(tmp_path):
     DataParallelTrainer(_loop_ranks, scaling_config=train.ScalingConfig(num_workers=2),
                         run_config=train.RunConfig(storage_path=str(tmp_path),
                                                    callbacks=[_Recorder(out)])).fit()
-    assert open(out).read().splitlines() == ["report [0, 1] False", "report [0, 1] True"]
+    with open(out) as f:
+        assert f.read().splitlines() == ["report [0, 1] False", "report [0, 1] True"]
     out2 = str(tmp_path / "events2.txt")
     with pytest.raises(train.TrainingFailedError):
         DataParallelTrainer(_loop_ranks, train_loop_config={"fail": True},
                             scaling_config=train.ScalingConfig(num_workers=2),
                             run_config=train.RunConfig(storage_path=str(tmp_path),
                                                        callbacks=[_Recorder(out2)])).fit()
-    lines = open(out2).read().splitlines()
+    with open(out2) as f:
+        lines = f.read().splitlines()
     assert lines[0] == "report [0, 1] False"  # then maybe the second report: ranks race
     assert lines[-1].startswith("exception [") and "RuntimeError" in lines[-1]
     assert [ln for ln in lines if ln.startswith("exception")] == lines[-1:]
@@ -210,8 +212,8 @@ def test_resume_by_name_instead_of_restore(tmp_path):
         start = 0
         ckpt = train.get_checkpoint()
         if ckpt is not None:
-            with ckpt.as_directory() as d:
-                start = int(open(os.path.join(d, "m.txt")).read()) + 1
+            with ckpt.as_directory() as d, open(os.path.join(d, "m.txt")) as f:
+                start = int(f.read()) + 1
         for i in range(start, 3):
             train.report({"i": i}, checkpoint=_write_checkpoint(i))
             if i == 1 and start == 0:

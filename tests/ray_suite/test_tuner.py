@@ -90,9 +90,8 @@ def _resumable(config):
     step = 0
     checkpoint = tune.get_checkpoint()
     if checkpoint:
-        with checkpoint.as_directory() as d:
-            with open(os.path.join(d, "step.json")) as f:
-                step = json.load(f)
+        with checkpoint.as_directory() as d, open(os.path.join(d, "step.json")) as f:
+            step = json.load(f)
     while step < 4:
         step += 1
         if step == 2 and os.path.exists(config["marker"]):

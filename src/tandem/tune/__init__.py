@@ -13,11 +13,11 @@ from tandem.train.api.config import CheckpointConfig, FailureConfig, RunConfig
 from tandem.train.api.result import Result
 from tandem.tune._factories import create_scheduler, create_searcher
 from tandem.tune._run import run, run_experiments
-from tandem.tune.experiment import Experiment
-from tandem.tune.experiment.experiment import register_trainable
 from tandem.tune.analysis import ExperimentAnalysis
 from tandem.tune.callback import Callback, LoggerCallback, TBXLoggerCallback
 from tandem.tune.controller import TuneError
+from tandem.tune.experiment import Experiment
+from tandem.tune.experiment.experiment import register_trainable
 from tandem.tune.integration.mlflow import MLflowLoggerCallback
 from tandem.tune.integration.wandb import WandbLoggerCallback
 from tandem.tune.result_grid import ResultGrid
@@ -26,8 +26,8 @@ from tandem.tune.search.space import (
     grid_search,
     lograndint,
     loguniform,
-    qloguniform,
     qlograndint,
+    qloguniform,
     qrandint,
     qrandn,
     quniform,
@@ -70,8 +70,8 @@ __all__ = [
     "is_session_enabled",
     "lograndint",
     "loguniform",
-    "qloguniform",
     "qlograndint",
+    "qloguniform",
     "qrandint",
     "qrandn",
     "quniform",

@@ -24,9 +24,9 @@ from tandem.jobs.spec import JobStatus
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.files import join_path, make_dirs, write_file
 from tandem.train.api.result import Result
+from tandem.tune.result import SHOULD_CHECKPOINT
 from tandem.tune.schedulers.base import Action, TrialScheduler
 from tandem.tune.search.searcher import Searcher
-from tandem.tune.result import SHOULD_CHECKPOINT
 from tandem.tune.trial import Trial, TrialStatus
 
 logger = logging.getLogger(__name__)

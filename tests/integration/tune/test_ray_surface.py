@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from tandem import train, tune
-from tandem.tune import schedulers
 from tandem.train import Checkpoint, DataParallelTrainer, ScalingConfig
+from tandem.tune import schedulers
 
 
 def _objective(config):

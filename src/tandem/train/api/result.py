@@ -161,9 +161,8 @@ _REPR_HIDDEN = frozenset({
     "training_iteration", "time_total_s", "episodes_total", "timesteps_total", "node_ip",
     "hostname", "pid", "time_this_iter_s", "timestamp", "date", "time_since_restore",
     "timesteps_since_restore", "iterations_since_restore", "config", "checkpoint_dir_name",
-    "done", "experiment_tag", "iterations_since_restore", "config", "hostname",
-                "date", "time_since_restore", "trial_id", "timestamp", "should_checkpoint",
-                "node_ip", "_report_on", "pid"})
+    "done", "experiment_tag", "trial_id", "should_checkpoint",
+                "_report_on"})
 
 
 def kept_checkpoints(path: str, rows: list[dict[str, Any]] | None = None

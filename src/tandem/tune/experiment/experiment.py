@@ -68,7 +68,7 @@ class Experiment:
         run: str | Callable[..., Any] | type,
         *,
         stop: Mapping[str, Any] | Callable[[str, Mapping], bool] | Any | None = None,
-        time_budget_s: int | float | datetime.timedelta | None = None,
+        time_budget_s: float | datetime.timedelta | None = None,
         config: dict[str, Any] | None = None,
         resources_per_trial: Any = None,
         num_samples: int = 1,
@@ -127,13 +127,13 @@ class Experiment:
 
     def run_kwargs(self) -> dict[str, Any]:
         """The ``tune.run`` keywords this experiment stands for."""
-        kwargs: dict[str, Any] = dict(
-            name=self.name, stop=self.stop, time_budget_s=self.time_budget_s,
-            config=self.config, resources_per_trial=self.resources_per_trial,
-            num_samples=self.num_samples, storage_path=self.storage_path,
-            trial_name_creator=self.trial_name_creator,
-            trial_dirname_creator=self.trial_dirname_creator,
-            log_to_file=self.log_to_file, max_failures=self.max_failures)
+        kwargs: dict[str, Any] = {
+            "name": self.name, "stop": self.stop, "time_budget_s": self.time_budget_s,
+            "config": self.config, "resources_per_trial": self.resources_per_trial,
+            "num_samples": self.num_samples, "storage_path": self.storage_path,
+            "trial_name_creator": self.trial_name_creator,
+            "trial_dirname_creator": self.trial_dirname_creator,
+            "log_to_file": self.log_to_file, "max_failures": self.max_failures}
         cc = self.checkpoint_config
         if cc is not None:
             order = getattr(cc, "checkpoint_score_order", "max")

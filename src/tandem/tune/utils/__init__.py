@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Any
 
 import cloudpickle
+from typing_extensions import Self
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ __all__ = [
 
 def date_str() -> str:
     """The current time as ``YYYY-MM-DD_HH-MM-SS`` (how trial folders are stamped)."""
-    return datetime.today().strftime("%Y-%m-%d_%H-%M-%S")
+    return datetime.today().strftime("%Y-%m-%d_%H-%M-%S")  # noqa: DTZ002 - local time, as Ray
 
 
 def merge_dicts(d1: dict, d2: dict) -> dict:
@@ -72,7 +73,7 @@ def deep_update(
         original: The dict to update.
         new_dict: The values to put into it.
         new_keys_allowed: Whether keys absent from ``original`` may be added (else
-            ``Exception("Unknown config parameter `k`")``).
+            ``ValueError("Unknown config parameter `k`")``; Ray raises a bare Exception).
         allow_new_subkey_list: Keys whose sub-dicts may take new keys.
         override_all_if_type_changes: Keys whose sub-dict is replaced whole when its
             ``"type"`` changes.
@@ -83,12 +84,10 @@ def deep_update(
     override_all_key_list = override_all_key_list or []
     for k, value in new_dict.items():
         if k not in original and not new_keys_allowed:
-            raise Exception(f"Unknown config parameter `{k}` ")
+            raise ValueError(f"Unknown config parameter `{k}` ")
         if isinstance(original.get(k), dict) and isinstance(value, dict):
             if (k in override_all_if_type_changes and "type" in value
-                    and "type" in original[k] and value["type"] != original[k]["type"]):
-                original[k] = value
-            elif k in override_all_key_list:
+                    and "type" in original[k] and value["type"] != original[k]["type"]) or k in override_all_key_list:
                 original[k] = value
             elif k in allow_new_subkey_list:
                 deep_update(original[k], value, True)
@@ -167,11 +166,11 @@ def _detect_config_single(func: Callable[..., Any]) -> bool:
     return True
 
 
-class warn_if_slow:  # noqa: N801 - Ray's name
+class warn_if_slow:
     """``with warn_if_slow("name"):`` logs a warning when the block took longer than
     ``threshold`` seconds (default 0.5, or ``TUNE_WARN_THRESHOLD_S``)."""
 
-    DEFAULT_THRESHOLD = float(os.environ.get("TUNE_WARN_THRESHOLD_S", 0.5))
+    DEFAULT_THRESHOLD = float(os.environ.get("TUNE_WARN_THRESHOLD_S", "0.5"))
     DEFAULT_MESSAGE = ("The `{name}` operation took {duration:.3f} s, which may be a "
                        "performance bottleneck.")
 
@@ -184,11 +183,11 @@ class warn_if_slow:  # noqa: N801 - Ray's name
         self.disable = disable
         self.start = 0.0
 
-    def __enter__(self) -> warn_if_slow:
+    def __enter__(self) -> Self:
         self.start = time.monotonic()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         now = time.monotonic()
         if self.disable:
             return
