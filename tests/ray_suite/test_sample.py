@@ -200,7 +200,7 @@ def test_random_state_reproducible():
         if rs is None:
             np.random.seed(1000)
         b = tune.uniform(0, 1).sample(size=5, random_state=rs)
-        assert a == b
+        assert list(a) == list(b)
     a = tune.randint(0, 1000).sample(size=5, random_state=np.random.default_rng(3))
     b = tune.randint(0, 1000).sample(size=5, random_state=np.random.default_rng(3))
     assert list(a) == list(b)

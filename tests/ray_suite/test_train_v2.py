@@ -35,7 +35,7 @@ def test_scaling_config_total_resources():
 
 
 def test_scaling_config_validation():
-    with pytest.raises(ValueError):
+    with pytest.raises(DeprecationWarning):  # Ray V2 refuses it as deprecated
         train.ScalingConfig(num_workers=1, trainer_resources={"CPU": 2})
 
 

@@ -58,7 +58,8 @@ class ScalingConfig:
                 not isinstance(tr, Mapping) or any(
                     isinstance(v, bool) or not isinstance(v, (int, float)) or v != 0
                     for v in tr.values())):
-            raise ConfigError(
+            raise DeprecatedParameterError(
+                f"`ScalingConfig(trainer_resources)` is deprecated (as in Ray Train V2), so "
                 f"ScalingConfig(trainer_resources={tr!r}) is not supported: tandem's training "
                 f"coordinator runs in your driver process and holds no resources (Ray Train "
                 f"V2 refuses this field too). Remove it, or add what the coordinator would "
@@ -232,6 +233,10 @@ class CheckpointConfig:
 def _is_file_name(v: object) -> TypeGuard[str]:
     """A single folder or file name: a non-empty string, no '/', not '.' or '..'."""
     return isinstance(v, str) and bool(v) and "/" not in v and v not in (".", "..")
+
+
+class DeprecatedParameterError(ConfigError, DeprecationWarning):
+    """A parameter Ray deprecated and refuses (raised as ``DeprecationWarning`` there)."""
 
 
 def storage_url(filesystem: Any, path: str | None) -> str:
