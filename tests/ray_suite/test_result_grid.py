@@ -158,6 +158,7 @@ def test_num_errors_terminated():
     assert all("Test error" in str(e) for e in grid.errors)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("checkpoint_interval", [1, 2])
 def test_result_grid_moved_experiment_path(tmp_path, checkpoint_interval):
     def train_func(config):

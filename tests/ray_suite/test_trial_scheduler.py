@@ -63,6 +63,7 @@ def test_asha_stops_the_worse_trials():
     assert best.config["rate"] == 4.0
 
 
+@pytest.mark.slow
 def test_asha_min_mode_same_decisions():
     sched = schedulers.ASHAScheduler(metric="loss", mode="min", grace_period=1, max_t=12,
                                      reduction_factor=2)
@@ -71,6 +72,7 @@ def test_asha_min_mode_same_decisions():
     assert dict(_iterations(results))[4.0] == 12
 
 
+@pytest.mark.slow
 def test_hyperband_stops_the_worse_trials():
     sched = schedulers.HyperBandScheduler(metric="score", mode="max", max_t=12,
                                           reduction_factor=2)
@@ -82,6 +84,7 @@ def test_hyperband_stops_the_worse_trials():
     assert results.num_errors == 0
 
 
+@pytest.mark.slow
 def test_median_stopping_rule():
     sched = schedulers.MedianStoppingRule(metric="score", mode="max", grace_period=2,
                                           min_samples_required=3, time_attr="training_iteration")

@@ -103,6 +103,7 @@ def _resumable(config):
                         checkpoint=tune.Checkpoint.from_directory(d))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["resume_errored", "restart_errored", "neither"])
 def test_tuner_restore_errored(tmp_path, how):
     marker = tmp_path / "fail"
