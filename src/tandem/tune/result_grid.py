@@ -34,7 +34,7 @@ class ResultGrid:
                     f"ExperimentAnalysis of an experiment (tune.run(...) or "
                     f"tune.ExperimentAnalysis(path)), or a list of Result objects."
                 )
-            experiment_path = grid.experiment_path
+            experiment_path = str(grid.experiment_path)
             trial_ids = grid.trial_ids  # type: ignore[assignment]
             default_metric = default_metric or getattr(experiment_analysis, "default_metric",
                                                        None)

@@ -249,7 +249,7 @@ def storage_url(filesystem: Any, path: str | None) -> str:
         ConfigError: not a ``pyarrow.fs.FileSystem``, no ``storage_path``, or a filesystem
             with no URL (such as a custom ``PyFileSystem`` handler).
     """
-    import pyarrow.fs as pafs
+    import pyarrow.fs as pafs  # type: ignore[import-untyped,unused-ignore]
 
     if not isinstance(filesystem, pafs.FileSystem):
         raise ConfigError(

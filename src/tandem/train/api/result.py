@@ -148,7 +148,7 @@ class Result:
 
 def arrow_filesystem(path: str) -> Any:
     """A ``pyarrow.fs.FileSystem`` for a local path or an fsspec URL."""
-    import pyarrow.fs as pafs
+    import pyarrow.fs as pafs  # type: ignore[import-untyped,unused-ignore]
 
     if not _is_url(path):
         return pafs.LocalFileSystem()
