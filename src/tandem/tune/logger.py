@@ -19,7 +19,7 @@ def pretty_print(result: dict[str, Any], exclude: set[str] | None = None) -> str
     """A result dict as YAML text, without ``config``, ``hist_stats``, None values and the
     keys in ``exclude`` (Ray's ``pretty_print``); values YAML cannot hold are shown as
     strings."""
-    import yaml
+    import yaml  # type: ignore[import-untyped,unused-ignore]
 
     out = {k: v for k, v in result.items()
            if k not in ("config", "hist_stats") and v is not None
