@@ -43,12 +43,16 @@ REGENERATE = (
 
 # How each module's names are collected: "all" = its __all__; "defined" = the public classes
 # and functions its source defines (modules without __all__); "constants" = its UPPER_CASE
-# assignments (ray.tune.result).
-ALL, DEFINED, CONSTANTS = "all", "defined", "constants"
+# assignments (ray.tune.result); "source_all" = the ``__all__`` written in its source, for
+# modules that import a heavy library (TensorFlow, Lightning, Transformers) when imported.
+ALL, DEFINED, CONSTANTS, SOURCE_ALL = "all", "defined", "constants", "source_all"
 SEARCH_LIBS = ("ax", "bayesopt", "bohb", "hebo", "hyperopt", "nevergrad", "optuna", "zoopt")
 V2_API = ("config", "context", "data_parallel_trainer", "exceptions", "result", "callback",
           "report_config", "reported_checkpoint", "preemption", "validation_config",
           "train_fn_utils")
+SCHEDULER_FILES = ("async_hyperband", "hb_bohb", "hyperband", "median_stopping_rule", "pb2",
+                   "pbt", "resource_changing_scheduler", "trial_scheduler")
+TUNE_INTEGRATIONS = ("keras", "lightgbm", "pytorch_lightning", "ray_train", "xgboost")
 MODULES: list[tuple[str, str]] = [
     ("ray.train", ALL),
     ("ray.train.torch", ALL),
@@ -59,10 +63,26 @@ MODULES: list[tuple[str, str]] = [
     ("ray.tune.search.basic_variant", DEFINED),
     ("ray.tune.search.concurrency_limiter", DEFINED),
     *[(f"ray.tune.search.{lib}", ALL) for lib in SEARCH_LIBS],
+    ("ray.tune.search.sample", DEFINED),
+    ("ray.tune.search.searcher", DEFINED),
+    ("ray.tune.search.repeater", DEFINED),
+    *[(f"ray.tune.schedulers.{m}", DEFINED) for m in SCHEDULER_FILES],
     ("ray.tune.stopper", ALL),
     ("ray.tune.logger", ALL),
     ("ray.tune.utils", ALL),
     ("ray.tune.result", CONSTANTS),
+    ("ray.tune.experiment", ALL),
+    ("ray.tune.trainable", ALL),
+    ("ray.tune.result_grid", DEFINED),
+    *[(f"ray.tune.integration.{m}", DEFINED) for m in TUNE_INTEGRATIONS],
+    ("ray.train.backend", DEFINED),
+    ("ray.train.context", DEFINED),
+    ("ray.train.collective", ALL),
+    ("ray.train.xgboost", ALL),
+    ("ray.train.lightgbm", ALL),
+    ("ray.train.tensorflow", SOURCE_ALL),
+    ("ray.train.lightning", SOURCE_ALL),
+    ("ray.train.huggingface.transformers", SOURCE_ALL),
     # every submodule of ray.air.integrations (checked against Ray's package below)
     ("ray.air.integrations.comet", DEFINED),
     ("ray.air.integrations.keras", DEFINED),
@@ -147,6 +167,12 @@ def ray_names(module: str, how: str) -> list[str]:
     __all__ (ray.air.integrations.keras needs TensorFlow to import)."""
     if how == ALL:
         return [n for n in importlib.import_module(module).__all__ if not n.startswith("_")]
+    if how == SOURCE_ALL:
+        for node in _source_tree(module).body:
+            if isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+                return [n for n in ast.literal_eval(node.value) if not n.startswith("_")]
+        raise RuntimeError(f"{module} has no literal __all__")
     if how == CONSTANTS:  # what users can import from it, its own or re-exported
         return [n for n in dir(importlib.import_module(module))
                 if re.fullmatch(r"[A-Z][A-Z0-9_]*", n)]
@@ -193,7 +219,8 @@ def resolve(path: str) -> tuple[bool, Any]:
 
 # Ray modules read from source instead of imported: they import their library (MLflow, W&B,
 # TensorFlow) at import time, which costs seconds (or fails) and tells nothing more.
-SOURCE_ONLY = "ray.air.integrations."
+SOURCE_ONLY = ("ray.air.integrations.", "ray.train.tensorflow", "ray.train.lightning",
+               "ray.train.huggingface", "ray.tune.integration.")
 
 
 class _Source:
@@ -265,10 +292,26 @@ def _source_signature(fn: ast.FunctionDef, drop_self: bool,
     return inspect.Signature(params)
 
 
-def _from_source(path: str) -> tuple[bool, Any]:
+def _from_source(path: str, depth: int = 0) -> tuple[bool, Any]:
     module, name = path.rsplit(".", 1)
     tree = _source_tree(module)
     names = _module_names(tree)
+    for node in tree.body:  # a re-export: follow it to the module that defines the name
+        if isinstance(node, ast.ImportFrom) and depth < 4 and any(
+                (a.asname or a.name) == name for a in node.names):
+            alias = next(a for a in node.names if (a.asname or a.name) == name)
+            source = node.module or ""
+            if node.level:
+                spec = importlib.util.find_spec(module)
+                is_pkg = spec is not None and spec.submodule_search_locations is not None
+                base = module.split(".")
+                base = base if is_pkg else base[:-1]
+                base = base[:len(base) - node.level + 1]
+                source = ".".join(base + ([source] if source else []))
+            try:
+                return _from_source(f"{source}.{alias.name}", depth + 1)
+            except (RuntimeError, SyntaxError, ModuleNotFoundError, ValueError):
+                return True, None
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
             return True, _SourceCallable(_source_signature(node, False, names))
@@ -283,7 +326,10 @@ def _from_source(path: str) -> tuple[bool, Any]:
 def ray_object(path: str) -> tuple[bool, Any]:
     module = path.rsplit(".", 1)[0]
     if path.startswith(SOURCE_ONLY) and module not in sys.modules:
-        return _from_source(path)
+        try:
+            return _from_source(path)
+        except (RuntimeError, SyntaxError, ModuleNotFoundError, ValueError):
+            return False, None
     try:
         return resolve(path)
     except ImportError:

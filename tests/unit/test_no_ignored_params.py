@@ -30,7 +30,12 @@ MODULES = [
     "tandem.air.integrations.mlflow", "tandem.air.integrations.wandb",
     "tandem.train.v2.api.config", "tandem.train.v2.api.data_parallel_trainer",
     "tandem.train.v2.api.context", "tandem.train.v2.api.result",
-    "tandem.train.v2.api.train_fn_utils",
+    "tandem.train.v2.api.train_fn_utils", "tandem.train.v2.api.callback",
+    "tandem.train.v2.api.report_config", "tandem.train.v2.api.reported_checkpoint",
+    "tandem.train.backend", "tandem.train.collective", "tandem.train.context",
+    "tandem.tune.utils", "tandem.tune.experiment", "tandem.tune.search.sample",
+    "tandem.tune.schedulers.async_hyperband", "tandem.tune.schedulers.median_stopping_rule",
+    "tandem.tune.schedulers.trial_scheduler",
 ]
 
 #: Classes the framework builds and hands to users (results, contexts, handles, decisions);
@@ -41,6 +46,7 @@ NOT_USER_BUILT = {
     "tandem.train.RunCallbackContext", "tandem.tune.schedulers.Decision",
     "tandem.tune.schedulers.TrialSuggestion", "tandem.tune.search.Variant",
     "tandem.model.ServeHandle", "tandem.model.ModelJobHandle", "tandem.train.PreemptionInfo",
+    "tandem.train.ReportedCheckpoint", "tandem.tune.experiment.Trial",
 }
 
 #: Methods the framework calls on objects users give it (hooks and interface methods): their
@@ -65,6 +71,17 @@ def _trainer(**kw: Any) -> Any:
     from tandem.train import DataParallelTrainer
 
     return DataParallelTrainer(lambda: None, **kw)
+
+
+_BASE = ("a log-uniform distribution is the same in every base; Ray deprecated `base` "
+         "and ignores it too")
+_DEPRECATED = "deprecated in Ray Train V2: every call raises DeprecationWarning, as Ray's does"
+
+
+def _experiment(**kw: Any) -> Any:
+    from tandem import tune
+
+    return tune.Experiment("e", run=lambda config: None, **kw)
 
 
 def _tune_run(**kw: Any) -> Any:
@@ -137,6 +154,7 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
     "tandem.train.RunConfig": {
         "name": R(f"{_TRAIN}.run:RunDescription.run_storage|tandem.tune.tuner:Tuner.fit"),
         "storage_path": R(f"{_TRAIN}.config:RunConfig.resolved_storage_path"),
+        "storage_filesystem": R(f"{_TRAIN}.config:RunConfig.resolved_storage_path"),
         "failure_config": R(f"{_TRAIN}.run:job_spec|tandem.tune.tuner:Tuner.fit"),
         "checkpoint_config": R(f"{_TRAIN}.run:job_spec|tandem.tune.tuner:Tuner._make_launcher"),
         "callbacks": R(f"{_TRAIN}.run:job_spec|tandem.tune.tuner:Tuner.fit"),
@@ -263,20 +281,49 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
     "tandem.tune.search.BasicVariantGenerator": {
         "points_to_evaluate": R("tandem.tune.search.basic_variant:"
                                 "BasicVariantGenerator._make_iterator", attr="_points"),
+        "constant_grid_search": R("tandem.tune.search.basic_variant:"
+                                  "BasicVariantGenerator._make_iterator",
+                                  attr="_constant_grid_search"),
         "max_concurrent": R("tandem.tune.search.basic_variant:BasicVariantGenerator.suggest",
                             attr="_max_concurrent"),
     },
     "tandem.tune.search.Categorical": {
-        "categories": R("tandem.tune.search.space:Categorical.sample"),
+        "categories": R("tandem.tune.search.space:Categorical._sample_one"),
     },
+    "tandem.tune.search.Float.loguniform": {"base": Same(_BASE)},
+    "tandem.tune.search.Integer.loguniform": {"base": Same(_BASE)},
+    "tandem.tune.search.Normal.loguniform": {"base": Same(_BASE)},
+    "tandem.train.DataParallelTrainer.restore": {
+        "*args": Same(_DEPRECATED), "**kwargs": Same(_DEPRECATED)},
+    "tandem.train.DataParallelTrainer.can_restore": {
+        "*args": Same(_DEPRECATED), "**kwargs": Same(_DEPRECATED)},
+    "tandem.tune.Experiment": {
+        **{name: R("tandem.tune.experiment.experiment:Experiment.run_kwargs")
+           for name in ("name", "stop", "config", "resources_per_trial", "num_samples",
+                        "trial_name_creator", "trial_dirname_creator", "max_failures",
+                        "time_budget_s", "storage_path", "checkpoint_config", "log_to_file")},
+        "run": R("tandem.tune._run:run"),
+        "export_formats": Refused(["h5"], call=_experiment),
+        "restore": Refused("/tmp/somewhere", call=_experiment),
+        "local_dir": Refused("/tmp/somewhere", call=_experiment),
+    },
+    "tandem.tune.run_experiments": {
+        "concurrent": Same("the experiments run one after the other; each one's trials run "
+                           "concurrently, and the results are those of concurrent runs"),
+    },
+    "tandem.tune.utils.UtilMonitor": {"delay": R("tandem.tune.utils:UtilMonitor.run")},
+    "tandem.tune.utils.warn_if_slow": {
+        name: R("tandem.tune.utils:warn_if_slow.__exit__")
+        for name in ("name", "threshold", "message", "disable")},
     "tandem.tune.search.ConcurrencyLimiter": {
         "searcher": R("tandem.tune.search.concurrency:ConcurrencyLimiter.suggest"),
         "max_concurrent": R("tandem.tune.search.concurrency:ConcurrencyLimiter.suggest"),
     },
     "tandem.tune.search.Integer": {
-        "low": R("tandem.tune.search.space:Integer.sample", attr="low"),
-        "high": R("tandem.tune.search.space:Integer.sample", attr="high"),
-        "log": R("tandem.tune.search.space:Integer.sample"),
+        "lower": R("tandem.tune.search.space:Integer._bounds", attr="lower"),
+        "upper": R("tandem.tune.search.space:Integer._bounds", attr="upper"),
+        "log": R("tandem.tune.search.space:Integer._sample_one", attr="log"),
+        "q": R("tandem.tune.search.space:Integer._sample_one"),
         "base": Same("a log-uniform distribution is the same in every base (Ray's "
                      "lograndint samples the same way); the base is kept for repr"),
     },

@@ -40,8 +40,16 @@ MIRRORS = {
     "tandem.train.v2.api.result": {"Result": "tandem.train"},
     "tandem.train.v2.api.train_fn_utils": {"report": "tandem.train", "get_context": "tandem.train",
                                            "get_checkpoint": "tandem.train",
-                                           "get_dataset_shard": "tandem.train"},
-    "tandem.tune.logger": {"TBXLoggerCallback": "tandem.tune", "LoggerCallback": "tandem.tune"},
+                                           "get_dataset_shard": "tandem.train",
+                                           "get_all_reported_checkpoints": "tandem.train"},
+    "tandem.train.v2.api.callback": {"UserCallback": "tandem.train"},
+    "tandem.train.v2.api.report_config": {"CheckpointUploadMode": "tandem.train",
+                                          "CheckpointConsistencyMode": "tandem.train"},
+    "tandem.train.v2.api.reported_checkpoint": {"ReportedCheckpoint": "tandem.train",
+                                                "ReportedCheckpointStatus": "tandem.train"},
+    "tandem.train.backend": {"Backend": "tandem.train", "BackendConfig": "tandem.train"},
+    "tandem.tune.logger": {"TBXLoggerCallback": "tandem.tune", "LoggerCallback": "tandem.tune",
+                           "pretty_print": "tandem.tune.logger"},
     "tandem.tune.search.concurrency_limiter": {"ConcurrencyLimiter": "tandem.tune.search"},
 }
 

@@ -10,7 +10,7 @@ To start a run without a Trainer object (what ``Tuner`` and the model layer do),
 it with ``RunDescription`` and pass it to ``submit``, which returns a ``JobHandle``.
 """
 
-from tandem.train.api.callback import Callback, CallbackSite, RunCallbackContext
+from tandem.train.api.callback import Callback, CallbackSite, RunCallbackContext, UserCallback
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import (
     CheckpointConfig,
@@ -36,26 +36,37 @@ from tandem.train.legacy import (  # the 1.x trainer API, see docs/migration.md
     world_size,
 )
 from tandem.train.session import (
+    get_all_reported_checkpoints,
     get_checkpoint,
     get_context,
     get_dataset_shard,
     get_preemption_info,
     report,
 )
+from tandem.train.v2.api.report_config import CheckpointConsistencyMode, CheckpointUploadMode
+from tandem.train.v2.api.reported_checkpoint import ReportedCheckpoint, ReportedCheckpointStatus
+
+TRAIN_DATASET_KEY = "train"
+"""The dataset name trainers treat as the training set (Ray's constant)."""
 
 __all__ = [
+    "TRAIN_DATASET_KEY",
     "Backend",
     "BackendConfig",
     "Callback",
     "CallbackSite",
     "Checkpoint",
     "CheckpointConfig",
+    "CheckpointConsistencyMode",
     "CheckpointStrategy",
+    "CheckpointUploadMode",
     "DataConfig",
     "DataParallelTrainer",
     "FailureConfig",
     "PreemptionError",
     "PreemptionInfo",
+    "ReportedCheckpoint",
+    "ReportedCheckpointStatus",
     "Result",
     "RunCallbackContext",
     "RunConfig",
@@ -65,6 +76,8 @@ __all__ = [
     "TrainContext",
     "Trainer",
     "TrainingFailedError",
+    "UserCallback",
+    "get_all_reported_checkpoints",
     "get_checkpoint",
     "get_context",
     "get_dataset_shard",

@@ -88,3 +88,10 @@ class TrainContext:
 
     def get_metadata(self) -> Mapping[str, Any]:
         return {k: v for k, v in self.metadata.items() if k != AWAIT_VERDICT}
+
+
+def get_context() -> TrainContext:
+    """``ray.train.context.get_context``'s path: the same as ``tandem.train.get_context()``."""
+    from tandem.train.session import get_context as _get_context
+
+    return _get_context()

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from tandem._core.errors import TandemError
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.context import TrainContext
+from tandem.train.v2.api.report_config import CheckpointConsistencyMode
+from tandem.train.v2.api.reported_checkpoint import ReportedCheckpoint, ReportedCheckpointStatus
 
 if TYPE_CHECKING:
     from tandem.train._internal.worker import WorkerSession
@@ -186,3 +188,32 @@ def _clean_value(key: str, value: Any) -> Any:
 
 def now() -> float:
     return time.time()
+
+
+def get_all_reported_checkpoints(
+        consistency_mode: CheckpointConsistencyMode = CheckpointConsistencyMode.VALIDATED,
+        timeout_s: float | None = None) -> list[ReportedCheckpoint]:
+    """The checkpoints this run has reported and still keeps (oldest first, within
+    ``CheckpointConfig(num_to_keep=...)``), each a ``ReportedCheckpoint`` with its metrics.
+
+    It waits until the checkpoint of this worker's latest ``report`` is committed (every rank
+    reported that iteration), as Ray's ``COMMITTED``/``VALIDATED`` modes do.
+
+    Args:
+        consistency_mode: a ``CheckpointConsistencyMode`` (default ``VALIDATED``; tandem has
+            no validation step, so both wait for the commit).
+        timeout_s: give up after this many seconds (``TimeoutError``); None waits.
+
+    Raises:
+        SessionMisuseError: called outside a training worker.
+    """
+    if not isinstance(consistency_mode,
+                                                       CheckpointConsistencyMode):
+        raise TypeError(
+            f"get_all_reported_checkpoints(consistency_mode={consistency_mode!r}): pass a "
+            f"CheckpointConsistencyMode (COMMITTED or VALIDATED)."
+        )
+    session = _require("get_all_reported_checkpoints")
+    kept = session.call("reported_checkpoints", session.iteration, timeout_s)
+    return [ReportedCheckpoint(Checkpoint(path), metrics, ReportedCheckpointStatus.COMMITTED)
+            for path, metrics in kept]

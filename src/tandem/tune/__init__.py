@@ -11,10 +11,13 @@ Every trial is a train job on the same job service as ``trainer.fit()``::
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, FailureConfig, RunConfig
 from tandem.train.api.result import Result
-from tandem.tune._run import run
+from tandem.tune._factories import create_scheduler, create_searcher
+from tandem.tune._run import run, run_experiments
 from tandem.tune.analysis import ExperimentAnalysis
 from tandem.tune.callback import Callback, LoggerCallback, TBXLoggerCallback
 from tandem.tune.controller import TuneError
+from tandem.tune.experiment import Experiment
+from tandem.tune.experiment.experiment import register_trainable
 from tandem.tune.integration.mlflow import MLflowLoggerCallback
 from tandem.tune.integration.wandb import WandbLoggerCallback
 from tandem.tune.result_grid import ResultGrid
@@ -23,6 +26,7 @@ from tandem.tune.search.space import (
     grid_search,
     lograndint,
     loguniform,
+    qlograndint,
     qloguniform,
     qrandint,
     qrandn,
@@ -41,6 +45,7 @@ __all__ = [
     "Callback",
     "Checkpoint",
     "CheckpointConfig",
+    "Experiment",
     "ExperimentAnalysis",
     "FailureConfig",
     "LoggerCallback",
@@ -57,20 +62,25 @@ __all__ = [
     "Tuner",
     "WandbLoggerCallback",
     "choice",
+    "create_scheduler",
+    "create_searcher",
     "get_checkpoint",
     "get_context",
     "grid_search",
     "is_session_enabled",
     "lograndint",
     "loguniform",
+    "qlograndint",
     "qloguniform",
     "qrandint",
     "qrandn",
     "quniform",
     "randint",
     "randn",
+    "register_trainable",
     "report",
     "run",
+    "run_experiments",
     "sample_from",
     "uniform",
     "with_parameters",

@@ -6,6 +6,7 @@ running trials. ``docs/migration.md`` lists each argument and its current spelli
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -97,6 +98,18 @@ def run(
         ConfigError: an argument that cannot work (the message says which and the fix).
         TuneError: a trial failed and ``raise_on_failed_trial`` is True.
     """
+    from tandem.tune.experiment.experiment import Experiment
+
+    if isinstance(run_or_experiment, Experiment):
+        exp = run_or_experiment
+        given = exp.run_kwargs()
+        local = dict(locals())
+        for key, value in given.items():  # the Experiment's settings, where not passed here
+            default = inspect.signature(run).parameters[key].default
+            if local.get(key) == default:
+                local[key] = value
+        return run(exp.run, **{k: local[k] for k in inspect.signature(run).parameters
+                               if k != "run_or_experiment"})
     if progress_reporter is not None:
         raise ConfigError(
             f"tune.run(progress_reporter={progress_reporter!r}) is not supported: tandem "
@@ -170,11 +183,10 @@ def run(
 
 
 def _check_trainable(trainable: Any) -> Any:
-    if isinstance(trainable, str):
-        raise ConfigError(
-            f"tune.run({trainable!r}): registered trainable names are not supported; pass the "
-            f"function or Trainable class itself, e.g. tune.run(train_fn, config=...)."
-        )
+    if isinstance(trainable, str):  # a name given to tune.register_trainable
+        from tandem.tune.experiment.experiment import get_trainable
+
+        return get_trainable(trainable)
     if isinstance(trainable, (list, tuple, dict)):
         raise ConfigError(
             f"tune.run() takes one trainable, got a {type(trainable).__name__}; run one "
@@ -209,3 +221,44 @@ def _verbosity(verbose: int | None) -> int | None:
     if v < 0 or v > 3:
         raise ConfigError(f"tune.run(verbose={verbose!r}) is invalid: use 0, 1, 2 or 3.")
     return {0: 0, 1: 1, 2: 1, 3: 2}[v]
+
+
+def run_experiments(
+    experiments: Any,
+    scheduler: TrialScheduler | None = None,
+    verbose: int | None = None,
+    progress_reporter: Any = None,
+    resume: bool | str | None = None,
+    resume_config: Any = None,
+    reuse_actors: bool = False,
+    raise_on_failed_trial: bool = True,
+    concurrent: bool = True,
+    callbacks: Sequence[Any] | None = None,
+) -> list[Any]:
+    """Runs each experiment (an ``Experiment``, or a ``{name: spec}`` mapping whose specs are
+    ``Experiment`` keywords), one after the other, and returns all their trials (Ray's
+    ``tune.run_experiments``).
+
+    Raises:
+        ConfigError: ``resume_config`` (use ``Tuner.restore``) or ``progress_reporter``.
+    """
+    from tandem.tune.experiment.experiment import Experiment
+
+    if resume_config is not None:
+        raise ConfigError(
+            "run_experiments(resume_config=...) is not supported: resume an experiment with "
+            "tune.Tuner.restore(path, trainable, resume_errored=..., restart_errored=...).")
+    if isinstance(experiments, Experiment):
+        experiments = [experiments]
+    elif isinstance(experiments, Mapping):
+        experiments = [Experiment(name, **dict(spec)) for name, spec in experiments.items()]
+    trials: list[Any] = []
+    for exp in experiments:
+        if not isinstance(exp, Experiment):
+            raise ConfigError(f"run_experiments(): {exp!r:.60} is not an Experiment.")
+        analysis = run(exp, scheduler=scheduler, verbose=verbose,
+                       progress_reporter=progress_reporter, resume=resume,
+                       reuse_actors=reuse_actors, raise_on_failed_trial=raise_on_failed_trial,
+                       callbacks=callbacks)
+        trials.extend(analysis.trials)
+    return trials

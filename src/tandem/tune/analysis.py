@@ -108,6 +108,10 @@ class ExperimentAnalysis:
                 f"ResultGrid from Tuner.fit() or the path of an experiment folder."
             )
         self._grid = grid
+        if default_metric is None and default_mode is not None:
+            from tandem.tune.result import DEFAULT_METRIC
+
+            default_metric = DEFAULT_METRIC  # Ray's: the unnamed metric a function returns
         self.default_metric = default_metric
         self.default_mode = default_mode
         ids = grid.trial_ids
@@ -364,12 +368,18 @@ def _load_grid(path: str, metric: str | None, mode: str | None) -> tuple[ResultG
         state = json.load(f)
     results, ids, statuses = [], [], []
     for d in state["trials"]:
-        r = Result.from_path(d["path"])
+        # the trial folder inside this experiment folder: the experiment may have moved
+        # since it ran (Ray finds it the same way)
+        trial_path = os.path.join(path, os.path.basename(str(d["path"]).rstrip("/")))
+        if not os.path.isdir(trial_path):
+            trial_path = d["path"]
+        r = Result.from_path(trial_path)
         r.config = d.get("config") if r.config is None else r.config
         if d.get("last_result") and not r.metrics:
             r.metrics = d["last_result"]
         if d.get("checkpoint") and r.checkpoint is None:
-            r.checkpoint = Checkpoint(d["checkpoint"])
+            moved = os.path.join(trial_path, os.path.basename(str(d["checkpoint"]).rstrip("/")))
+            r.checkpoint = Checkpoint(moved if os.path.isdir(moved) else d["checkpoint"])
         if d.get("error") and r.error is None:
             r.error = TuneError(d["error"])
         results.append(r)

@@ -24,6 +24,7 @@ from tandem.jobs.spec import JobStatus
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.files import join_path, make_dirs, write_file
 from tandem.train.api.result import Result
+from tandem.tune.result import SHOULD_CHECKPOINT
 from tandem.tune.schedulers.base import Action, TrialScheduler
 from tandem.tune.search.searcher import Searcher
 from tandem.tune.trial import Trial, TrialStatus
@@ -169,6 +170,8 @@ class TuneController:
         # reports whose worker waits for the verdict on them: trial id -> [((iteration,
         # reports made by that gang), reply)]
         self._verdicts: dict[str, list[tuple[tuple[int, int], Callable[[bool, str], None]]]] = {}
+        # trials whose latest result asked for a checkpoint (result["should_checkpoint"])
+        self._checkpoint_asked: set[str] = set()
         # scheduler suggestions for trials told to pause whose job has not ended yet
         self._after_pause: dict[str, Any] = {}
 
@@ -446,6 +449,8 @@ class TuneController:
             for cb in self.callbacks:
                 cb.on_trial_result(iteration=self._iteration, trials=self.trials, trial=trial,
                                    result=result)
+            if result.get(SHOULD_CHECKPOINT):  # a callback asked (Ray's force checkpoint)
+                self._checkpoint_asked.add(trial.trial_id)
             self.searcher.on_trial_result(trial.trial_id, result)
             if (self.stopper is not None and self.stopper(trial.trial_id, result)) or \
                     result.get("done") is True:
@@ -503,7 +508,9 @@ class TuneController:
                     reply(True, "stop")
                 elif trial is not None and (trial.iteration >= iteration
                                             or trial.gang_reports >= count):
-                    reply(True, "continue")
+                    asked = tid in self._checkpoint_asked
+                    self._checkpoint_asked.discard(tid)
+                    reply(True, "checkpoint" if asked else "continue")
                 else:
                     keep.append(((iteration, count), reply))
             if keep:

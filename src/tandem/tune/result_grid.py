@@ -14,12 +14,35 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+class NoBestTrialError(ConfigError, RuntimeError):
+    """``get_best_result``: no trial reported the metric (Ray raises ``RuntimeError``)."""
+
+
 class ResultGrid:
     """Iterable of ``Result`` (one per trial, in creation order)."""
 
-    def __init__(self, results: list[Result], experiment_path: str,
+    def __init__(self, experiment_analysis: Any, experiment_path: str | None = None,
                  default_metric: str | None = None, default_mode: str | None = None,
                  trial_ids: list[str] | None = None) -> None:
+        """``ResultGrid(experiment_analysis)`` as in Ray (from ``tune.run``'s analysis or
+        ``ExperimentAnalysis(path)``), or ``ResultGrid(results, experiment_path)``."""
+        if not isinstance(experiment_analysis, (list, tuple)):
+            grid = getattr(experiment_analysis, "_grid", None)
+            if not isinstance(grid, ResultGrid):
+                raise TypeError(
+                    f"ResultGrid({type(experiment_analysis).__name__}): pass the "
+                    f"ExperimentAnalysis of an experiment (tune.run(...) or "
+                    f"tune.ExperimentAnalysis(path)), or a list of Result objects."
+                )
+            experiment_path = str(grid.experiment_path)
+            trial_ids = grid.trial_ids  # type: ignore[assignment]
+            default_metric = default_metric or getattr(experiment_analysis, "default_metric",
+                                                       None)
+            default_mode = default_mode or getattr(experiment_analysis, "default_mode", None)
+            experiment_analysis = list(grid)
+        if experiment_path is None:
+            raise TypeError("ResultGrid(results, experiment_path): experiment_path is missing.")
+        results: list[Result] = list(experiment_analysis)
         self._results = results
         self.experiment_path = experiment_path
         self._metric = default_metric
@@ -34,6 +57,13 @@ class ResultGrid:
 
     def __iter__(self) -> Iterator[Result]:
         return iter(self._results)
+
+    @property
+    def filesystem(self) -> Any:
+        """The ``pyarrow.fs.FileSystem`` of :attr:`experiment_path` (as in Ray)."""
+        from tandem.train.api.result import arrow_filesystem
+
+        return arrow_filesystem(self.experiment_path)
 
     @property
     def trial_ids(self) -> list[str | None]:
@@ -64,6 +94,8 @@ class ResultGrid:
             ConfigError: no metric/mode given here or in TuneConfig, a bad mode or scope,
                 or no trial ever reported ``metric`` (the message lists what was reported).
         """
+        if len(self._results) == 1:  # Ray: the only trial is the best, metric or not
+            return self._results[0]
         metric = metric or self._metric
         mode = mode or self._mode
         if metric is None or mode is None:
@@ -90,9 +122,12 @@ class ResultGrid:
                 best = (key, r)
         if best is None:
             reported = sorted({k for r in self._results for k in (r.metrics or {})})
-            raise ConfigError(
-                f"No trial reported the metric {metric!r} (as a finite number), so there is "
-                f"no best result. Metrics reported: {reported or 'none'}. Report it with "
+            raise NoBestTrialError(
+                f"No best trial found for the given metric: {metric}. This means that no "
+                f"trial has reported this metric"
+                + (", or all values reported for this metric are NaN or infinite (pass "
+                   "filter_nan_and_inf=False to keep them)" if filter_nan_and_inf else "")
+                + f". Metrics reported: {reported or 'none'}. Report it with "
                 f"tune.report({{{metric!r}: value}}) or pick one of those."
             )
         return best[1]

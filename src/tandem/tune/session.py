@@ -59,6 +59,29 @@ class TuneContext:
     def get_trial_resources(self) -> Any:
         return self.trial_resources
 
+    # the train context's getters (a trial is a train run of its own)
+    def get_world_size(self) -> int:
+        return train_session.get_context().get_world_size()
+
+    def get_world_rank(self) -> int:
+        return train_session.get_context().get_world_rank()
+
+    def get_local_rank(self) -> int:
+        return train_session.get_context().get_local_rank()
+
+    def get_local_world_size(self) -> int:
+        return train_session.get_context().get_local_world_size()
+
+    def get_node_rank(self) -> int:
+        return train_session.get_context().get_node_rank()
+
+    def get_storage(self) -> Any:
+        return train_session.get_context().get_storage()
+
+    def get_metadata(self) -> dict[str, Any]:
+        getter = getattr(train_session.get_context(), "get_metadata", None)
+        return dict(getter()) if getter is not None else {}
+
 
 def get_context() -> TuneContext:
     ctx = train_session.get_context()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
+import numbers
 import os
 import pickle
 import shutil
@@ -21,9 +23,11 @@ import cloudpickle
 from tandem._core.errors import ConfigError
 from tandem.train import session as train_session
 from tandem.train.api.checkpoint import Checkpoint
+from tandem.tune.result import SHOULD_CHECKPOINT
 
 _DICT_FILE = ".tune_checkpoint.pkl"
 _PATH_FILE = ".tune_checkpoint_path"
+_META_FILE = ".tune_metadata.json"
 
 
 class Trainable:
@@ -123,6 +127,8 @@ class Trainable:
         checkpoint_dir = checkpoint_dir or tempfile.mkdtemp(prefix="tandem-trainable-")
         os.makedirs(checkpoint_dir, exist_ok=True)
         out = self.save_checkpoint(checkpoint_dir)
+        with open(os.path.join(checkpoint_dir, _META_FILE), "w") as f:
+            json.dump({"iteration": self._iteration}, f)
         if isinstance(out, Mapping):
             with open(os.path.join(checkpoint_dir, _DICT_FILE), "wb") as f:
                 pickle.dump(dict(out), f)
@@ -138,6 +144,10 @@ class Trainable:
         return checkpoint_dir
 
     def restore(self, checkpoint_dir: str) -> None:
+        meta = os.path.join(checkpoint_dir, _META_FILE)
+        if os.path.exists(meta):  # the iteration count goes on from the checkpoint's
+            with open(meta) as f:
+                self._iteration = int(json.load(f).get("iteration", self._iteration))
         dict_file = os.path.join(checkpoint_dir, _DICT_FILE)
         path_file = os.path.join(checkpoint_dir, _PATH_FILE)
         if os.path.exists(dict_file):
@@ -185,7 +195,7 @@ class ClassTrainableRunner:
                 done = bool(result.get("done")) or self._should_stop(result)
                 it = trainable.iteration
                 want = (self.checkpoint_frequency and it % self.checkpoint_frequency == 0) or (
-                    done and self.checkpoint_at_end)
+                    done and self.checkpoint_at_end) or bool(result.get(SHOULD_CHECKPOINT))
                 checkpoint = None
                 tmp = None
                 if want:
@@ -194,6 +204,13 @@ class ClassTrainableRunner:
                 train_session.report(result, checkpoint)
                 if tmp is not None:
                     shutil.rmtree(tmp, ignore_errors=True)
+                if session is not None and getattr(session, "checkpoint_requested", False):
+                    # a tune.Callback set result["should_checkpoint"] (Ray's forced save)
+                    session.checkpoint_requested = False
+                    if not want:
+                        tmp = trainable.save()
+                        session.attach_checkpoint(Checkpoint.from_directory(tmp))
+                        shutil.rmtree(tmp, ignore_errors=True)
                 if done:
                     return
         finally:
@@ -208,6 +225,65 @@ class ClassTrainableRunner:
 
             stopper = self.__dict__["_stopper"] = DictStopper(self.stop)
         return bool(stopper("", dict(result)))
+
+
+class FunctionTrainableRunner:
+    """A function trainable as its trial runs it: what it returns or yields is reported, as
+    Ray's function API does. A dict is reported as a result; a number as the unnamed metric
+    ``tune.result.DEFAULT_METRIC`` (``"_metric"``); None is ignored. A generator function
+    reports each value it yields.
+    """
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        from tandem.train.api.validation import check_train_fn
+
+        self.fn = fn
+        self.pass_config = check_train_fn(fn, "the trainable")
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
+        self.__doc__ = getattr(fn, "__doc__", None)
+
+    def __call__(self, config: dict[str, Any]) -> Any:
+        args = (config,) if self.pass_config else ()
+        if inspect.isgeneratorfunction(self.fn):
+            output = None
+            for output in self.fn(*args):
+                _report_output(output)
+            return output
+        output = self.fn(*args)
+        if inspect.iscoroutine(output):
+            import asyncio
+
+            output = asyncio.run(output)
+        _report_output(output, returned=True)
+        return output
+
+
+def _report_output(output: Any, returned: bool = False) -> None:
+    """Reports what a function trainable returned or yielded (Ray's ``handle_output``).
+
+    A *returned* value that is neither a dict nor a number is ignored with a warning, as Ray
+    1.x did (programs written for it return e.g. the list of worker results); Ray 2.x raises
+    ``ValueError`` there, and for a yielded value tandem does too."""
+    from tandem.tune.result import DEFAULT_METRIC
+
+    if output is None or (not output and not isinstance(output, numbers.Number)):
+        return
+    if isinstance(output, Mapping):
+        train_session.report(dict(output))
+    elif isinstance(output, numbers.Number) and not isinstance(output, bool):
+        train_session.report({DEFAULT_METRIC: output})
+    elif returned:
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "The trainable returned %.80r (%s), which is not reported: return a dict of "
+            "metrics or a number to report it.", output, type(output).__name__)
+    else:
+        raise ValueError(
+            f"Invalid return or yield value {output!r:.80} ({type(output).__name__}). Either "
+            "return/yield a single number or a dictionary object in your trainable function."
+        )
 
 
 class _WithParameters:

@@ -20,11 +20,11 @@ from tandem.jobs.runtime import get_service, log_to_driver
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, RunConfig, ScalingConfig, as_search_dict
 from tandem.train.api.files import join_path, make_dirs, read_file, remove_dir, write_file
-from tandem.train.api.result import Result
+from tandem.train.api.result import Result, kept_checkpoints
 from tandem.train.api.run import AskSubmitter, RunDescription, job_spec, pickle_train_fn
 from tandem.train.api.trainer import DataParallelTrainer
 from tandem.train.context import AWAIT_VERDICT, StorageContext
-from tandem.tune.callback import Callback
+from tandem.tune.callback import Callback, LoggerCallback
 from tandem.tune.controller import (
     SCHEDULER_FILE,
     SEARCHER_FILE,
@@ -44,6 +44,7 @@ from tandem.tune.search.variant_generator import flatten_dict
 from tandem.tune.stopper import make_stopper
 from tandem.tune.trainable import (
     ClassTrainableRunner,
+    FunctionTrainableRunner,
     _ClassWithParameters,
     _WithResources,
     check_function_trainable,
@@ -161,6 +162,10 @@ class Tuner:
 
     # -- trainable kinds -------------------------------------------------------------------
     def _classify(self, trainable: Any) -> tuple[str, Any]:
+        if isinstance(trainable, str):  # a name given to tune.register_trainable
+            from tandem.tune.experiment.experiment import get_trainable
+
+            trainable = get_trainable(trainable)
         inner = trainable.trainable if isinstance(trainable, _WithResources) else trainable
         if isinstance(inner, DataParallelTrainer):
             allowed = ("train_loop_config", "scaling_config", "datasets",
@@ -190,7 +195,7 @@ class Tuner:
         if callable(inner):
             check_function_trainable(inner)
             self._refuse_checkpoint_schedule("a function trainable")
-            return "function", inner
+            return "function", FunctionTrainableRunner(inner)
         raise ConfigError(
             f"Tuner(trainable={trainable!r:.60}) is not a trainable: give a function f(config), "
             f"a tune.Trainable subclass, or a Trainer (e.g. TorchTrainer)."
@@ -254,7 +259,11 @@ class Tuner:
         # a stopper or a scheduler other than FIFO can decide at any result: each report then
         # waits for the verdict, so a decision takes effect at the result that triggered it
         verdicts = self._stopper is not None or (
-            type(scheduler).on_trial_result is not FIFOScheduler.on_trial_result)
+            type(scheduler).on_trial_result is not FIFOScheduler.on_trial_result) or (
+            # a Trainable class checkpoints when a callback sets result["should_checkpoint"]
+            isinstance(self._fn, ClassTrainableRunner) and any(
+                type(cb).on_trial_result is not Callback.on_trial_result
+                and not isinstance(cb, LoggerCallback) for cb in callbacks))
         launch = self._make_launcher(service, exp_path, exp_name, verbose, verdicts=verdicts)
         controller = TuneController(
             launch=launch, searcher=searcher, scheduler=scheduler,
@@ -291,6 +300,8 @@ class Tuner:
     def _result_of(t: TuneTrial) -> Result:
         metrics = dict(t.last_result or {})
         best = t.result.best_checkpoints if t.result is not None else []
+        if not best and t.checkpoint is not None and t.path:  # a trial its stop ended
+            best = kept_checkpoints(t.path)
         return Result(metrics=metrics, checkpoint=t.checkpoint, path=t.path, error=t.error,
                       best_checkpoints=best, config=t.config)
 
@@ -397,19 +408,31 @@ class Tuner:
         write_file(join_path(exp_path, TUNER_FILE), data)
 
     @classmethod
-    def can_restore(cls, path: str) -> bool:
-        """Whether ``path`` (a folder or an fsspec URL) holds an experiment to restore."""
+    def can_restore(cls, path: str, storage_filesystem: Any = None) -> bool:
+        """Whether ``path`` (a folder or an fsspec URL, or a folder of ``storage_filesystem``)
+        holds an experiment to restore."""
+        if storage_filesystem is not None:
+            from tandem.train.api.config import storage_url
+
+            path = storage_url(storage_filesystem, path)
         return read_file(join_path(_expand(path), STATE_FILE)) is not None
 
     @classmethod
     def restore(cls, path: str, trainable: Any, *, resume_unfinished: bool = True,
                 resume_errored: bool = False, restart_errored: bool = False,
-                param_space: Mapping[str, Any] | None = None) -> Tuner:
+                param_space: Mapping[str, Any] | None = None,
+                storage_filesystem: Any = None) -> Tuner:
         """Resumes an interrupted experiment from its folder.
 
         Finished trials are kept; unfinished ones continue from their latest checkpoints;
         errored ones are resumed (``resume_errored``) or started over (``restart_errored``).
+        ``storage_filesystem`` (a ``pyarrow.fs.FileSystem``) is the filesystem ``path`` is
+        on, as in ``RunConfig(storage_filesystem=...)``.
         """
+        if storage_filesystem is not None:
+            from tandem.train.api.config import storage_url
+
+            path = storage_url(storage_filesystem, path)
         path = _expand(path)
         raw = read_file(join_path(path, STATE_FILE))
         if raw is None:

@@ -48,7 +48,13 @@ from tandem.train._internal.rendezvous import GangRendezvous
 from tandem.train._internal.state import TrainControllerState
 from tandem.train._internal.storage import RunStorage
 from tandem.train._internal.worker import CHECKPOINT_ONLY, ErrorInfo, WorkerTask
-from tandem.train.api.callback import Callback, CallbackDispatcher, CallbackSite
+from tandem.train.api.callback import (
+    Callback,
+    CallbackDispatcher,
+    CallbackSite,
+    RunCallbackContext,
+    UserCallback,
+)
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, FailureConfig
 from tandem.train.api.errors import TrainingFailedError
@@ -137,6 +143,8 @@ class TrainController(JobRunner):
         self._done: dict[int, Any] = {}
         self._rank_iter: list[int] = []
         self._committed_upto = 0
+        # train.get_all_reported_checkpoints() calls waiting for an iteration to commit
+        self._checkpoint_waiters: list[tuple[int, Callable[[bool, Any], None]]] = []
         self._failures: list[_Failure] = []
         self.num_failures = 0
         self.last_metrics: dict | None = None
@@ -156,6 +164,9 @@ class TrainController(JobRunner):
         self._next_resize_check = 0.0
         self._preemption: tuple[PreemptionRequest, PreemptionInfo] | None = None
         self._preemption_answers: dict[int, PreemptionInfo | None] = {}
+        # Ray's UserCallback: every rank's metrics of an iteration, until it commits
+        self._user_callbacks = [cb for cb in spec.callbacks if isinstance(cb, UserCallback)]
+        self._rank_metrics: dict[int, dict[int, dict]] = {}
 
     def without_callbacks(self) -> tuple[TrainController, tuple[Callback, ...]]:
         """This run without its callbacks (a fresh controller), and the callbacks: a job
@@ -355,6 +366,10 @@ class TrainController(JobRunner):
         if self.spec.emit_rank_reports:
             assert self.ctx is not None
             self.ctx.emit("rank_reports", (rank, batch))
+        if self._user_callbacks:
+            for it, _t, metrics, _path in batch:
+                if CHECKPOINT_ONLY not in metrics:
+                    self._rank_metrics.setdefault(it, {})[rank] = dict(metrics)
         if rank == 0:
             for it, t, metrics, path in batch:
                 if CHECKPOINT_ONLY in metrics:  # a checkpoint without a metrics row
@@ -378,9 +393,55 @@ class TrainController(JobRunner):
                     ckpts.on_report(it, path, None)
         self._rank_iter[rank] = batch[-1][0]
         low = min(self._rank_iter)
-        if low > self._committed_upto:
+        # ">=": a checkpoint attached to an already committed iteration commits at once
+        if low >= self._committed_upto:
             self._committed_upto = low
             self._commit(low)
+            if self._user_callbacks:
+                self._after_report(low)
+            if self._checkpoint_waiters:
+                self._answer_checkpoint_waiters()
+
+    def _after_report(self, upto: int) -> None:
+        kept = {it: ckpt for it, ckpt, _m in self.checkpoints.kept}
+        context = self._callback_context()
+        for it in sorted(i for i in self._rank_metrics if i <= upto):
+            per_rank = self._rank_metrics.pop(it)
+            metrics = [per_rank.get(r, {}) for r in range(self.spec.num_workers)]
+            for cb in self._user_callbacks:
+                cb.after_report(context, metrics, kept.get(it))
+
+    def _callback_context(self) -> RunCallbackContext:
+        spec = self.spec
+        return RunCallbackContext(spec.storage.run_name, spec.storage.run_path,
+                                  CallbackSite.DRIVER, spec.trial_id, spec.trial_name)
+
+    def _after_exception(self) -> None:
+        errors: dict[int, Exception] = {}
+        for f in self._failures:
+            if f.rank is None or f.rank in errors:
+                continue
+            errors[f.rank] = (f.cause if isinstance(f.cause, Exception)
+                              else RuntimeError(f"{f.exc_type}: {f.message}"))
+        context = self._callback_context()
+        for cb in self._user_callbacks:
+            cb.after_exception(context, errors)
+
+    def reported_checkpoints(self, iteration: int, reply: Callable[[bool, Any], None]) -> None:
+        """Answers ``train.get_all_reported_checkpoints()``: the kept checkpoints (oldest
+        first) with their metrics, once every rank's report ``iteration`` is committed."""
+        self._checkpoint_waiters.append((iteration, reply))
+        self._answer_checkpoint_waiters()
+
+    def _answer_checkpoint_waiters(self) -> None:
+        ready = [(it, r) for it, r in self._checkpoint_waiters if it <= self._committed_upto]
+        if not ready:
+            return
+        self._checkpoint_waiters = [(it, r) for it, r in self._checkpoint_waiters
+                                    if it > self._committed_upto]
+        kept = [(c.path, dict(m or {})) for _it, c, m in self.checkpoints.kept]
+        for _it, reply in ready:
+            reply(True, kept)
 
     def _record_checkpoints(self) -> None:
         if self.storage is not None:
@@ -417,15 +478,19 @@ class TrainController(JobRunner):
             worker.send(("reply", call_id, True, self._preemption_answers[payload]))
             return
         handler = self.spec.call_handlers.get(method) or DRIVER_CALLS.get(method)
-        if handler is None:
-            worker.send(("reply", call_id, False, RuntimeError(f"unknown driver call {method!r}")))
-            return
 
         def reply(ok: bool, value: Any) -> None:
             try:
                 worker.send(("reply", call_id, ok, value))
             except Exception as e:  # value did not pickle
                 worker.send(("reply", call_id, False, RuntimeError(repr(e))))
+
+        if method == "reported_checkpoints":
+            self.reported_checkpoints(int(payload), reply)
+            return
+        if handler is None:
+            worker.send(("reply", call_id, False, RuntimeError(f"unknown driver call {method!r}")))
+            return
 
         if isinstance(handler, AskSubmitter):
             assert self.ctx is not None
@@ -473,12 +538,13 @@ class TrainController(JobRunner):
         start_it = latest[0] if latest else self._base_iteration
         self.storage.rewind(start_it)  # iterations after start_it are reported again
         self._done = {}
-        self._rdzv = GangRendezvous()  # per gang: frames of old gangs are ignored
+        self._rdzv = GangRendezvous(n)  # per gang: frames of old gangs are ignored
         self._preemption_answers = {}
         if self._preemption is not None:  # asked while the last gang was being replaced
             self._q.put((-1, -1, ("__preempt__", self._preemption[0])))
             self._preemption = None
         self._rank_iter = [start_it] * n
+        self._rank_metrics.clear()  # a new gang reports its iterations again
         self._committed_upto = start_it
         self._failures = []
         plan = plan_gang(placement.node_ids[:n], placement.node_ips[:n])
@@ -581,6 +647,8 @@ class TrainController(JobRunner):
         decision; returns the error (if the run ends with one) and the next state."""
         failure = self._settle_failure()
         self.num_failures += 1
+        if self._user_callbacks and not self._stop_requested:
+            self._after_exception()
         self._kill_gang()
         for path in self.checkpoints.drop_pending():
             if self.checkpoints.latest is None or path != self.checkpoints.latest[1].path:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-METHODS = ("rendezvous_set", "rendezvous_get", "rendezvous_vote")
+METHODS = ("rendezvous_set", "rendezvous_get", "rendezvous_vote", "rendezvous_gather")
 
 Outcome = Literal["ok", "retry", "fatal"]
 
@@ -29,17 +29,32 @@ class RendezvousVote:
 
 
 class GangRendezvous:
-    def __init__(self) -> None:
+    def __init__(self, num_workers: int = 0) -> None:
         self._value: Any = None
         self._set = False
         self._waiters: list[tuple[Any, int]] = []
         self._votes: dict[int, dict[int, Outcome]] = {}
         self._voters: dict[int, list[tuple[Any, int]]] = {}
+        self._n = num_workers
+        # rendezvous_gather: key -> {rank: (value, worker, call_id)}; answered once all
+        # ranks gave theirs, with the values in rank order (a worker-group ``execute``)
+        self._gathers: dict[Any, dict[int, tuple[Any, Any, int]]] = {}
 
     def handle(self, method: str, payload: Any, worker: Any, call_id: int) -> None:
         if method == "rendezvous_vote":
             self._vote(payload, worker, call_id)
-        elif method == "rendezvous_set":
+            return
+        if method == "rendezvous_gather":
+            key, rank, value = payload
+            got = self._gathers.setdefault(key, {})
+            got[rank] = (value, worker, call_id)
+            if len(got) >= self._n:
+                del self._gathers[key]
+                values = [got[r][0] for r in sorted(got)]
+                for _v, w, cid in got.values():
+                    w.send(("reply", cid, True, values))
+            return
+        if method == "rendezvous_set":
             self._value, self._set = payload, True
             worker.send(("reply", call_id, True, None))
             for w, cid in self._waiters:

@@ -89,8 +89,14 @@ class WorkerTask:
 
         runtime.set_process_service(NestedJobService(session))
         rank = self.context.world_rank
+        group = _LocalWorkerGroup(session, self.context.world_rank, self.context.world_size)
+        ray_hooks = _has_ray_hooks(self.backend)
         try:
             self.backend.on_worker_start(self.context)
+            if ray_hooks:
+                config = self.backend.backend_config
+                self.backend.on_start(group, config)
+                self.backend.on_training_start(group, config)
             try:
                 fn = cloudpickle.loads(self.fn_bytes)
             except ModuleNotFoundError as e:
@@ -127,6 +133,8 @@ class WorkerTask:
             code = 1
         finally:
             try:
+                if ray_hooks:
+                    self.backend.on_shutdown(group, self.backend.backend_config)
                 self.backend.on_worker_shutdown(self.context)
             except Exception:
                 pass
@@ -202,6 +210,11 @@ class WorkerSession:
         self._handlers: dict[str, Callable[[Any], None]] = {}
         self._await_verdict = self._rank == 0 and bool(task.context.metadata.get(AWAIT_VERDICT))
         self._start_iteration = task.start_iteration
+        self._last_metrics: dict[str, Any] = {}
+        self._rows = 0  # reports with a metrics row sent by this gang (what verdicts count)
+        # set when the tuner answered a report with "checkpoint" (a callback set
+        # result["should_checkpoint"]); read by the Trainable class runner
+        self.checkpoint_requested = False
         self.exit_hooks: list[Callable[[bool], None]] = []
         self._preemption_calls = 0
         channel.on_message(self._on_driver_message)
@@ -222,14 +235,27 @@ class WorkerSession:
         # Sent inline: once report() returns, the report is in the kernel's socket buffer and
         # reaches the driver even if this process is killed the next instant.
         self._send(("reports", self._rank, [(self.iteration, time.monotonic() - self._t0, clean, path)]))
+        self._rows += 1
+        self._last_metrics = clean
         if self._await_verdict:
             self._wait_for_verdict()
+
+    def attach_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Adds ``checkpoint`` to the latest report (same iteration, no new metrics row):
+        a checkpoint the tuner asked for after that report."""
+        path = self._persist(checkpoint)
+        self._send(("reports", self._rank, [(self.iteration, time.monotonic() - self._t0,
+                                             {**self._last_metrics, CHECKPOINT_ONLY: True},
+                                             path)]))
 
     def _wait_for_verdict(self) -> None:
         """In a tuning trial whose scheduler or stopper can decide at any result: returns once
         the tuner has seen this report and lets the trial go on; when it stopped, paused or
         exploited the trial at this report, blocks until the driver ends this gang."""
-        verdict = self.call("tune_verdict", (self.iteration, self.iteration - self._start_iteration))
+        verdict = self.call("tune_verdict", (self.iteration, self._rows))
+        if verdict == "checkpoint":
+            self.checkpoint_requested = True
+            return
         if verdict == "continue":
             return
         time.sleep(VERDICT_STOP_GRACE_S)
@@ -315,6 +341,47 @@ class WorkerSession:
                 waiter[0].set()
         elif kind in self._handlers:
             self._handlers[kind](msg[1])
+
+
+def _has_ray_hooks(backend: Any) -> bool:
+    """Whether a backend overrides one of Ray's hooks (on_start, on_training_start,
+    on_shutdown); plain tandem backends skip the group round trips."""
+    from tandem.train.backends.base import Backend
+
+    return any(getattr(type(backend), name, None) is not getattr(Backend, name)
+               for name in ("on_start", "on_training_start", "on_shutdown"))
+
+
+class _LocalWorkerGroup:
+    """The worker group a Ray ``Backend`` hook gets, seen from one worker: ``execute(fn,
+    *args, **kwargs)`` runs ``fn`` here and returns every worker's result, by rank (every
+    worker runs the same hook, so each runs ``fn`` once); ``execute_single(rank, fn, ...)``
+    runs it on that rank only and returns its result on every rank."""
+
+    def __init__(self, session: WorkerSession, rank: int, size: int) -> None:
+        self._session = session
+        self._rank = rank
+        self._size = size
+        self._calls = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def num_workers(self) -> int:
+        return self._size
+
+    def _gather(self, value: Any) -> list[Any]:
+        self._calls += 1
+        return list(self._session.call("rendezvous_gather", (self._calls, self._rank, value)))
+
+    def execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
+        return self._gather(fn(*args, **kwargs))
+
+    def execute_single(self, rank: int, fn: Callable[..., Any], *args: Any,
+                       **kwargs: Any) -> Any:
+        value = fn(*args, **kwargs) if rank == self._rank else None
+        return self._gather(value)[rank]
 
 
 def _is_persisted(path: str) -> bool:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tandem.train.api.result import Result
 
-__all__ = ["Callback", "CallbackDispatcher", "CallbackSite", "RunCallbackContext"]
+__all__ = ["Callback", "CallbackDispatcher", "CallbackSite", "RunCallbackContext", "UserCallback"]
 
 
 class CallbackSite(str, enum.Enum):
@@ -77,6 +77,27 @@ class Callback:
 
     def on_end(self, result: Result) -> None:
         """The run is over; ``result.error`` is set if it failed."""
+
+
+class UserCallback(Callback):
+    """Ray Train V2's ``UserCallback``: override ``after_report`` and ``after_exception``.
+
+    Both run in the process that drives the run (``CallbackSite.DRIVER``). ``run_context``
+    is the run's :class:`RunCallbackContext` (tandem's counterpart of Ray's
+    ``TrainRunContext``: the run's name, folder, trial). A ``UserCallback`` is a
+    :class:`Callback`, so the other hooks are there too.
+    """
+
+    def after_report(self, run_context: RunCallbackContext, metrics: list[dict[str, Any]],
+                     checkpoint: Any) -> None:
+        """Called once every worker has reported an iteration: ``metrics[i]`` is what
+        worker ``i`` reported; ``checkpoint`` is the checkpoint committed with it (already
+        in the run's storage), or None."""
+
+    def after_exception(self, run_context: RunCallbackContext,
+                        worker_exceptions: dict[int, Exception]) -> None:
+        """Called when workers failed: the exception raised by each failed worker, by
+        world rank (a worker that died without raising maps to a ``RuntimeError``)."""
 
 
 class CallbackDispatcher:

@@ -83,6 +83,51 @@ class Checkpoint:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    # -- Ray's checkpoint metadata: a JSON dict in ``.metadata.json`` inside the folder --
+    _METADATA_FILE = ".metadata.json"
+
+    def get_metadata(self) -> dict[str, Any]:
+        """The metadata dict stored with this checkpoint ({} when none was set)."""
+        import json
+
+        target = self.path.rstrip("/") + "/" + self._METADATA_FILE
+        try:
+            if _is_url(self.path):
+                fs, p = get_fs(target)
+                with fs.open(p, "r") as f:
+                    return dict(json.load(f))
+            with open(target) as f:
+                return dict(json.load(f))
+        except FileNotFoundError:
+            return {}
+
+    def set_metadata(self, metadata: dict[str, Any]) -> None:
+        """Stores ``metadata`` (JSON-serializable) with this checkpoint, replacing any.
+
+        Raises:
+            TypeError: ``metadata`` does not serialize to JSON.
+        """
+        import json
+
+        try:
+            text = json.dumps(metadata)
+        except TypeError as e:
+            raise TypeError(f"Checkpoint metadata must be JSON-serializable: {e}") from e
+        target = self.path.rstrip("/") + "/" + self._METADATA_FILE
+        if _is_url(self.path):
+            fs, p = get_fs(target)
+            with fs.open(p, "w") as f:
+                f.write(text)
+        else:
+            with open(target, "w") as f:
+                f.write(text)
+
+    def update_metadata(self, metadata: dict[str, Any]) -> None:
+        """Merges ``metadata`` into the stored metadata."""
+        merged = self.get_metadata()
+        merged.update(metadata)
+        self.set_metadata(merged)
+
     def __fspath__(self) -> str:
         return self.path
 

@@ -65,7 +65,8 @@ class ScalingConfig:
                 not isinstance(tr, Mapping) or any(
                     isinstance(v, bool) or not isinstance(v, (int, float)) or v != 0
                     for v in tr.values())):
-            raise ConfigError(
+            raise DeprecatedParameterError(
+                f"`ScalingConfig(trainer_resources)` is deprecated (as in Ray Train V2), so "
                 f"ScalingConfig(trainer_resources={tr!r}) is not supported: tandem's training "
                 f"coordinator runs in your driver process and holds no resources (Ray Train "
                 f"V2 refuses this field too). Remove it, or add what the coordinator would "
@@ -154,6 +155,39 @@ class ScalingConfig:
         """One bundle per worker, ``max_workers`` of them."""
         b = self.worker_bundle
         return tuple(dict(b) for _ in range(self.max_workers))
+
+    # -- Ray's accounting properties (what Ray reports; tandem places ``worker_bundle``) --
+    @property
+    def _resources_per_worker_not_none(self) -> dict[str, float]:
+        """Ray's per-worker request: ``{"CPU": 1}``, or ``{"GPU": 1}`` with ``use_gpu``
+        (Ray asks no CPU for a GPU worker), or the given resources without zero amounts."""
+        if self.resources_per_worker is None:
+            per: dict[str, float] = {"GPU": 1} if self.use_gpu else {"CPU": 1}
+        else:
+            per = {k: v for k, v in self.resources_per_worker.items() if v != 0}
+        if self.use_gpu:
+            per.setdefault("GPU", 1)
+        return per
+
+    @property
+    def total_resources(self) -> dict[str, float]:
+        """The resources of the whole gang, as Ray counts them (per worker times workers)."""
+        n = self.num_workers if isinstance(self.num_workers, int) else max(self.num_workers)
+        return {k: float(v) * n for k, v in self._resources_per_worker_not_none.items()}
+
+    @property
+    def num_cpus_per_worker(self) -> float:
+        return self._resources_per_worker_not_none.get("CPU", 0)
+
+    @property
+    def num_gpus_per_worker(self) -> float:
+        return self._resources_per_worker_not_none.get("GPU", 0)
+
+    @property
+    def additional_resources_per_worker(self) -> dict[str, float]:
+        """Resources per worker other than CPU and GPU."""
+        return {k: v for k, v in self._resources_per_worker_not_none.items()
+                if k not in ("CPU", "GPU")}
 
 
 @dataclass(frozen=True)
@@ -266,6 +300,57 @@ def _is_file_name(v: object) -> TypeGuard[str]:
     return isinstance(v, str) and bool(v) and "/" not in v and v not in (".", "..")
 
 
+class DeprecatedParameterError(ConfigError, DeprecationWarning):
+    """A parameter Ray deprecated and refuses (raised as ``DeprecationWarning`` there)."""
+
+
+def storage_url(filesystem: Any, path: str | None) -> str:
+    """The local path or fsspec URL that ``RunConfig(storage_filesystem=fs,
+    storage_path=path)`` names: workers in other processes open storage by URL, so a
+    ``pyarrow.fs`` filesystem is mapped to its URL (local, S3, GCS, HDFS, a ``SubTree`` of
+    one, or an fsspec filesystem wrapped in ``PyFileSystem(FSSpecHandler(...))``).
+
+    Raises:
+        ConfigError: not a ``pyarrow.fs.FileSystem``, no ``storage_path``, or a filesystem
+            with no URL (such as a custom ``PyFileSystem`` handler).
+    """
+    import pyarrow.fs as pafs  # type: ignore[import-untyped,unused-ignore]
+
+    if not isinstance(filesystem, pafs.FileSystem):
+        raise ConfigError(
+            f"RunConfig(storage_filesystem={filesystem!r}) must be a pyarrow.fs.FileSystem "
+            f"(e.g. pyarrow.fs.S3FileSystem(...)), got {type(filesystem).__name__}."
+        )
+    if not path:
+        raise ConfigError(
+            "RunConfig(storage_filesystem=...) needs storage_path: the folder inside that "
+            "filesystem, e.g. storage_path='bucket/results'."
+        )
+    path = os.fspath(path)
+    if isinstance(filesystem, pafs.SubTreeFileSystem):
+        return storage_url(filesystem.base_fs, filesystem.base_path.rstrip("/") + "/" +
+                           path.lstrip("/"))
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        return os.path.abspath(os.path.expanduser(path))
+    if isinstance(filesystem, pafs.PyFileSystem):
+        handler = filesystem.handler
+        inner = getattr(handler, "fs", None)
+        if inner is not None and hasattr(inner, "unstrip_protocol"):
+            url = str(inner.unstrip_protocol(path))
+            return url.removeprefix("file://") if url.startswith("file://") else url
+    schemes = {"s3": "s3", "gcs": "gs", "hdfs": "hdfs"}
+    scheme = schemes.get(filesystem.type_name)
+    if scheme is not None:
+        return f"{scheme}://{path.lstrip('/')}"
+    raise ConfigError(
+        f"RunConfig(storage_filesystem={filesystem!r}): tandem's workers open storage by "
+        f"URL, and this {filesystem.type_name!r} filesystem has none. Use a local, S3, GCS "
+        f"or HDFS pyarrow filesystem, wrap an fsspec filesystem with "
+        f"pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(fs)), or pass storage_path as an "
+        f"fsspec URL instead."
+    )
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Where a run's results go and how it behaves.
@@ -288,6 +373,8 @@ class RunConfig:
         verbose: 0 silent, 1 status lines, 2 everything (workers' output echoed).
         sync_config: refused unless None: tandem writes to ``storage_path`` directly, so
             there is nothing to sync.
+        storage_filesystem: a ``pyarrow.fs.FileSystem`` that ``storage_path`` is a folder
+            of (as in Ray); it is mapped to a URL (see :func:`storage_url`).
         log_to_file: as Ray Tune's: ``False`` (default) writes no extra files; ``True``
             tees the train function's stdout and stderr (Python's ``sys.stdout`` /
             ``sys.stderr``, still shown as before) into ``stdout`` and ``stderr`` in the run
@@ -312,6 +399,7 @@ class RunConfig:
     log_to_file: bool | str | tuple[str, str] = False
     priority: int | None = None
     owner: str | None = None
+    storage_filesystem: Any = None
 
     def log_files(self) -> tuple[str | None, str | None]:
         """``log_to_file`` as (stdout file, stderr file) names in the run folder, as Ray's
@@ -348,6 +436,8 @@ class RunConfig:
         if o is not None and (not isinstance(o, str) or not o.strip() or len(o) > 128):
             raise ConfigError(f"RunConfig(owner={o!r}) is invalid: give a non-empty name "
                               f"(at most 128 characters), or None for the default.")
+        if self.storage_filesystem is not None:
+            storage_url(self.storage_filesystem, self.storage_path)  # refuses it up front
         if self.name is not None and not (_is_file_name(self.name) and self.name.strip()):
             raise ConfigError(
                 f"RunConfig(name={self.name!r}) is invalid: use a non-empty folder name "
@@ -368,6 +458,8 @@ class RunConfig:
             )
 
     def resolved_storage_path(self) -> str:
+        if self.storage_filesystem is not None:
+            return storage_url(self.storage_filesystem, self.storage_path)
         path = self.storage_path or os.environ.get("TANDEM_STORAGE_PATH") or DEFAULT_STORAGE_PATH
         if "://" in path:
             return path

@@ -51,7 +51,40 @@ class Result:
 
     @property
     def filesystem(self) -> Any:
-        return get_fs(self.path)[0]
+        """The ``pyarrow.fs.FileSystem`` that :attr:`path` lives on (as Ray's
+        ``Result.filesystem``); an fsspec URL's filesystem is wrapped with
+        ``pyarrow.fs.PyFileSystem(FSSpecHandler(...))``."""
+        return arrow_filesystem(self.path)
+
+    def get_best_checkpoint(self, metric: str, mode: str) -> Checkpoint | None:
+        """The kept checkpoint with the best ``metric`` (a flat ``"a/b"`` key reaches nested
+        metrics) among those reported with it, as Ray's ``Result.get_best_checkpoint``.
+
+        Raises:
+            RuntimeError: no checkpoint, or none reported with ``metric``.
+            ValueError: ``mode`` is not ``"min"`` or ``"max"``.
+        """
+        if not self.best_checkpoints:
+            raise RuntimeError("No checkpoint exists in the trial directory!")
+        if mode not in ("max", "min"):
+            raise ValueError(f'Unsupported mode: {mode}. Please choose from ["min", "max"]!')
+
+        def lookup(metrics: dict[str, Any]) -> Any:
+            value: Any = metrics
+            for key in metric.split("/"):
+                if not isinstance(value, dict) or key not in value:
+                    return metrics.get(metric)
+                value = value[key]
+            return value
+
+        valid = [(c, m) for c, m in self.best_checkpoints if lookup(m) is not None]
+        if not valid:
+            raise RuntimeError(
+                f"Invalid metric name {metric}! You may choose from the following metrics: "
+                f"{(self.metrics or {}).keys()}."
+            )
+        pick = max if mode == "max" else min
+        return pick(valid, key=lambda x: lookup(x[1]))[0]
 
     @classmethod
     def from_path(cls, path: str) -> Result:
@@ -73,7 +106,7 @@ class Result:
             with open(params) as f:
                 config = json.load(f)
         return cls(metrics=metrics, checkpoint=checkpoint, path=path, error=error,
-                   best_checkpoints=[(Checkpoint(c), {}) for c in checkpoints], config=config)
+                   best_checkpoints=kept_checkpoints(path, rows), config=config)
 
     def plot(self, metric: str | None = None, *, x: str = "training_iteration",
              path: str | None = None, ax: Any = None) -> Any:
@@ -108,7 +141,63 @@ class Result:
 
     def __repr__(self) -> str:
         err = f", error={type(self.error).__name__}" if self.error is not None else ""
-        return f"Result(metrics={self.metrics!r}, checkpoint={self.checkpoint!r}, path={self.path!r}{err})"
+        metrics = ({k: v for k, v in self.metrics.items() if k not in _REPR_HIDDEN}
+                   if isinstance(self.metrics, dict) else self.metrics)
+        return f"Result(metrics={metrics!r}, checkpoint={self.checkpoint!r}, path={self.path!r}{err})"
+
+
+def arrow_filesystem(path: str) -> Any:
+    """A ``pyarrow.fs.FileSystem`` for a local path or an fsspec URL."""
+    import pyarrow.fs as pafs  # type: ignore[import-untyped,unused-ignore]
+
+    if not _is_url(path):
+        return pafs.LocalFileSystem()
+    return pafs.PyFileSystem(pafs.FSSpecHandler(get_fs(path)[0]))
+
+
+# keys Ray's Result repr leaves out: ray.tune.result.AUTO_RESULT_KEYS and
+# ray.tune.experimental.output.BLACKLISTED_KEYS
+_REPR_HIDDEN = frozenset({
+    "training_iteration", "time_total_s", "episodes_total", "timesteps_total", "node_ip",
+    "hostname", "pid", "time_this_iter_s", "timestamp", "date", "time_since_restore",
+    "timesteps_since_restore", "iterations_since_restore", "config", "checkpoint_dir_name",
+    "done", "experiment_tag", "trial_id", "should_checkpoint",
+                "_report_on"})
+
+
+def kept_checkpoints(path: str, rows: list[dict[str, Any]] | None = None
+                     ) -> list[tuple[Checkpoint, dict[str, Any]]]:
+    """The checkpoints a run folder keeps (oldest first), each with the metrics reported
+    with it: those ``checkpoints.json`` lists (the committed ones), else every
+    ``checkpoint_*`` folder."""
+    rows = read_result_rows(path) if rows is None else rows
+    by_iteration = {r.get("training_iteration"): r for r in rows}
+    state_file = path.rstrip("/") + "/checkpoints.json"
+    names: list[tuple[int | None, str]] = []
+    try:
+        if _is_url(path):
+            fs, p = get_fs(state_file)
+            with fs.open(p) as f:
+                state = json.load(f)
+        else:
+            with open(state_file) as f:
+                state = json.load(f)
+        names = [(int(it), str(name)) for it, name in state.get("committed", [])]
+    except (OSError, ValueError, TypeError):
+        names = [(_iteration_of(c), os.path.basename(c)) for c in sorted(list_checkpoints(path))]
+    out = []
+    for it, name in names:
+        metrics = dict(by_iteration.get(it) or {}) if it is not None else {}
+        out.append((Checkpoint(path.rstrip("/") + "/" + name), metrics))
+    return out
+
+
+def _iteration_of(checkpoint_path: str) -> int | None:
+    name = os.path.basename(checkpoint_path.rstrip("/"))
+    try:
+        return int(name.rsplit("_", 1)[1])
+    except (IndexError, ValueError):
+        return None
 
 
 def read_result_rows(path: str) -> list[dict[str, Any]]:

@@ -129,6 +129,19 @@ class DataParallelTrainer:
         self.dataset_config = dataset_config
 
     # -- running ---------------------------------------------------------------------------
+    @classmethod
+    def restore(cls, *args: Any, **kwargs: Any) -> DataParallelTrainer:
+        """Deprecated in Ray Train V2, as here: raises ``DeprecationWarning``. To resume a
+        run, ``fit()`` a trainer with the same ``RunConfig(storage_path=..., name=...)``:
+        it goes on from the run's latest checkpoint."""
+        raise DeprecationWarning(_RESTORE_DEPRECATED)
+
+    @classmethod
+    def can_restore(cls, *args: Any, **kwargs: Any) -> bool:
+        """Deprecated in Ray Train V2, as here: raises ``DeprecationWarning`` (see
+        :meth:`restore`)."""
+        raise DeprecationWarning(_RESTORE_DEPRECATED)
+
     def run_description(self) -> RunDescription:
         """This trainer's run as a frozen ``RunDescription`` (what ``fit`` submits); a
         tuning trial is this with its own config, scaling and folder."""
@@ -178,6 +191,15 @@ class DataParallelTrainer:
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(train_loop_per_worker={getattr(self.train_loop_per_worker, '__name__', '?')}, "
                 f"scaling_config={self.scaling_config!r})")
+
+
+_RESTORE_DEPRECATED = (
+    "The `restore` and `can_restore` APIs are deprecated and will be removed in a future "
+    "release. See this issue for more context and migration options: "
+    "https://github.com/ray-project/ray/issues/49454. In tandem, fit() a trainer with the "
+    "same RunConfig(storage_path=..., name=...) to resume the run from its latest "
+    "checkpoint."
+)
 
 
 def default_storage_path() -> str:

@@ -42,14 +42,19 @@ class BasicVariantGenerator(Searcher):
     Args:
         points_to_evaluate: Partial configs to run first; keys must exist in the space.
         max_concurrent: At most this many suggested trials unfinished at once (0 = no cap).
-        random_state: Seed (int), ``numpy.random.Generator`` or None (random seed).
+        constant_grid_search: Sample the random values once per pass, before expanding
+            the grid, so every grid point of a pass shares them (Ray's option).
+        random_state: Seed (int), ``numpy.random.Generator`` / ``RandomState``, or None:
+            NumPy's global generator, so ``np.random.seed(...)`` before building the
+            generator makes the configs reproducible (Ray's FAQ).
     """
 
     def __init__(
         self,
         points_to_evaluate: Sequence[Mapping[str, Any]] | None = None,
         max_concurrent: int = 0,
-        random_state: int | np.random.Generator | None = None,
+        constant_grid_search: bool = False,
+        random_state: int | np.random.Generator | np.random.RandomState | None = None,
     ) -> None:
         super().__init__()
         if (
@@ -69,12 +74,20 @@ class BasicVariantGenerator(Searcher):
                 "BasicVariantGenerator(points_to_evaluate=...): must be a list of dicts (partial "
                 f"configs), got {points_to_evaluate!r}. Write e.g. [{{'lr': 0.01}}]."
             )
+        if not isinstance(constant_grid_search, bool):
+            raise ConfigError(
+                f"BasicVariantGenerator(constant_grid_search={constant_grid_search!r}): must "
+                "be True or False."
+            )
         self._points = [dict(p) for p in points_to_evaluate or []]
         self._max_concurrent = max_concurrent
+        self._constant_grid_search = constant_grid_search
         if isinstance(random_state, np.random.Generator):
             random_state = int(random_state.integers(0, 2**63 - 1))
-        elif random_state is None:
-            random_state = int(np.random.SeedSequence().generate_state(1)[0])
+        elif isinstance(random_state, np.random.RandomState):
+            random_state = int(random_state.randint(0, 2**31 - 1))
+        elif random_state is None:  # NumPy's global generator: np.random.seed() fixes it
+            random_state = int(np.random.randint(0, 2**31 - 1))
         self._seed = random_state
         self._param_space: dict[str, Any] = {}
         self._num_samples = 1
@@ -139,6 +152,7 @@ class BasicVariantGenerator(Searcher):
             self._num_samples,
             seed=self._seed,
             points_to_evaluate=self._points,
+            constant_grid_search=getattr(self, "_constant_grid_search", False),
         )
         # Replay what was already suggested so a restored generator continues the stream.
         return itertools.islice(stream, self._num_suggested, None)

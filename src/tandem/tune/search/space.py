@@ -8,8 +8,10 @@ The factories follow Ray Tune's names and bound conventions:
 ``loguniform(lower, upper, base=10)``  float, uniform in log space; ``0 < lower``
 ``qloguniform(lower, upper, q, ...)``  loguniform, rounded to a multiple of ``q``
 ``randint(lower, upper)``              int in ``[lower, upper)`` (upper *exclusive*)
-``qrandint(lower, upper, q=1)``        int multiple of ``q`` in ``[lower, upper]`` (inclusive)
+``qrandint(lower, upper, q=1)``        int multiple of ``q`` in ``[lower, upper]`` (inclusive,
+                                       except for ``q=1``: ``[lower, upper)``, as in Ray)
 ``lograndint(lower, upper, base=10)``  int in ``[lower, upper)``, log scale; ``0 < lower``
+``qlograndint(lower, upper, q)``       int multiple of ``q`` in ``[lower, upper]``, log scale
 ``randn(mean=0, sd=1)``                normal float
 ``qrandn(mean, sd, q)``                normal, rounded to a multiple of ``q``
 ``choice(categories)``                 one of the categories, uniformly
@@ -17,9 +19,16 @@ The factories follow Ray Tune's names and bound conventions:
 ``sample_from(func)``                  ``func(spec)`` with ``spec.config`` the resolved config
 =====================================  ===============================================
 
-Every domain samples with ``domain.sample(rng)`` where ``rng`` is a
-``numpy.random.Generator``; samples are plain Python values (``float``, ``int`` or the
-category object itself), so configs stay JSON-friendly.
+Every domain samples with ``domain.sample(config=None, size=1, random_state=None)`` (Ray's
+signature; ``domain.sample(rng)`` with a ``numpy.random.Generator`` works too). Without a
+``random_state`` the draw comes from NumPy's global generator, so ``np.random.seed(...)``
+makes it reproducible, as in Ray. Samples are plain Python values (``float``, ``int`` or the
+category object itself), so configs stay JSON-friendly; ``size > 1`` gives a list.
+
+The domain classes also have Ray's builder methods (``Float(lower, upper).uniform()``,
+``.loguniform()``, ``.normal(mean, sd)``, ``.quantized(q)``, ``Integer(...).uniform()``,
+``Categorical(...).uniform()``), ``is_valid(value)``, ``domain_str``, ``cast(value)``,
+``is_grid()`` and ``is_function()``.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ __all__ = [
     "is_grid_search",
     "lograndint",
     "loguniform",
+    "qlograndint",
     "qloguniform",
     "qrandint",
     "qrandn",
@@ -61,8 +71,51 @@ __all__ = [
 GRID_SEARCH_KEY = "grid_search"
 
 
-def _default_rng(rng: np.random.Generator | None) -> np.random.Generator:
-    return rng if rng is not None else np.random.default_rng()
+RandomState = Any  # None, an int seed, a numpy Generator or RandomState
+
+
+def _default_rng(rng: Any) -> Any:
+    """A generator to draw from: ``rng`` itself, a new one for an int seed, or (None) NumPy's
+    global generator, so that ``np.random.seed(...)`` fixes the draws (Ray's behaviour)."""
+    if rng is None:
+        return _GlobalRng()
+    if isinstance(rng, np.random.RandomState):
+        return _LegacyRng(rng)
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        return np.random.default_rng(int(rng))
+    return rng
+
+
+class _LegacyRng:
+    """``Generator``'s method names over a ``numpy.random.RandomState``."""
+
+    def __init__(self, state: Any) -> None:
+        self._state = state
+
+    def uniform(self, low: float, high: float) -> float:
+        return float(self._state.uniform(low, high))
+
+    def normal(self, mean: float, sd: float) -> float:
+        return float(self._state.normal(mean, sd))
+
+    def integers(self, low: int, high: int) -> int:
+        return int(self._state.randint(low, high))
+
+    def random(self) -> float:
+        return float(self._state.random_sample())
+
+
+class _GlobalRng(_LegacyRng):
+    def __init__(self) -> None:
+        super().__init__(np.random.mtrand._rand)
+
+
+def _split_sample_args(config: Any, random_state: Any) -> tuple[Any, Any]:
+    """``sample(rng)`` (tandem's older spelling) and ``sample(config, size, random_state)``."""
+    if random_state is None and isinstance(
+            config, (np.random.Generator, np.random.RandomState, _LegacyRng)):
+        return None, config
+    return config, random_state
 
 
 def _check_number(fn: str, name: str, value: Any, *, integer: bool = False) -> None:
@@ -99,9 +152,46 @@ class Domain(ABC):
 
     __slots__ = ()
 
+    def sample(self, config: Any = None, size: int = 1, random_state: RandomState = None
+               ) -> Any:
+        """Draws ``size`` values (one value when ``size == 1``, else a list), using
+        ``random_state`` (a seed, a NumPy ``Generator`` or ``RandomState``; None: NumPy's
+        global generator). ``config`` is the resolved config (for ``sample_from``)."""
+        config, random_state = _split_sample_args(config, random_state)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigError(f"{self!r}.sample(size={size!r}): size must be an int >= 1.")
+        rng = _default_rng(random_state)
+        items = [self._sample_one(rng, config) for _ in range(size)]
+        return items if size > 1 else items[0]
+
     @abstractmethod
-    def sample(self, rng: np.random.Generator | None = None) -> Any:
-        """Draws one value using ``rng`` (a fresh unseeded generator when None)."""
+    def _sample_one(self, rng: Any, config: Any) -> Any:
+        """Draws one value with ``rng``."""
+
+    def cast(self, value: Any) -> Any:
+        """``value`` as this domain's type (Ray's ``Domain.cast``)."""
+        return value
+
+    def is_grid(self) -> bool:
+        return False
+
+    def is_function(self) -> bool:
+        return False
+
+    def is_valid(self, value: Any) -> bool:
+        """Whether ``value`` lies in this domain."""
+        raise NotImplementedError
+
+    @property
+    def domain_str(self) -> str:
+        return "(unknown)"
+
+    def _one_sampler(self, current: str | None, new: str) -> None:
+        if current is not None and current != new:
+            raise ConfigError(
+                f"You can only choose one sampler for parameter domains. Existing sampler "
+                f"for parameter {type(self).__name__}: {current}. Tried to add {new}."
+            )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Domain) and type(self) is type(other) and \
@@ -115,29 +205,46 @@ class Domain(ABC):
         return tuple(getattr(self, s) for s in slots)
 
 
+_INF = float("inf")
+
+
 class Float(Domain):
     """A float in ``[lower, upper)``, linear or log scale, optionally quantized to ``q``.
 
+    ``Float(lower, upper)`` alone is Ray's unbuilt domain: ``.uniform()``, ``.loguniform()``,
+    ``.normal(mean, sd)`` and ``.quantized(q)`` return configured copies (one sampler each;
+    ``quantized`` combines with the others). ``Float(None, None)`` is unbounded (for
+    ``.normal()`` only).
+
     Args:
-        lower: Lower bound (inclusive).
+        lower: Lower bound (inclusive); None for unbounded.
         upper: Upper bound (exclusive; inclusive after quantization). Must exceed ``lower``.
         log: Sample uniformly in log space; needs ``lower > 0``.
         base: Logarithm base when ``log`` (only affects how the space is described).
         q: Round samples to a multiple of ``q``; both bounds must be multiples of ``q``.
     """
 
-    __slots__ = ("_fn", "base", "log", "lower", "q", "upper")
+    __slots__ = ("_fn", "_given", "_sampler", "base", "log", "lower", "q", "upper")
 
     def __init__(
         self,
-        lower: float,
-        upper: float,
+        lower: float | None,
+        upper: float | None,
         *,
         log: bool = False,
         base: float = 10,
         q: float | None = None,
-        _fn: str = "uniform",
+        _fn: str = "Float",
     ) -> None:
+        self._sampler: str | None = None if _fn == "Float" else (
+            "loguniform" if log else "uniform")
+        self._given = (lower, upper)
+        if lower is None or upper is None:  # Ray's Float(None, None).normal()
+            self.lower = -_INF if lower is None else float(lower)
+            self.upper = _INF if upper is None else float(upper)
+            self.log, self.base, self.q, self._fn = False, base, None, "Float"
+            self._sampler = None
+            return
         _check_number(_fn, "lower", lower)
         _check_number(_fn, "upper", upper)
         if not lower < upper:
@@ -149,13 +256,7 @@ class Float(Domain):
                 "lower must be less than upper. For a fixed value, pass the constant itself."
             )
         if log:
-            if lower <= 0:
-                raise ConfigError(
-                    f"tune.{_fn}(lower={lower!r}, upper={upper!r}): both bounds must be > 0 "
-                    "because values are sampled on a log scale. Use a small positive lower "
-                    f"bound such as 1e-6, or tune.uniform({lower!r}, {upper!r}) for a linear "
-                    "scale."
-                )
+            self._check_log(lower, upper, _fn)
             _check_number(_fn, "base", base)
             if base <= 0 or base == 1:
                 raise ConfigError(
@@ -163,22 +264,7 @@ class Float(Domain):
                     "and != 1. Leave it at its default of 10."
                 )
         if q is not None:
-            _check_number(_fn, "q", q)
-            if q <= 0:
-                raise ConfigError(
-                    f"tune.{_fn}(): q={q!r} is not allowed; q must be > 0. "
-                    "Pass the step to round samples to, e.g. q=0.1."
-                )
-            for name, bound in (("lower", lower), ("upper", upper)):
-                if not _is_multiple(bound, q):
-                    lo = math.ceil(lower / q) * q
-                    hi = math.floor(upper / q) * q
-                    raise ConfigError(
-                        f"tune.{_fn}(lower={lower!r}, upper={upper!r}, q={q!r}): "
-                        f"{name}={bound!r} is not a multiple of q, so rounded samples could "
-                        f"leave the range. Use bounds that are multiples of q, e.g. "
-                        f"lower={_clean_float(lo)!r}, upper={_clean_float(hi)!r}."
-                    )
+            self._check_q(lower, upper, q, _fn)
         self.lower = float(lower)
         self.upper = float(upper)
         self.log = bool(log)
@@ -186,87 +272,270 @@ class Float(Domain):
         self.q = q
         self._fn = _fn
 
-    def sample(self, rng: np.random.Generator | None = None) -> float:
-        rng = _default_rng(rng)
+    @staticmethod
+    def _check_log(lower: float, upper: float, fn: str) -> None:
+        if lower <= 0 or not 0 < upper < _INF:
+            raise ConfigError(
+                f"tune.{fn}(lower={lower!r}, upper={upper!r}): both bounds must be > 0 "
+                "because values are sampled on a log scale (LogUniform requires a lower bound "
+                "greater than 0). Use a small positive lower bound such as 1e-6, or "
+                f"tune.uniform({lower!r}, {upper!r}) for a linear scale."
+            )
+
+    @staticmethod
+    def _check_q(lower: float, upper: float, q: float, fn: str) -> None:
+        _check_number(fn, "q", q)
+        if q <= 0:
+            raise ConfigError(
+                f"tune.{fn}(): q={q!r} is not allowed; q must be > 0. "
+                "Pass the step to round samples to, e.g. q=0.1."
+            )
+        for name, bound in (("lower", lower), ("upper", upper)):
+            if math.isfinite(bound) and not _is_multiple(bound, q):
+                lo = math.ceil(lower / q) * q
+                hi = math.floor(upper / q) * q
+                raise ConfigError(
+                    f"tune.{fn}(lower={lower!r}, upper={upper!r}, q={q!r}): "
+                    f"{name}={bound!r} is not a multiple of q (not divisible by the "
+                    f"quantization factor), so rounded samples could leave the range. Use "
+                    f"bounds that are multiples of q, e.g. lower={_clean_float(lo)!r}, "
+                    f"upper={_clean_float(hi)!r}."
+                )
+
+    def _copy(self) -> Float:
+        new = object.__new__(type(self))
+        for slot in Float.__slots__:
+            object.__setattr__(new, slot, getattr(self, slot))
+        return new
+
+    # -- Ray's builder methods --------------------------------------------------------------
+    def uniform(self) -> Float:
+        """This range, sampled uniformly (Ray's ``Float.uniform()``)."""
+        self._one_sampler(self._sampler, "uniform")
+        if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
+            raise ConfigError(
+                f"Float({self.lower}, {self.upper}).uniform(): uniform sampling requires a "
+                "lower and an upper bound. Set both bounds of Float()."
+            )
+        new = self._copy()
+        new._sampler, new._fn = "uniform", "uniform"
+        return new
+
+    def loguniform(self, base: Any = None) -> Float:
+        """This range, sampled uniformly in log space (needs ``0 < lower``)."""
+        self._one_sampler(self._sampler, "loguniform")
+        self._check_log(self.lower, self.upper, "loguniform")
+        new = self._copy()
+        new._sampler, new.log, new._fn = "loguniform", True, "loguniform"
+        if new.q is not None:
+            new._fn = "qloguniform"
+        return new
+
+    def normal(self, mean: float = 0.0, sd: float = 1.0) -> Normal:
+        """A normal distribution ``N(mean, sd**2)`` (Ray's ``Float.normal()``); it takes no
+        bounds."""
+        self._one_sampler(self._sampler, "normal")
+        if math.isfinite(self.lower) or math.isfinite(self.upper):
+            raise ConfigError(
+                f"Float({self.lower}, {self.upper}).normal(): normal sampling does not allow "
+                "value bounds. Use Float(None, None).normal(mean, sd) or tune.randn(mean, sd)."
+            )
+        return Normal(mean, sd, self.q)
+
+    def quantized(self, q: float) -> Float:
+        """This domain with samples rounded to a multiple of ``q`` (both bounds must be
+        multiples of ``q``)."""
+        self._check_q(self.lower, self.upper, q, "quantized")
+        new = self._copy()
+        new.q = q
+        new._fn = "qloguniform" if new.log else "quniform"
+        if new._sampler is None:
+            new._sampler = "uniform"
+        return new
+
+    def get_sampler(self) -> str:
+        """The sampler's name as Ray prints it (``Uniform``, ``LogUniform``, with
+        ``Quantized`` around it when ``q`` is set)."""
+        name = "LogUniform" if self.log else "Uniform"
+        return f"Quantized({name}, q={self.q})" if self.q is not None else name
+
+    def cast(self, value: Any) -> float:
+        return float(value)
+
+    def is_valid(self, value: Any) -> bool:
+        return bool(self.lower <= value <= self.upper)
+
+    @property
+    def domain_str(self) -> str:
+        lower, upper = self._given
+        return (f"({self.lower if lower is None else lower}, "
+                f"{self.upper if upper is None else upper})")
+
+    def _sample_one(self, rng: Any, config: Any) -> float:
+        if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
+            raise ConfigError(
+                f"Float({self.lower}, {self.upper}) has no sampler: call .uniform(), "
+                ".loguniform() or .normal() on it first."
+            )
+        lower, upper = self.lower, self.upper
+        if self.q is not None:  # sample inside the grid's bounds, as Ray does
+            lower = math.ceil(_clean_float(lower / self.q)) * self.q
+            upper = math.floor(_clean_float(upper / self.q)) * self.q
         if self.log:
-            value = math.exp(rng.uniform(math.log(self.lower), math.log(self.upper)))
+            value = math.exp(rng.uniform(math.log(lower), math.log(upper)))
         else:
-            value = rng.uniform(self.lower, self.upper)
+            value = rng.uniform(lower, upper)
         if self.q is not None:
             value = _clean_float(round(value / self.q) * self.q)
             value = min(max(value, self.lower), self.upper)
         return float(value)
 
     def __repr__(self) -> str:
+        if self._fn == "Float":
+            return f"Float({self.lower!r}, {self.upper!r})"
         q = f", q={self.q!r}" if self.q is not None else ""
         base = f", base={self.base!r}" if self.log and self.base != 10 else ""
         return f"tune.{self._fn}({self.lower!r}, {self.upper!r}{q}{base})"
 
 
 class Integer(Domain):
-    """An integer in ``[low, high]`` (both inclusive), linear or log scale, or a multiple of ``q``.
+    """An integer in Ray's bounds: ``Integer(lower, upper)`` samples ``[lower, upper)``;
+    quantized with ``q > 1`` it samples the multiples of ``q`` in ``[lower, upper]`` (upper
+    inclusive), as Ray's ``Integer(lower, upper).quantized(q)`` does.
 
-    The factories translate Ray's bounds: ``randint(l, u)`` is ``Integer(l, u - 1)``,
-    ``qrandint(l, u, q)`` is ``Integer(l, u, q=q)``.
+    :attr:`low` and :attr:`high` are the smallest and largest values it can draw (both
+    inclusive); :attr:`lower` and :attr:`upper` are the bounds as given.
 
     Args:
-        low: Smallest value (inclusive).
-        high: Largest value (inclusive).
-        log: Sample on a log scale; needs ``low > 0``.
+        lower: Smallest value (inclusive).
+        upper: Upper bound (exclusive; inclusive when quantized with ``q > 1``).
+        log: Sample on a log scale; needs ``lower > 0``.
         base: Log base (descriptive only).
-        q: Only multiples of ``q`` within ``[low, high]`` are sampled (uniformly).
+        q: Only multiples of ``q`` are sampled (uniformly, or on a log scale with ``log``).
     """
 
-    __slots__ = ("_args", "_fn", "base", "high", "log", "low", "q")
+    __slots__ = ("_args", "_fn", "_sampler", "base", "high", "log", "low", "lower", "q",
+                 "upper")
 
     def __init__(
         self,
-        low: int,
-        high: int,
+        lower: int,
+        upper: int,
         *,
         log: bool = False,
         base: float = 10,
         q: int | None = None,
-        _fn: str = "qrandint",
+        _fn: str = "Integer",
         _args: tuple[Any, ...] | None = None,
     ) -> None:
         self._fn = _fn
-        self._args = _args if _args is not None else (low, high)
-        self.low = int(low)
-        self.high = int(high)
+        self._args = _args if _args is not None else (lower, upper)
+        self._sampler: str | None = None if _fn == "Integer" else (
+            "loguniform" if log else "uniform")
+        self.lower = lower
+        self.upper = upper
         self.log = bool(log)
         self.base = base
         self.q = q
-        if self.low > self.high:
-            raise ConfigError(f"{self!r}: the range is empty; lower must not exceed upper.")
-        if log and self.low <= 0:
-            raise ConfigError(f"{self!r}: lower must be > 0 because values are on a log scale.")
-        if q is not None:
+        self._bounds()
+
+    def _bounds(self) -> None:
+        q = self.q
+        self.low = int(self.lower)
+        self.high = int(self.upper) if q is not None and q != 1 else int(self.upper) - 1
+        if q is not None and q != 1:
             lo = math.ceil(self.low / q) * q
             hi = math.floor(self.high / q) * q
             if lo > hi:
                 raise ConfigError(
-                    f"{self!r}: no multiple of q={q} lies between {self.low} and {self.high}. "
-                    "Widen the range or use a smaller q."
+                    f"{self!r}: no multiple of q={q} lies between {self.lower} and "
+                    f"{self.upper}, so it has no values to sample. Widen the range or use a "
+                    "smaller q."
                 )
+        elif self.low > self.high:
+            raise ConfigError(f"{self!r}: the range is empty; lower must be less than upper.")
+        if self.log and self.low <= 0:
+            raise ConfigError(f"{self!r}: lower must be > 0 because values are on a log scale.")
 
-    def sample(self, rng: np.random.Generator | None = None) -> int:
-        rng = _default_rng(rng)
-        if self.q is not None:
-            lo = math.ceil(self.low / self.q) * self.q
-            hi = math.floor(self.high / self.q) * self.q
-            return int(lo + self.q * int(rng.integers(0, (hi - lo) // self.q + 1)))
+    def _copy(self) -> Integer:
+        new = object.__new__(type(self))
+        for slot in Integer.__slots__:
+            object.__setattr__(new, slot, getattr(self, slot))
+        return new
+
+    def uniform(self) -> Integer:
+        """This range, sampled uniformly (Ray's ``Integer.uniform()``)."""
+        self._one_sampler(self._sampler, "uniform")
+        new = self._copy()
+        new._sampler = "uniform"
+        new._fn, new._args = ("qrandint", (*self._args[:2], self.q)) if self.q else (
+            "randint", self._args[:2])
+        return new
+
+    def loguniform(self, base: Any = None) -> Integer:
+        """This range, sampled on a log scale (needs ``0 < lower``)."""
+        self._one_sampler(self._sampler, "loguniform")
+        if not self.lower > 0:
+            raise ConfigError(
+                f"Integer({self.lower}, {self.upper}).loguniform(): LogUniform requires a "
+                f"lower bound greater than 0. Got: {self.lower}."
+            )
+        new = self._copy()
+        new._sampler, new.log = "loguniform", True
+        new._fn, new._args = ("qlograndint", (*self._args[:2], self.q)) if self.q else (
+            "lograndint", self._args[:2])
+        return new
+
+    def quantized(self, q: int) -> Integer:
+        """Only multiples of ``q``; with ``q > 1`` the upper bound becomes inclusive."""
+        _check_number("quantized", "q", q, integer=True)
+        if q <= 0:
+            raise ConfigError(f"Integer.quantized(q={q!r}): q must be a positive integer.")
+        new = self._copy()
+        new.q = q
+        if new._sampler is None:
+            new._sampler = "uniform"
+        new._fn = "qlograndint" if new.log else "qrandint"
+        new._args = (*self._args[:2], q)
+        new._bounds()
+        return new
+
+    def get_sampler(self) -> str:
+        name = "LogUniform" if self.log else "Uniform"
+        return f"Quantized({name}, q={self.q})" if self.q is not None else name
+
+    def cast(self, value: Any) -> int:
+        return int(value)
+
+    def is_valid(self, value: Any) -> bool:
+        return bool(self.lower <= value <= self.upper)
+
+    @property
+    def domain_str(self) -> str:
+        return f"({self.lower}, {self.upper})"
+
+    def _sample_one(self, rng: Any, config: Any) -> int:
+        if self.q is not None and self.q != 1:
+            lo = math.ceil(self.low / self.q)
+            hi = math.floor(self.high / self.q)
+            if self.log:  # log-uniform over the grid's indices, as Ray's Quantized does
+                index = math.floor(math.exp(rng.uniform(math.log(lo), math.log(hi + 1))))
+                return int(min(max(index, lo), hi) * self.q)
+            return int(self.q * int(rng.integers(lo, hi + 1)))
         if self.log:
             value = math.exp(rng.uniform(math.log(self.low), math.log(self.high + 1)))
             return int(min(max(math.floor(value), self.low), self.high))
         return int(rng.integers(self.low, self.high + 1))
 
     def __repr__(self) -> str:
+        if self._fn == "Integer":
+            return f"Integer({self.lower!r}, {self.upper!r})"
         return f"tune.{self._fn}({', '.join(repr(a) for a in self._args)})"
 
 
 class Normal(Domain):
-    """A normally distributed float, optionally rounded to a multiple of ``q``."""
+    """A normally distributed float, optionally rounded to a multiple of ``q``
+    (``tune.randn`` / ``tune.qrandn``, Ray's ``Float(None, None).normal(mean, sd)``)."""
 
     __slots__ = ("mean", "q", "sd")
 
@@ -287,8 +556,37 @@ class Normal(Domain):
         self.sd = float(sd)
         self.q = q
 
-    def sample(self, rng: np.random.Generator | None = None) -> float:
-        value = float(_default_rng(rng).normal(self.mean, self.sd))
+    lower = -_INF
+    upper = _INF
+    log = False
+
+    def uniform(self) -> Float:
+        self._one_sampler("normal", "uniform")
+        raise AssertionError("unreachable")
+
+    def loguniform(self, base: Any = None) -> Float:
+        self._one_sampler("normal", "loguniform")
+        raise AssertionError("unreachable")
+
+    def quantized(self, q: float) -> Normal:
+        """This distribution, rounded to a multiple of ``q``."""
+        return Normal(self.mean, self.sd, q)
+
+    def get_sampler(self) -> str:
+        return f"Quantized(Normal, q={self.q})" if self.q is not None else "Normal"
+
+    def cast(self, value: Any) -> float:
+        return float(value)
+
+    def is_valid(self, value: Any) -> bool:
+        return True
+
+    @property
+    def domain_str(self) -> str:
+        return f"({-_INF}, {_INF})"
+
+    def _sample_one(self, rng: Any, config: Any) -> float:
+        value = float(rng.normal(self.mean, self.sd))
         if self.q is not None:
             value = _clean_float(round(value / self.q) * self.q)
         return value
@@ -300,7 +598,11 @@ class Normal(Domain):
 
 
 class Categorical(Domain):
-    """One of ``categories``, chosen uniformly. Categories are returned as-is (not copied)."""
+    """One of ``categories``, chosen uniformly. Categories are returned as-is (not copied).
+
+    ``Categorical(categories).grid()`` is Ray's spelling of ``tune.grid_search(categories)``
+    and returns the same ``{"grid_search": [...]}`` marker.
+    """
 
     __slots__ = ("categories",)
 
@@ -320,8 +622,31 @@ class Categorical(Domain):
             )
         self.categories = list(categories)
 
-    def sample(self, rng: np.random.Generator | None = None) -> Any:
-        return self.categories[int(_default_rng(rng).integers(0, len(self.categories)))]
+    def uniform(self) -> Categorical:
+        return Categorical(self.categories)
+
+    def grid(self) -> dict[str, list[Any]]:
+        """These categories as a grid search: every one of them, in order."""
+        return grid_search(self.categories)
+
+    def get_sampler(self) -> str:
+        return "Uniform"
+
+    def __len__(self) -> int:
+        return len(self.categories)
+
+    def __getitem__(self, item: Any) -> Any:
+        return self.categories[item]
+
+    def is_valid(self, value: Any) -> bool:
+        return value in self.categories
+
+    @property
+    def domain_str(self) -> str:
+        return f"{self.categories}"
+
+    def _sample_one(self, rng: Any, config: Any) -> Any:
+        return self.categories[int(rng.integers(0, len(self.categories)))]
 
     def _key(self) -> tuple[Any, ...]:
         return (repr(self.categories),)
@@ -367,12 +692,57 @@ class Function(Domain):
                 ) from None
             self.pass_spec = False
 
-    def sample(self, rng: np.random.Generator | None = None, spec: Any = None) -> Any:
-        """Calls ``func(spec)`` (or ``func()``); ``rng`` is unused."""
-        return self.func(spec) if self.pass_spec else self.func()
+    @property
+    def pass_config(self) -> bool:
+        """Ray's name for :attr:`pass_spec`."""
+        return self.pass_spec
+
+    def sample(self, config: Any = None, size: int = 1, random_state: RandomState = None,
+               *, spec: Any = None) -> Any:
+        """Calls ``func(spec)`` (or ``func()``) ``size`` times; ``random_state`` is unused.
+        ``config`` (Ray's argument) is passed as the spec when ``spec`` is not given."""
+        config, _ = _split_sample_args(config, random_state)
+        spec = config if spec is None else spec
+        items = [self._call(spec) for _ in range(size)]
+        return items if size > 1 else items[0]
+
+    def _call(self, config: Any) -> Any:
+        if not self.pass_spec:
+            return self.func()
+        try:
+            return self.func(config)
+        except (KeyError, AttributeError):
+            if not isinstance(config, dict):
+                raise
+            return self.func(_Spec(config))  # the older ``spec.config[...]`` form
+
+    def _sample_one(self, rng: Any, config: Any) -> Any:
+        return self._call(config)
+
+    def is_function(self) -> bool:
+        return True
+
+    def is_valid(self, value: Any) -> bool:
+        return True
+
+    @property
+    def domain_str(self) -> str:
+        return f"{self.func}()"
 
     def __repr__(self) -> str:
         return f"tune.sample_from({self.func!r})"
+
+
+class _Spec:
+    """``spec.config`` / ``spec["config"]`` around a config dict (older sample_from form)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+
+    def __getitem__(self, key: str) -> Any:
+        if key != "config":
+            raise KeyError(key)
+        return self.config
 
 
 def is_grid_search(value: Any) -> bool:
@@ -417,46 +787,64 @@ def randint(lower: int, upper: int) -> Integer:
             f"(upper is exclusive). For values {lower}..{upper} write "
             f"tune.randint({min(lower, upper)}, {max(lower, upper) + 1})."
         )
-    return Integer(lower, upper - 1, _fn="randint", _args=(lower, upper))
+    return Integer(lower, upper, _fn="randint", _args=(lower, upper))
 
 
-def qrandint(lower: int, upper: int, q: int = 1) -> Integer:
-    """An integer multiple of ``q`` in ``[lower, upper]``: ``upper`` is *inclusive*."""
-    _int_args("qrandint", lower, upper)
-    _check_number("qrandint", "q", q, integer=True)
+def _check_q_int(fn: str, lower: int, upper: int, q: Any) -> None:
+    _check_number(fn, "q", q, integer=True)
     if q <= 0:
         raise ConfigError(
-            f"tune.qrandint(): q={q!r} is not allowed; q must be a positive integer, e.g. q=1."
+            f"tune.{fn}(): q={q!r} is not allowed; q must be a positive integer, e.g. q=1."
         )
     if not lower <= upper:
         raise ConfigError(
-            f"tune.qrandint(lower={lower!r}, upper={upper!r}, q={q!r}): lower must not exceed "
-            f"upper. Swap the bounds: tune.qrandint({upper!r}, {lower!r}, {q!r})."
+            f"tune.{fn}(lower={lower!r}, upper={upper!r}, q={q!r}): lower must not exceed "
+            f"upper. Swap the bounds: tune.{fn}({upper!r}, {lower!r}, {q!r})."
         )
+
+
+def qrandint(lower: int, upper: int, q: int = 1) -> Integer:
+    """An integer multiple of ``q`` in ``[lower, upper]``: ``upper`` is *inclusive*, except
+    for ``q=1`` where it is exclusive (Ray's rule)."""
+    _int_args("qrandint", lower, upper)
+    _check_q_int("qrandint", lower, upper, q)
     return Integer(lower, upper, q=q, _fn="qrandint", _args=(lower, upper, q))
 
 
-def lograndint(lower: int, upper: int, base: float = 10) -> Integer:
-    """An integer in ``[lower, upper)`` sampled on a log scale; ``lower`` must be > 0."""
-    _int_args("lograndint", lower, upper)
+def _check_log_int(fn: str, lower: int, upper: int, base: Any) -> None:
     if lower <= 0:
         raise ConfigError(
-            f"tune.lograndint(lower={lower!r}, upper={upper!r}): lower must be > 0 because "
+            f"tune.{fn}(lower={lower!r}, upper={upper!r}): lower must be > 0 because "
             "values are sampled on a log scale. Use lower=1, or tune.randint() for a linear "
             "scale."
         )
     if not lower < upper:
         raise ConfigError(
-            f"tune.lograndint(lower={lower!r}, upper={upper!r}): lower must be less than upper "
-            "(upper is exclusive)."
+            f"tune.{fn}(lower={lower!r}, upper={upper!r}): lower must be less than upper."
         )
-    _check_number("lograndint", "base", base)
+    _check_number(fn, "base", base)
     if base <= 0 or base == 1:
         raise ConfigError(
-            f"tune.lograndint(): base={base!r} is not allowed; the log base must be > 0 and "
+            f"tune.{fn}(): base={base!r} is not allowed; the log base must be > 0 and "
             "!= 1. Leave it at its default of 10."
         )
-    return Integer(lower, upper - 1, log=True, base=base, _fn="lograndint", _args=(lower, upper))
+
+
+def lograndint(lower: int, upper: int, base: float = 10) -> Integer:
+    """An integer in ``[lower, upper)`` sampled on a log scale; ``lower`` must be > 0."""
+    _int_args("lograndint", lower, upper)
+    _check_log_int("lograndint", lower, upper, base)
+    return Integer(lower, upper, log=True, base=base, _fn="lograndint", _args=(lower, upper))
+
+
+def qlograndint(lower: int, upper: int, q: int, base: float = 10) -> Integer:
+    """An integer multiple of ``q`` sampled on a log scale between ``lower > 0`` and
+    ``upper``: ``upper`` is inclusive, except for ``q=1`` (Ray's rule)."""
+    _int_args("qlograndint", lower, upper)
+    _check_q_int("qlograndint", lower, upper, q)
+    _check_log_int("qlograndint", lower, upper, base)
+    return Integer(lower, upper, log=True, base=base, q=q, _fn="qlograndint",
+                   _args=(lower, upper, q))
 
 
 def randn(mean: float = 0.0, sd: float = 1.0) -> Normal:
@@ -513,6 +901,7 @@ FACTORIES: frozenset[Callable[..., Any]] = frozenset(
         randint,
         qrandint,
         lograndint,
+        qlograndint,
         randn,
         qrandn,
         choice,

@@ -322,7 +322,7 @@ def resolve_config(
         elif isinstance(value, Function):
             functions.append((path, value))
         elif isinstance(value, Domain):
-            sampled = value.sample(rng)
+            sampled = value.sample(random_state=rng)
             _set_path(config, path, sampled)
             resolved[path_str(path)] = sampled
         else:  # a grid search
@@ -341,20 +341,27 @@ def resolve_config(
 def _resolve_functions(
     config: dict[str, Any], pending: list[tuple[Path, Function]], resolved: dict[str, Any]
 ) -> None:
+    # Ray 2.x passes the config itself (``lambda config: config["a"]``); the older
+    # ``lambda spec: spec.config.a`` form is tried when that raises KeyError/AttributeError.
+    view = _AttrView(config)
     spec = _AttrView({"config": config})
     while pending:
         waiting: list[tuple[Path, Function]] = []
         for path, fn in pending:
             try:
-                value = fn.sample(spec=spec)
+                try:
+                    value = fn.sample(spec=view)
+                except (KeyError, AttributeError):
+                    value = fn.sample(spec=spec)
             except _Unresolved:
                 waiting.append((path, fn))
                 continue
             except Exception as exc:
                 raise ConfigError(
                     f"param_space[{path_str(path)!r}]: the sample_from function {fn.func!r} "
-                    f"raised {type(exc).__name__}: {exc}. It is called with a spec whose "
-                    "`config` is the resolved config; fix the function."
+                    f"raised {type(exc).__name__}: {exc}. It is called with the resolved "
+                    "config (or, in the older form, a spec whose `config` is it); fix the "
+                    "function."
                 ) from exc
             _set_path(config, path, value)
             resolved[path_str(path)] = value
@@ -406,17 +413,31 @@ def _merge_into(spec: dict[str, Any], point: Mapping[str, Any], path: Path) -> N
 
 
 def generate_variants(
-    param_space: Mapping[str, Any] | None, rng: np.random.Generator
+    param_space: Mapping[str, Any] | None, rng: np.random.Generator,
+    *, constant_grid_search: bool = False,
 ) -> Iterator[Variant]:
     """One pass over the grid: yields :func:`count_variants` variants, sampled with ``rng``.
+
+    With ``constant_grid_search`` the random values outside the grids are sampled once,
+    before the grid is expanded, so every grid point of the pass shares them (Ray's
+    ``BasicVariantGenerator(constant_grid_search=True)``); else each grid point samples its
+    own.
 
     Raises:
         ConfigError: for mistaken objects in ``param_space`` (see module docstring).
     """
     validate_param_space(param_space)
-    for spec, grid_vars in _expand_grid(_copy_containers(dict(param_space or {}))):
-        config, sampled = resolve_config(spec, rng)
-        yield Variant(config=config, resolved_vars={**grid_vars, **sampled})
+    spec = _copy_containers(dict(param_space or {}))
+    constant: dict[str, Any] = {}
+    if constant_grid_search:
+        for path, value in list(_unresolved(spec, ())):
+            if isinstance(value, Domain) and not isinstance(value, Function):
+                sampled_value = value.sample(random_state=rng)
+                _set_path(spec, path, sampled_value)
+                constant[path_str(path)] = sampled_value
+    for grid_spec, grid_vars in _expand_grid(spec):
+        config, sampled = resolve_config(grid_spec, rng)
+        yield Variant(config=config, resolved_vars={**constant, **grid_vars, **sampled})
 
 
 def iter_variants(
@@ -425,6 +446,7 @@ def iter_variants(
     *,
     seed: int | np.random.Generator | None = None,
     points_to_evaluate: Sequence[Mapping[str, Any]] | None = None,
+    constant_grid_search: bool = False,
 ) -> Iterator[Variant]:
     """Every variant of an experiment, lazily: ``num_samples`` passes over the grid.
 
@@ -437,6 +459,7 @@ def iter_variants(
         num_samples: Passes over the grid; ``-1`` means forever.
         seed: Seed or generator; the same seed gives the same variants.
         points_to_evaluate: Partial configs to run first.
+        constant_grid_search: See :func:`generate_variants`.
     """
     _check_num_samples(num_samples)
     validate_param_space(param_space)
@@ -445,10 +468,10 @@ def iter_variants(
     points = list(points_to_evaluate or [])
     merged = [merge_point(space, p) for p in points]  # validate every point up front
     for spec in merged:
-        yield from generate_variants(spec, rng)
+        yield from generate_variants(spec, rng, constant_grid_search=constant_grid_search)
     passes = itertools.count() if num_samples == -1 else range(num_samples - len(points))
     for _ in passes:
-        yield from generate_variants(space, rng)
+        yield from generate_variants(space, rng, constant_grid_search=constant_grid_search)
 
 
 def _check_num_samples(num_samples: Any) -> None:

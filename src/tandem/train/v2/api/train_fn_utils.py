@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
-from tandem.train.session import get_checkpoint, get_context, get_dataset_shard, report
+from tandem.train.session import (
+    get_all_reported_checkpoints,
+    get_checkpoint,
+    get_context,
+    get_dataset_shard,
+    report,
+)
 
-__all__ = ["get_checkpoint", "get_context", "get_dataset_shard", "report"]
+__all__ = ["get_all_reported_checkpoints", "get_checkpoint", "get_context", "get_dataset_shard", "report"]

@@ -1,0 +1,29 @@
+"""The peer suite's fixtures: with ``RAY_SUITE_TARGET=ray`` a local Ray (2 CPUs) serves the
+whole session and the process-leak check is off (Ray keeps its own processes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.ray_suite.swap import ON_RAY
+
+if ON_RAY:
+    @pytest.fixture(autouse=True)
+    def _no_leftover_processes():  # overrides tests/conftest.py's check: Ray's own processes
+        yield
+
+    @pytest.fixture(scope="session", autouse=True)
+    def _ray_cluster():
+        import ray
+
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        yield
+        ray.shutdown()
+else:
+    @pytest.fixture(autouse=True)
+    def _two_cpus():
+        """Ray's tests run on ``ray.init(num_cpus=2)``; tandem's cluster gets the same."""
+        import tandem
+
+        tandem.init(num_cpus=2)
+        yield
