@@ -116,7 +116,7 @@ class TuneController:
         name_prefix: str,
         exp_uid: str,
         restored: list[TuneTrial] | None = None,
-        strict_metric: str | None = None,
+        strict_metric: str | list[str] | None = None,
         queue_depth: int = 2,
         stop_service: Callable[[Any], None] | None = None,
         forget_job: Callable[[str], None] | None = None,
@@ -428,13 +428,14 @@ class TuneController:
             trial.last_result = result
             trial.time_total_s = result.get("time_total_s", trial.time_total_s)
             self._iteration += 1
-            if self.strict_metric is not None and self.strict_metric not in result:
+            missing = self._missing_metric(result)
+            if missing is not None:
                 keys = sorted(k for k in result if k not in ("training_iteration", "time_total_s", "trial_id"))
                 self._fatal = TuneError(
                     f"Trial {trial.name} reported a result without the metric "
-                    f"{self.strict_metric!r} that the {type(self.scheduler).__name__}/"
+                    f"{missing!r} that the {type(self.scheduler).__name__}/"
                     f"{type(self.searcher).__name__} need (metric={self.strict_metric!r}); it "
-                    f"reported: {keys}. Report it with tune.report({{{self.strict_metric!r}: "
+                    f"reported: {keys}. Report it with tune.report({{{missing!r}: "
                     f"value}}), or set TuneConfig(metric=...) to one of those keys."
                 )
                 self._stop_everything()
@@ -464,6 +465,16 @@ class TuneController:
                 return
         if self.stopper is not None and getattr(self.stopper, "stop_all", None) and self.stopper.stop_all():
             self._stop_everything()
+
+    def _missing_metric(self, result: dict) -> str | None:
+        """The needed metric (one of them, for multi-objective search) ``result`` lacks."""
+        strict = self.strict_metric
+        if strict is None:
+            return None
+        for name in strict if isinstance(strict, (list, tuple)) else (strict,):
+            if name not in result:
+                return name
+        return None
 
     def _end_trial(self, trial: TuneTrial, status: TrialStatus, *, stop_job: bool = False,
                    remove: bool = False, note: str = "") -> None:

@@ -231,6 +231,8 @@ class Tuner:
             searcher.set_num_samples(tc.num_samples if tc.num_samples != -1 else 10**12)
         metric = scheduler.metric or searcher.metric or tc.metric
         mode = scheduler.mode or searcher.mode or tc.mode
+        if isinstance(metric, (list, tuple)):  # multi-objective search: no single best
+            metric, mode = None, None  # ResultGrid.get_best_result(metric, mode) per objective
         strict = None
         if not isinstance(scheduler, FIFOScheduler) and scheduler.metric:
             strict = scheduler.metric

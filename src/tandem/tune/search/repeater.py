@@ -1,10 +1,16 @@
+# Adapted from Ray (https://github.com/ray-project/ray), python/ray/tune/search/repeater.py
+# (Ray 2.60). Copyright 2023 The Ray Authors. Licensed under the Apache License, Version 2.0
+# (http://www.apache.org/licenses/LICENSE-2.0). Modified for tandem: errors are ConfigError
+# and the whole state (the wrapped searcher's included) is saved with the experiment.
+"""``Repeater``: run each suggested config several times and report the mean to the searcher."""
+
 import copy
 import logging
 
 import numpy as np
-from ray.tune.search.searcher import Searcher
-from ray.tune.search.util import _set_search_properties_backwards_compatible
-from ray.util import PublicAPI
+
+from tandem._core.errors import ConfigError
+from tandem.tune.search.searcher import Searcher
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +75,6 @@ class _TrialGroup:
         return len(self._trials)
 
 
-@PublicAPI
 class Repeater(Searcher):
     """A wrapper algorithm for repeating trials of same parameters.
 
@@ -97,8 +102,7 @@ class Repeater(Searcher):
 
     .. code-block:: python
 
-        from ray.tune.search import Repeater
-
+        
         search_alg = BayesOptSearch(...)
         re_search_alg = Repeater(search_alg, repeat=10)
 
@@ -115,6 +119,16 @@ class Repeater(Searcher):
     """
 
     def __init__(self, searcher: Searcher, repeat: int = 1, set_index: bool = True):
+        if not isinstance(searcher, Searcher):
+            raise ConfigError(
+                f"Repeater(searcher={searcher!r}): searcher must be a Searcher (e.g. "
+                f"OptunaSearch() or HyperOptSearch()), got {type(searcher).__name__}."
+            )
+        if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+            raise ConfigError(
+                f"Repeater(repeat={repeat!r}): must be an int >= 1, the number of trials "
+                "to run for each suggested config."
+            )
         self.searcher = searcher
         self.repeat = repeat
         self._set_index = set_index
@@ -175,14 +189,6 @@ class Repeater(Searcher):
                 **kwargs
             )
 
-    def get_state(self) -> dict:
-        self_state = self.__dict__.copy()
-        del self_state["searcher"]
-        return self_state
-
-    def set_state(self, state: dict):
-        self.__dict__.update(state)
-
     def save(self, checkpoint_path: str):
         self.searcher.save(checkpoint_path)
 
@@ -192,6 +198,4 @@ class Repeater(Searcher):
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict, **spec
     ) -> bool:
-        return _set_search_properties_backwards_compatible(
-            self.searcher.set_search_properties, metric, mode, config, **spec
-        )
+        return self.searcher.set_search_properties(metric, mode, config, **spec)

@@ -35,9 +35,23 @@ from tandem.tune.search._ray_compat import (
 
 try:  # Python 3 only -- needed for lint test.
     import hebo
+    import hebo.design_space.design_space
+    import hebo.optimizers.hebo
     import torch  # hebo has torch as a dependency
-except ImportError:
+except ImportError as _exc:
     hebo = None
+    _HEBO_IMPORT_ERROR: str = f"{type(_exc).__name__}: {_exc}"
+
+#: Why HEBO cannot be installed next to tandem's other dependencies (checked with pip
+#: against numpy 2.4, pandas 3.1, torch 2.13 and pymoo 0.6, which Ax/BoTorch need).
+HEBO_UNAVAILABLE = (
+    "HEBOSearch needs the HEBO library, which cannot be installed with tandem's other "
+    "dependencies: HEBO 0.3.5 and 0.3.6 (the newest) require numpy<1.25 (tandem uses numpy "
+    "2.x), and HEBO 0.3.2, the newest without that pin, imports pymoo.factory, which pymoo "
+    "removed in 0.6 (BoTorch/Ax need pymoo>=0.6). Use OptunaSearch, AxSearch, BayesOptSearch "
+    "or HyperOptSearch instead (pip install \"tandem-ml[optuna]\" / [ax] / [bayesopt] / "
+    "[hyperopt]); HEBOSearch works unchanged in an environment where HEBO imports."
+)
 
 logger = logging.getLogger(__name__)
 
@@ -156,13 +170,8 @@ class HEBOSearch(Searcher):
         max_concurrent: int = 8,
         **kwargs,
     ):
-        assert hebo is not None, (
-            "HEBO must be installed! You can install HEBO with"
-            " the command: `pip install 'HEBO>=0.2.0'`."
-            "This error may also be caused if HEBO"
-            " dependencies have bad versions. Try updating HEBO"
-            " first."
-        )
+        if hebo is None:
+            raise ImportError(f"{HEBO_UNAVAILABLE} (import failed: {_HEBO_IMPORT_ERROR})")
         if mode:
             assert mode in ["min", "max"], "`mode` must be 'min' or 'max'."
         assert (

@@ -300,10 +300,15 @@ class AxSearch(Searcher):
             self._mode = "min" if obj.minimize else "max"
             self._metric = obj.metric.name
         except Exception:
-            objectives = exp.optimization_config.objective.objectives
-            first = objectives[0]
-            self._mode = "min" if first.minimize else "max"
-            self._metric = first.metric.name
+            obj = exp.optimization_config.objective
+            if hasattr(obj, "metric_names"):  # tandem: Ax >= 1.2 names metrics this way
+                self._mode = "min" if obj.minimize else "max"
+                self._metric = obj.metric_names[0]
+            else:
+                objectives = obj.objectives
+                first = objectives[0]
+                self._mode = "min" if first.minimize else "max"
+                self._metric = first.metric.name
 
         self._parameters = list(exp.parameters)
 
