@@ -290,6 +290,7 @@ class TuneController:
     def _act_on_suggestion(self, trial: TuneTrial, suggestion: Any) -> None:
         self._paused.discard(trial.trial_id)
         if suggestion.action.name == "RESUME":
+            self.searcher.on_unpause(trial.trial_id)
             trial.status = TrialStatus.PENDING
             self._start(trial, trial.checkpoint)
         else:
@@ -443,7 +444,6 @@ class TuneController:
             for cb in self.callbacks:
                 cb.on_trial_result(iteration=self._iteration, trials=self.trials, trial=trial,
                                    result=result)
-            self.searcher.on_trial_result(trial.trial_id, result)
             if (self.stopper is not None and self.stopper(trial.trial_id, result)) or \
                     result.get("done") is True:
                 self._end_trial(trial, TrialStatus.TERMINATED, stop_job=True, note="stop criteria")
@@ -452,6 +452,8 @@ class TuneController:
                 return
             decision = self.scheduler.on_trial_result(trial, result)
             act = decision.action
+            if act is not Action.STOP:  # Ray's order: the scheduler first (BOHB reads what
+                self.searcher.on_trial_result(trial.trial_id, result)  # HyperBand adds)
             if act is Action.CONTINUE:
                 continue
             trial.decisions.append({"iteration": trial.iteration, "time": time.time(),
@@ -460,6 +462,8 @@ class TuneController:
                 self._end_trial(trial, TrialStatus.TERMINATED, stop_job=True, note=decision.reason)
                 return
             if act in (Action.PAUSE, Action.RESTART):
+                if act is Action.PAUSE:
+                    self.searcher.on_pause(trial.trial_id)
                 trial.action = decision
                 self._stop_job(trial)
                 return
