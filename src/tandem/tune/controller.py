@@ -293,6 +293,14 @@ class TuneController:
             self.searcher.on_unpause(trial.trial_id)
             trial.status = TrialStatus.PENDING
             self._start(trial, trial.checkpoint)
+        elif suggestion.action.name == "RESTART":  # e.g. synchronous PBT's exploit step
+            self.searcher.on_unpause(trial.trial_id)
+            trial.config = dict(suggestion.config)
+            trial.decisions.append({"iteration": trial.iteration, "time": time.time(),
+                                    "action": "RESTART", "reason": suggestion.reason})
+            trial.status = TrialStatus.PENDING
+            self._start(trial, suggestion.checkpoint)
+            self.reporter.status_change(trial, self.trials, suggestion.reason)
         else:
             self._end_trial(trial, TrialStatus.TERMINATED, remove=True, note=suggestion.reason)
 
