@@ -172,7 +172,7 @@ class AxSearch(Searcher):
             You can install AxSearch with the command:
             `pip install ax-platform`."""
 
-        if mode:
+        if mode and not isinstance(mode, (list, tuple)):
             assert mode in ["min", "max"], "`mode` must be 'min' or 'max'."
 
         super().__init__(
@@ -326,7 +326,7 @@ class AxSearch(Searcher):
         self._space = space
         if metric:
             self._metric = metric
-        if mode:
+        if mode and not isinstance(mode, (list, tuple)):
             self._mode = mode
 
         self._setup_experiment()

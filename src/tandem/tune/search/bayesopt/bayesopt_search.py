@@ -183,7 +183,7 @@ class BayesOptSearch(Searcher):
             "BayesOpt must be installed!. You can install BayesOpt with"
             " the command: `pip install bayesian-optimization==1.4.3`."
         )
-        if mode:
+        if mode and not isinstance(mode, (list, tuple)):
             assert mode in ["min", "max"], "`mode` must be 'min' or 'max'."
         self._config_counter = defaultdict(int)
         self._patience = patience
@@ -273,7 +273,7 @@ class BayesOptSearch(Searcher):
         self._space = space
         if metric:
             self._metric = metric
-        if mode:
+        if mode and not isinstance(mode, (list, tuple)):
             self._mode = mode
 
         if self._mode == "max":

@@ -149,7 +149,7 @@ class TuneBOHB(Searcher):
         ), """HpBandSter must be installed!
             You can install HpBandSter with the command:
             `pip install hpbandster ConfigSpace`."""
-        if mode:
+        if mode and not isinstance(mode, (list, tuple)):
             assert mode in ["min", "max"], "`mode` must be 'min' or 'max'."
         self.trial_to_params = {}
         self._metric = metric
@@ -216,7 +216,7 @@ class TuneBOHB(Searcher):
 
         if metric:
             self._metric = metric
-        if mode:
+        if mode and not isinstance(mode, (list, tuple)):
             self._mode = mode
 
         self._setup_bohb()

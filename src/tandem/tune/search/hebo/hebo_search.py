@@ -172,7 +172,7 @@ class HEBOSearch(Searcher):
     ):
         if hebo is None:
             raise ImportError(f"{HEBO_UNAVAILABLE} (import failed: {_HEBO_IMPORT_ERROR})")
-        if mode:
+        if mode and not isinstance(mode, (list, tuple)):
             assert mode in ["min", "max"], "`mode` must be 'min' or 'max'."
         assert (
             isinstance(max_concurrent, int) and max_concurrent >= 1
@@ -272,7 +272,7 @@ class HEBOSearch(Searcher):
 
         if metric:
             self._metric = metric
-        if mode:
+        if mode and not isinstance(mode, (list, tuple)):
             self._mode = mode
 
         self._setup_optimizer()

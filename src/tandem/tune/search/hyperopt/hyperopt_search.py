@@ -171,7 +171,7 @@ class HyperOptSearch(Searcher):
         assert (
             hpo is not None
         ), "HyperOpt must be installed! Run `pip install hyperopt`."
-        if mode:
+        if mode and not isinstance(mode, (list, tuple)):
             assert mode in ["min", "max"], "`mode` must be 'min' or 'max'."
         super().__init__(
             metric=metric,
@@ -294,7 +294,7 @@ class HyperOptSearch(Searcher):
 
         if metric:
             self._metric = metric
-        if mode:
+        if mode and not isinstance(mode, (list, tuple)):
             self._mode = mode
 
         self.metric_op = -1.0 if self._mode == "max" else 1.0

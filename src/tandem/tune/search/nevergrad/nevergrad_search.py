@@ -143,7 +143,7 @@ class NevergradSearch(Searcher):
         ), """Nevergrad must be installed!
             You can install Nevergrad with the command:
             `pip install nevergrad`."""
-        if mode:
+        if mode and not isinstance(mode, (list, tuple)):
             assert mode in ["min", "max"], "`mode` must be 'min' or 'max'."
 
         super().__init__(metric=metric, mode=mode)
@@ -262,7 +262,7 @@ class NevergradSearch(Searcher):
 
         if metric:
             self._metric = metric
-        if mode:
+        if mode and not isinstance(mode, (list, tuple)):
             self._mode = mode
 
         self._setup_nevergrad()

@@ -176,7 +176,7 @@ class ZOOptSearch(Searcher):
             zoopt is not None
         ), "ZOOpt not found - please install zoopt by `pip install -U zoopt`."
         assert budget is not None, "`budget` should not be None!"
-        if mode:
+        if mode and not isinstance(mode, (list, tuple)):
             assert mode in ["min", "max"], "`mode` must be 'min' or 'max'."
         _algo = algo.lower()
         assert _algo in [
@@ -262,7 +262,7 @@ class ZOOptSearch(Searcher):
 
         if metric:
             self._metric = metric
-        if mode:
+        if mode and not isinstance(mode, (list, tuple)):
             self._mode = mode
 
         if self._mode == "max":
