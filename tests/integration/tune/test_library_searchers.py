@@ -180,9 +180,8 @@ def _counter(config):
     step, score = 0, 0.0
     ckpt = tune.get_checkpoint()
     if ckpt:
-        with ckpt.as_directory() as d:
-            with open(os.path.join(d, "s.json")) as f:
-                state = json.load(f)
+        with ckpt.as_directory() as d, open(os.path.join(d, "s.json")) as f:
+            state = json.load(f)
         step, score = state["step"], state["score"]
     while step < 8:
         step += 1

@@ -38,8 +38,9 @@ class ConcurrencyLimiter(Searcher):
     def __init__(self, searcher: Searcher, max_concurrent: int, batch: bool = False) -> None:
         if not isinstance(searcher, Searcher):
             raise ConfigError(
-                f"ConcurrencyLimiter(searcher={searcher!r}): the `ConcurrencyLimiter` only "
-                f"works with `Searcher` objects (got {type(searcher)}), e.g. OptunaSearch(), "
+                f"ConcurrencyLimiter(searcher={searcher!r}): searcher must be a tandem Searcher; "
+                f"the `ConcurrencyLimiter` only works with `Searcher` objects (got "
+                f"{type(searcher)}), e.g. OptunaSearch(), "
                 "HyperOptSearch() or BasicVariantGenerator(). To cap concurrent trials "
                 "without a searcher, use TuneConfig(max_concurrent_trials=...)."
             )
