@@ -18,7 +18,6 @@ import numpy as np
 
 from tandem._core.errors import ConfigError
 from tandem.tune.search.searcher import Searcher, merge_metric_mode
-from tandem.tune.search.variant_generator import has_search_space
 
 __all__ = ["LibrarySearcher", "import_library"]
 
@@ -64,22 +63,17 @@ class LibrarySearcher(Searcher):
     ) -> bool:
         """Takes TuneConfig's metric/mode and the Tuner's param space (see Searcher).
 
+        Returns:
+            False when the searcher was built with a space of its own (Ray's contract).
+
         Raises:
-            ConfigError: if the searcher was built with a space of its own and the param
-                space also holds search-space objects (Ray's rule), or metric/mode conflict.
+            ConfigError: if metric/mode conflict.
         """
         merge_metric_mode(self, metric, mode)
         self._param_space = dict(config) if config else None
-        applied = self._set_search_properties(metric, mode, dict(config or {}), **spec)
-        if not applied and has_search_space(config or {}):
-            raise ConfigError(
-                "You passed a `param_space` parameter to `tune.Tuner()` with unresolved "
-                f"parameters, but the search algorithm ({type(self).__name__}) was already "
-                "instantiated with a search space. Make sure that `config` does not contain "
-                "any more parameter definitions - include them in the search algorithm's "
-                "search space if necessary."
-            )
-        return applied
+        # False: the searcher has a space of its own (Ray's contract); the Tuner then
+        # refuses a param_space that holds search-space objects too, with Ray's message
+        return self._set_search_properties(metric, mode, dict(config or {}), **spec)
 
     def _set_search_properties(
         self, metric: Any, mode: Any, config: dict[str, Any], **spec: Any

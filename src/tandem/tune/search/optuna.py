@@ -321,7 +321,7 @@ class OptunaSearch(Searcher):
             return
         value: Any
         if isinstance(self._metric, (list, tuple)):
-            values = [(result or {}).get(m) for m in self._metric]
+            values: list[Any] = [(result or {}).get(m) for m in self._metric]
             value = None if any(v is None for v in values) else [float(v) for v in values]
         else:
             value = (result or {}).get(self._metric) if self._metric else None

@@ -61,12 +61,14 @@ class Searcher(ABC):
     #: Returned by :meth:`suggest` when the searcher will never suggest again.
     FINISHED: ClassVar[str] = "FINISHED"
 
-    def __init__(self, metric: str | None = None, mode: str | None = None) -> None:
+    def __init__(
+        self, metric: str | list[str] | None = None, mode: str | list[str] | None = None
+    ) -> None:
         where = type(self).__name__
         check_mode(mode, where)
         _check_metric(metric, where)
-        self._metric = metric
-        self._mode = mode
+        self._metric: Any = metric  # a list for multi-objective search (OptunaSearch)
+        self._mode: Any = mode
 
     @property
     def metric(self) -> str | None:

@@ -155,13 +155,17 @@ def test_int_and_log_domains_keep_their_bounds():
         ZOOptSearch(budget=10, metric="m", mode="min").set_search_properties(None, None, logs)
 
 
-def test_space_in_both_places_is_refused():
+def test_space_in_both_places_is_refused(tmp_path):
     from tandem.tune.search.hyperopt import HyperOptSearch
 
     searcher = HyperOptSearch(space=HyperOptSearch.convert_search_space({"x": tune.uniform(0, 1)}),
                               metric="m", mode="min")
+    assert searcher.set_search_properties(None, None, {"y": tune.uniform(0, 1)}) is False
+    tuner = tune.Tuner(lambda config: None, param_space={"y": tune.uniform(0, 1)},
+                       tune_config=tune.TuneConfig(search_alg=searcher),
+                       run_config=tune.RunConfig(storage_path=str(tmp_path)))
     with pytest.raises(ConfigError, match="already instantiated with a search space"):
-        searcher.set_search_properties(None, None, {"y": tune.uniform(0, 1)})
+        tuner.fit()  # before any trial starts (Ray's check)
 
 
 def test_a_list_metric_is_refused_by_single_objective_searchers():
