@@ -6,6 +6,7 @@
 # patch of ``ray.tune.execution.tune_controller.logger`` (the tests run without it), the
 # SkOpt tests (``ray.tune.search.skopt`` is gone from Ray 2.60), AddEvaluatedPointTest
 # (``add_evaluated_trials`` takes Ray ``Trial``/``ExperimentAnalysis`` objects).
+# ruff: noqa: C408
 """Searchers, as Ray's python/ray/tune/tests/test_searchers.py checks them: invalid metric
 values (NaN, inf) with each library, save/restore of each searcher's state, and
 multi-objective Optuna."""
@@ -21,7 +22,6 @@ import numpy as np
 import pandas
 import pytest
 from packaging.version import Version
-
 from tests.ray_suite.swap import target, train, tune
 
 ConcurrencyLimiter = target("tune.search").ConcurrencyLimiter
