@@ -105,3 +105,13 @@ def test_tracking_docs_run(tmp_path):
 
     runs = glob.glob(str(tmp_path / "results" / "tracked" / "*" / "wandb" / "offline-run-*"))
     assert len(runs) == 3  # one W&B run per trial, in its trial folder
+
+
+def test_tune_search_docs_run(tmp_path):
+    """docs/tune_search.md's python blocks, in order, as one script: HyperOpt under a
+    ConcurrencyLimiter, then a two-objective Optuna search."""
+    code = "\n".join(python_blocks(os.path.join(ROOT, "docs", "tune_search.md")))
+    script = tmp_path / "tune_search_doc.py"
+    script.write_text(code)
+    out = run([str(script)], tmp_path)
+    assert "'x':" in out and "trials on the Pareto front" in out, out[-2000:]

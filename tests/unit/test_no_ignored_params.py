@@ -266,17 +266,73 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
                             attr="_burn_in_period"),
         "quantile_fraction": R(f"{_SCHED}.pbt:PopulationBasedTraining._quantiles",
                                attr="_quantile_fraction"),
-        "resample_probability": R(f"{_SCHED}.pbt:PopulationBasedTraining._exploit",
+        "resample_probability": R(f"{_SCHED}.pbt:PopulationBasedTraining._get_new_config",
                                   attr="_resample_probability"),
-        "custom_explore_fn": R(f"{_SCHED}.pbt:PopulationBasedTraining._exploit",
+        "custom_explore_fn": R(f"{_SCHED}.pbt:PopulationBasedTraining._get_new_config",
                                attr="_custom_explore_fn"),
         "log_config": R(f"{_SCHED}.pbt:PopulationBasedTraining._exploit", attr="_log_config"),
         "require_attrs": R(f"{_SCHED}.pbt:PopulationBasedTraining.on_trial_result",
                            attr="_require_attrs"),
-        "seed": R(f"{_SCHED}.pbt:PopulationBasedTraining._exploit", attr="_rng"),
+        "seed": R(f"{_SCHED}.pbt:PopulationBasedTraining._get_new_config", attr="_rng"),
+        "synch": R(f"{_SCHED}.pbt:PopulationBasedTraining.on_trial_result", attr="_synch"),
     },
     f"{_SCHED}.TrialScheduler": {
         "metric": R(f"{_SCHED}.base:TrialScheduler.metric", attr="_metric"),
+    },
+    # the library searchers and schedulers (issue 21, item 2)
+    "tandem.tune.schedulers.HyperBandForBOHB": {
+        "time_attr": R("tandem.tune.schedulers.hb_bohb:HyperBandForBOHB.on_trial_add", attr="_time_attr"),
+        "metric": R("tandem.tune.schedulers.base:TrialScheduler.metric", attr="_metric"),
+        "stop_last_trials": R("tandem.tune.schedulers.hb_bohb:HyperBandForBOHB.on_trial_add", attr="_stop_last_trials"),
+        "max_t": R("tandem.tune.schedulers.hb_bohb:HyperBandForBOHB.on_trial_add", attr="_max_t_attr"),
+        "reduction_factor": R("tandem.tune.schedulers.hb_bohb:HyperBandForBOHB.on_trial_add", attr="_eta"),
+    },
+    "tandem.tune.search.AxSearch": {
+        "points_to_evaluate": R("tandem.tune.search.ax.ax_search:AxSearch._suggest", attr="_points_to_evaluate"),
+        "parameter_constraints": R("tandem.tune.search.ax.ax_search:AxSearch._setup_experiment", attr="_parameter_constraints"),
+        "outcome_constraints": R("tandem.tune.search.ax.ax_search:AxSearch._setup_experiment", attr="_outcome_constraints"),
+        "ax_client": R("tandem.tune.search.ax.ax_search:AxSearch._process_result", attr="_ax"),
+        "**ax_kwargs": R("tandem.tune.search.ax.ax_search:AxSearch._setup_experiment", attr="_ax_kwargs"),
+    },
+    "tandem.tune.search.BayesOptSearch": {
+        "points_to_evaluate": R("tandem.tune.search.bayesopt.bayesopt_search:BayesOptSearch._suggest", attr="_points_to_evaluate"),
+        "random_state": R("tandem.tune.search.bayesopt.bayesopt_search:BayesOptSearch._setup_optimizer", attr="_random_state"),
+        "random_search_steps": R("tandem.tune.search.bayesopt.bayesopt_search:BayesOptSearch._suggest", attr="random_search_trials"),
+        "verbose": R("tandem.tune.search.bayesopt.bayesopt_search:BayesOptSearch._setup_optimizer", attr="_verbose"),
+        "patience": R("tandem.tune.search.bayesopt.bayesopt_search:BayesOptSearch._suggest", attr="_patience"),
+        "skip_duplicate": R("tandem.tune.search.bayesopt.bayesopt_search:BayesOptSearch._suggest", attr="_skip_duplicate"),
+        "analysis": R("tandem.tune.search.bayesopt.bayesopt_search:BayesOptSearch._setup_optimizer", attr="_analysis"),
+        "repeat_float_precision": R("tandem.tune.search.bayesopt.bayesopt_search:BayesOptSearch._suggest"),
+    },
+    "tandem.tune.search.HEBOSearch": {
+        "points_to_evaluate": R("tandem.tune.search.hebo.hebo_search:HEBOSearch._setup_optimizer", attr="_points_to_evaluate"),
+        "evaluated_rewards": R("tandem.tune.search.hebo.hebo_search:HEBOSearch._setup_optimizer", attr="_evaluated_rewards"),
+        "**kwargs": R("tandem.tune.search.hebo.hebo_search:HEBOSearch._setup_optimizer", attr="_hebo_config"),
+    },
+    "tandem.tune.search.HyperOptSearch": {
+        "points_to_evaluate": R("tandem.tune.search.hyperopt.hyperopt_search:HyperOptSearch._setup_hyperopt", attr="_points_to_evaluate"),
+        "random_state_seed": R("tandem.tune.search.hyperopt.hyperopt_search:HyperOptSearch._suggest", attr="rstate"),
+    },
+    "tandem.tune.search.NevergradSearch": {
+        "optimizer_kwargs": R("tandem.tune.search.nevergrad.nevergrad_search:NevergradSearch._setup_nevergrad", attr="_optimizer_kwargs"),
+    },
+    "tandem.tune.search.Repeater": {
+        "searcher": R("tandem.tune.search.repeater:Repeater.suggest"),
+        "repeat": R("tandem.tune.search.repeater:Repeater.suggest"),
+        "set_index": R("tandem.tune.search.repeater:Repeater.suggest", attr="_set_index"),
+    },
+    "tandem.tune.search.TuneBOHB": {
+        "bohb_config": R("tandem.tune.search.bohb.bohb_search:TuneBOHB._setup_bohb", attr="_bohb_config"),
+        "metric": R("tandem.tune.search.searcher:Searcher.metric", attr="_metric"),
+        "points_to_evaluate": R("tandem.tune.search.bohb.bohb_search:TuneBOHB._suggest", attr="_points_to_evaluate"),
+        "seed": R("tandem.tune.search.bohb.bohb_search:TuneBOHB._setup_bohb", attr="_seed"),
+        "max_concurrent": R("tandem.tune.search.bohb.bohb_search:TuneBOHB._suggest", attr="_max_concurrent"),
+    },
+    "tandem.tune.search.ZOOptSearch": {
+        "metric": R("tandem.tune.search.searcher:Searcher.metric", attr="_metric"),
+        "points_to_evaluate": R("tandem.tune.search.zoopt.zoopt_search:ZOOptSearch._setup_zoopt", attr="_points_to_evaluate"),
+        "parallel_num": R("tandem.tune.search.zoopt.zoopt_search:ZOOptSearch._setup_zoopt"),
+        "**kwargs": R("tandem.tune.search.zoopt.zoopt_search:ZOOptSearch._setup_zoopt", attr="kwargs"),
     },
     "tandem.tune.search.BasicVariantGenerator": {
         "points_to_evaluate": R("tandem.tune.search.basic_variant:"
@@ -318,6 +374,7 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
     "tandem.tune.search.ConcurrencyLimiter": {
         "searcher": R("tandem.tune.search.concurrency:ConcurrencyLimiter.suggest"),
         "max_concurrent": R("tandem.tune.search.concurrency:ConcurrencyLimiter.suggest"),
+        "batch": R("tandem.tune.search.concurrency:ConcurrencyLimiter.on_trial_complete"),
     },
     "tandem.tune.search.Integer": {
         "lower": R("tandem.tune.search.space:Integer._bounds", attr="lower"),

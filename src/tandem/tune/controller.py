@@ -119,7 +119,7 @@ class TuneController:
         name_prefix: str,
         exp_uid: str,
         restored: list[TuneTrial] | None = None,
-        strict_metric: str | None = None,
+        strict_metric: str | list[str] | None = None,
         queue_depth: int = 2,
         stop_service: Callable[[Any], None] | None = None,
         forget_job: Callable[[str], None] | None = None,
@@ -295,8 +295,17 @@ class TuneController:
     def _act_on_suggestion(self, trial: TuneTrial, suggestion: Any) -> None:
         self._paused.discard(trial.trial_id)
         if suggestion.action.name == "RESUME":
+            self.searcher.on_unpause(trial.trial_id)
             trial.status = TrialStatus.PENDING
             self._start(trial, trial.checkpoint)
+        elif suggestion.action.name == "RESTART":  # e.g. synchronous PBT's exploit step
+            self.searcher.on_unpause(trial.trial_id)
+            trial.config = dict(suggestion.config)
+            trial.decisions.append({"iteration": trial.iteration, "time": time.time(),
+                                    "action": "RESTART", "reason": suggestion.reason})
+            trial.status = TrialStatus.PENDING
+            self._start(trial, suggestion.checkpoint)
+            self.reporter.status_change(trial, self.trials, suggestion.reason)
         else:
             self._end_trial(trial, TrialStatus.TERMINATED, remove=True, note=suggestion.reason)
 
@@ -435,13 +444,14 @@ class TuneController:
             trial.last_result = result
             trial.time_total_s = result.get("time_total_s", trial.time_total_s)
             self._iteration += 1
-            if self.strict_metric is not None and self.strict_metric not in result:
+            missing = self._missing_metric(result)
+            if missing is not None:
                 keys = sorted(k for k in result if k not in ("training_iteration", "time_total_s", "trial_id"))
                 self._fatal = TuneError(
                     f"Trial {trial.name} reported a result without the metric "
-                    f"{self.strict_metric!r} that the {type(self.scheduler).__name__}/"
+                    f"{missing!r} that the {type(self.scheduler).__name__}/"
                     f"{type(self.searcher).__name__} need (metric={self.strict_metric!r}); it "
-                    f"reported: {keys}. Report it with tune.report({{{self.strict_metric!r}: "
+                    f"reported: {keys}. Report it with tune.report({{{missing!r}: "
                     f"value}}), or set TuneConfig(metric=...) to one of those keys."
                 )
                 self._stop_everything()
@@ -451,7 +461,6 @@ class TuneController:
                                    result=result)
             if result.get(SHOULD_CHECKPOINT):  # a callback asked (Ray's force checkpoint)
                 self._checkpoint_asked.add(trial.trial_id)
-            self.searcher.on_trial_result(trial.trial_id, result)
             if (self.stopper is not None and self.stopper(trial.trial_id, result)) or \
                     result.get("done") is True:
                 self._end_trial(trial, TrialStatus.TERMINATED, stop_job=True, note="stop criteria")
@@ -460,6 +469,8 @@ class TuneController:
                 return
             decision = self.scheduler.on_trial_result(trial, result)
             act = decision.action
+            if act is not Action.STOP:  # Ray's order: the scheduler first (BOHB reads what
+                self.searcher.on_trial_result(trial.trial_id, result)  # HyperBand adds)
             if act is Action.CONTINUE:
                 continue
             trial.decisions.append({"iteration": trial.iteration, "time": time.time(),
@@ -468,11 +479,23 @@ class TuneController:
                 self._end_trial(trial, TrialStatus.TERMINATED, stop_job=True, note=decision.reason)
                 return
             if act in (Action.PAUSE, Action.RESTART):
+                if act is Action.PAUSE:
+                    self.searcher.on_pause(trial.trial_id)
                 trial.action = decision
                 self._stop_job(trial)
                 return
         if self.stopper is not None and getattr(self.stopper, "stop_all", None) and self.stopper.stop_all():
             self._stop_everything()
+
+    def _missing_metric(self, result: dict) -> str | None:
+        """The needed metric (one of them, for multi-objective search) ``result`` lacks."""
+        strict = self.strict_metric
+        if strict is None:
+            return None
+        for name in strict if isinstance(strict, (list, tuple)) else (strict,):
+            if name not in result:
+                return name
+        return None
 
     def _end_trial(self, trial: TuneTrial, status: TrialStatus, *, stop_job: bool = False,
                    remove: bool = False, note: str = "") -> None:

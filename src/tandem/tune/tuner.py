@@ -40,7 +40,7 @@ from tandem.tune.schedulers.base import TrialScheduler
 from tandem.tune.schedulers.fifo import FIFOScheduler
 from tandem.tune.search.basic_variant import BasicVariantGenerator
 from tandem.tune.search.searcher import Searcher, check_mode
-from tandem.tune.search.variant_generator import flatten_dict
+from tandem.tune.search.variant_generator import flatten_dict, has_search_space
 from tandem.tune.stopper import make_stopper
 from tandem.tune.trainable import (
     ClassTrainableRunner,
@@ -229,13 +229,22 @@ class Tuner:
             searcher = r.get("searcher") or searcher
             scheduler = r.get("scheduler") or scheduler
             restored = r["trials"]
-        else:
-            searcher.set_search_properties(tc.metric, tc.mode, self.param_space)
+        elif not searcher.set_search_properties(tc.metric, tc.mode, self.param_space) and \
+                has_search_space(self.param_space or {}):
+            raise ConfigError(  # Ray's check and message (a searcher with its own space)
+                "You passed a `param_space` parameter to `tune.Tuner()` with unresolved "
+                f"parameters, but the search algorithm ({type(searcher).__name__}) was "
+                "already instantiated with a search space. Make sure that `config` does not "
+                "contain any more parameter definitions - include them in the search "
+                "algorithm's search space if necessary."
+            )
         scheduler.set_search_properties(tc.metric, tc.mode, config=self.param_space)
         searcher_counts = bool(r.get("searcher_counts")) if r is not None else \
             searcher.set_num_samples(tc.num_samples if tc.num_samples != -1 else 10**12)
         metric = scheduler.metric or searcher.metric or tc.metric
         mode = scheduler.mode or searcher.mode or tc.mode
+        if isinstance(metric, (list, tuple)):  # multi-objective search: no single best
+            metric, mode = None, None  # ResultGrid.get_best_result(metric, mode) per objective
         strict = None
         if not isinstance(scheduler, FIFOScheduler) and scheduler.metric:
             strict = scheduler.metric

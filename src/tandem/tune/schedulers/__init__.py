@@ -12,6 +12,7 @@ from tandem.tune.schedulers.base import (
     TrialSuggestion,
 )
 from tandem.tune.schedulers.fifo import FIFOScheduler
+from tandem.tune.schedulers.hb_bohb import HyperBandForBOHB
 from tandem.tune.schedulers.hyperband import HyperBandScheduler
 from tandem.tune.schedulers.median import MedianStoppingRule
 from tandem.tune.schedulers.pbt import PopulationBasedTraining
@@ -23,6 +24,7 @@ __all__ = [
     "AsyncHyperBandScheduler",
     "Decision",
     "FIFOScheduler",
+    "HyperBandForBOHB",
     "HyperBandScheduler",
     "MedianStoppingRule",
     "PopulationBasedTraining",
@@ -30,3 +32,11 @@ __all__ = [
     "TrialScheduler",
     "TrialSuggestion",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "PB2":  # imported lazily: it needs pandas and scikit-learn (Ray does the same)
+        from tandem.tune.schedulers.pb2 import PB2
+
+        return PB2
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -107,6 +107,7 @@ class SuggestionAction(enum.Enum):
 
     RESUME = "RESUME"
     STOP = "STOP"
+    RESTART = "RESTART"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,11 +116,15 @@ class TrialSuggestion:
 
     ``RESUME``: start the paused trial again from its latest checkpoint, same config.
     ``STOP``: end the trial (paused, or in rare cases running) for good.
+    ``RESTART``: start the paused trial again with ``config`` from ``checkpoint`` (another
+    trial's, for synchronous PBT's exploit step).
     """
 
     action: SuggestionAction
     trial_id: str
     reason: str = ""
+    config: dict[str, Any] | None = None
+    checkpoint: Any = None
 
     @staticmethod
     def resume(trial_id: str, reason: str = "") -> TrialSuggestion:
@@ -128,6 +133,16 @@ class TrialSuggestion:
     @staticmethod
     def stop(trial_id: str, reason: str) -> TrialSuggestion:
         return TrialSuggestion(SuggestionAction.STOP, trial_id, reason)
+
+    @staticmethod
+    def restart(
+        trial_id: str, config: dict[str, Any], checkpoint: Any, reason: str
+    ) -> TrialSuggestion:
+        if not isinstance(config, dict):
+            raise ConfigError(
+                f"TrialSuggestion.restart needs the new config as a dict, got {config!r}."
+            )
+        return TrialSuggestion(SuggestionAction.RESTART, trial_id, reason, config, checkpoint)
 
 
 class TrialScheduler(ABC):

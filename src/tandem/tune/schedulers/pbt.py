@@ -146,6 +146,10 @@ class PopulationBasedTraining(TrialScheduler):
         log_config: Record each exploit in :attr:`perturbations`.
         require_attrs: A result without ``time_attr`` or the metric is an error (else it is
             ignored).
+        synch: Synchronous PBT (Ray's ``synch=True``): a trial that reaches a perturbation
+            point pauses until every live trial has reached it; then all are ranked at
+            once, the top quantile's checkpoints are kept, the bottom quantile restarts
+            from them with explored configs, and all continue together.
         seed: Seed for PBT's own random choices.
     """
 
@@ -163,6 +167,7 @@ class PopulationBasedTraining(TrialScheduler):
         custom_explore_fn: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         log_config: bool = True,
         require_attrs: bool = True,
+        synch: bool = False,
         seed: int | None = None,
     ) -> None:
         super().__init__(metric, mode)
@@ -209,6 +214,12 @@ class PopulationBasedTraining(TrialScheduler):
         self._custom_explore_fn = custom_explore_fn
         self._log_config = log_config
         self._require_attrs = require_attrs
+        if not isinstance(synch, bool):
+            raise ConfigError(f"{name}(synch={synch!r}): must be True or False.")
+        self._synch = synch
+        self._next_perturbation_sync = max(perturbation_interval, burn_in_period)
+        self._sync_waiting: set[str] = set()  # trials paused at the synchronization point
+        self._queue: list[TrialSuggestion] = []
         self._rng = random.Random(seed)
         self._np_rng = np.random.default_rng(seed)
         self._trial_state: dict[str, _PBTTrialState] = {}
@@ -261,9 +272,9 @@ class PopulationBasedTraining(TrialScheduler):
             return CONTINUE
         if time - state.last_perturbation_time < self._perturbation_interval:
             return CONTINUE
-        state.last_score = self._metric_op * float(result[self._metric])  # type: ignore[index]
-        state.last_train_time = time
-        state.last_result = result
+        self._save_trial_state(state, time, result, trial)
+        if self._synch:
+            return self._synch_result(trial, time)
         state.last_perturbation_time = time
 
         lower, upper = self._quantiles()
@@ -286,14 +297,36 @@ class PopulationBasedTraining(TrialScheduler):
 
     def on_trial_complete(self, trial: Trial, result: dict[str, Any] | None) -> None:
         self._trials.remove(trial)
+        self._trial_gone(trial)
 
     def on_trial_error(self, trial: Trial) -> None:
         self._trials.remove(trial)
+        self._trial_gone(trial)
 
     def on_trial_remove(self, trial: Trial) -> None:
         self._trials.remove(trial)
+        self._trial_gone(trial)
+
+    def _trial_gone(self, trial: Trial) -> None:
+        """Synchronous mode: a trial that ends before the synchronization point no longer
+        holds the others back (Ray would wait for it forever)."""
+        self._sync_waiting.discard(trial.trial_id)
+        if not self._synch or not self._sync_waiting:
+            return
+        if all(
+            s.trial.trial_id in self._sync_waiting
+            or s.trial.status.is_terminal
+            or s.trial.trial_id == trial.trial_id
+            for s in self._trial_state.values()
+        ):
+            time = max(self._trial_state[t].last_train_time for t in self._sync_waiting)
+            self._synch_perturb(None, time)
 
     def suggest(self) -> TrialSuggestion | None:
+        if self._queue:
+            return self._queue.pop(0)
+        if self._synch:
+            return None  # paused trials wait for the synchronization point
         return self._trials.next_resume(
             key=lambda t: (
                 self._trial_state[t.trial_id].last_train_time
@@ -304,6 +337,92 @@ class PopulationBasedTraining(TrialScheduler):
         )
 
     # ---------------------------------------------------------------- internals
+
+    def _save_trial_state(
+        self, state: _PBTTrialState, time: float, result: dict[str, Any], trial: Trial
+    ) -> float:
+        """Records the result of a trial at a perturbation point; returns its score
+        (``metric_op * result[metric]``). PB2 overrides it to keep its data."""
+        score = self._metric_op * float(result[self._metric])  # type: ignore[index]
+        state.last_score = score
+        state.last_train_time = time
+        state.last_result = result
+        return score
+
+    def _synch_result(self, trial: Trial, time: float) -> Decision:
+        """Synchronous mode: wait at the synchronization point, or, as the last trial to
+        reach it, perturb the whole population."""
+        behind = [
+            s.trial.trial_id
+            for s in self._trial_state.values()
+            if s.trial.trial_id != trial.trial_id
+            and not s.trial.status.is_terminal
+            and s.last_train_time < self._next_perturbation_sync
+        ]
+        if behind:
+            self._sync_waiting.add(trial.trial_id)
+            return Decision.pause(
+                f"synchronous PBT: waiting at {self._time_attr}={time:g} for {len(behind)} "
+                f"trial(s) to reach {self._next_perturbation_sync:g}"
+            )
+        return self._synch_perturb(trial, time)
+
+    def _synch_perturb(self, current: Trial | None, time: float) -> Decision:
+        """Ranks every live trial at once: the top quantile keeps its checkpoint, the bottom
+        quantile restarts from a top trial's with an explored config (Ray's order: upper,
+        then the rest, then lower, so donors are recorded first). Waiting trials get their
+        RESUME/RESTART suggestions; ``current`` gets the returned decision."""
+        lower, upper = self._quantiles()
+        live = [
+            s.trial.trial_id for s in self._trial_state.values() if not s.trial.status.is_terminal
+        ]
+        middle = [t for t in live if t not in lower and t not in upper]
+        decisions: dict[str, Decision | None] = {}
+        for tid in upper + middle + lower:
+            state = self._trial_state[tid]
+            state.last_perturbation_time = time
+            if tid in upper:
+                state.last_checkpoint = state.trial.checkpoint
+                self._num_checkpoints += 1
+            else:
+                state.last_checkpoint = None
+            decisions[tid] = None
+            if tid in lower:
+                donor_id = self._rng.choice(upper)
+                decisions[tid] = self._exploit(state, self._trial_state[donor_id])
+        train_times = [s.last_train_time for s in self._trial_state.values()]
+        self._next_perturbation_sync = max(
+            self._next_perturbation_sync + self._perturbation_interval, max(train_times)
+        )
+        for tid in sorted(self._sync_waiting):
+            decision = decisions.get(tid)
+            if decision is not None and decision.config is not None:
+                self._queue.append(
+                    TrialSuggestion.restart(
+                        tid, decision.config, decision.checkpoint, decision.reason
+                    )
+                )
+            else:
+                self._queue.append(
+                    TrialSuggestion.resume(tid, "synchronous PBT: population perturbed")
+                )
+        self._sync_waiting.clear()
+        if current is None:
+            return CONTINUE
+        return decisions.get(current.trial_id) or CONTINUE
+
+    def _get_new_config(self, trial: Trial, donor_trial: Trial) -> tuple[dict[str, Any], Any]:
+        """The config ``trial`` continues with after cloning ``donor_trial`` and the
+        operations applied (PBT: :func:`explore`; PB2 overrides it)."""
+        return explore(
+            donor_trial.config,
+            self._hyperparam_mutations,
+            self._resample_probability,
+            self._perturbation_factors,
+            self._rng,
+            self._np_rng,
+            self._custom_explore_fn,
+        )
 
     def _quantiles(self) -> tuple[list[str], list[str]]:
         """(bottom, top) trial ids among unfinished trials with a score, worst first.
@@ -336,15 +455,7 @@ class PopulationBasedTraining(TrialScheduler):
                 trial.trial_id,
             )
             return None
-        new_config, operations = explore(
-            donor_trial.config,
-            self._hyperparam_mutations,
-            self._resample_probability,
-            self._perturbation_factors,
-            self._rng,
-            self._np_rng,
-            self._custom_explore_fn,
-        )
+        new_config, operations = self._get_new_config(trial, donor_trial)
         reason = (
             f"exploit: cloning trial {donor_trial.trial_id} (score {donor.last_score:.6g}) into "
             f"trial {trial.trial_id} (score {state.last_score:.6g}); explore: {operations}"

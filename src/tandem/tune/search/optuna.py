@@ -97,6 +97,19 @@ def _to_param(optuna: Any, path: Path, domain: Domain) -> _Param:
     )
 
 
+def _check_objectives(metric: Any, mode: Any) -> None:
+    """Multi-objective search needs a list of metrics and a list of modes of one length."""
+    multi = isinstance(metric, (list, tuple)), isinstance(mode, (list, tuple))
+    if not any(multi):
+        return
+    if not all(multi) or len(metric) != len(mode):
+        raise ConfigError(
+            f"OptunaSearch(metric={metric!r}, mode={mode!r}): for multi-objective search "
+            "give a list of metrics and a list of modes of the same length, e.g. "
+            "metric=['loss', 'accuracy'], mode=['min', 'max']."
+        )
+
+
 class OptunaSearch(Searcher):
     """Searches with an Optuna sampler through Optuna's ask/tell interface.
 
@@ -106,6 +119,11 @@ class OptunaSearch(Searcher):
     distributions (nested dicts become ``"a/b"`` parameter names), or a define-by-run
     function ``space(optuna_trial) -> dict | None`` whose returned dict holds constants to
     add. ``grid_search`` and ``randn`` are not supported.
+
+    Multi-objective search: ``metric=["loss", "accuracy"], mode=["min", "max"]`` (lists of
+    one length) creates a study with one direction per metric; each completed trial tells
+    Optuna all its values, and ``study.best_trials`` is the Pareto front. Pick a result
+    per objective with ``ResultGrid.get_best_result(metric, mode)``.
 
     The controller counts ``num_samples`` (``set_num_samples`` returns False). Optuna is
     imported when the searcher is created.
@@ -122,16 +140,15 @@ class OptunaSearch(Searcher):
     def __init__(
         self,
         space: Mapping[str, Any] | Callable[[Any], Any] | None = None,
-        metric: str | None = None,
-        mode: str | None = None,
+        metric: str | list[str] | None = None,
+        mode: str | list[str] | None = None,
         points_to_evaluate: Sequence[Mapping[str, Any]] | None = None,
         sampler: Any = None,
         seed: int | None = None,
     ) -> None:
         optuna = _import_optuna()
         super().__init__(metric=metric, mode=mode)
-        if isinstance(metric, (list, tuple)):  # pragma: no cover - caught by Searcher
-            raise ConfigError("OptunaSearch: multi-objective search is not supported.")
+        _check_objectives(metric, mode)
         if space is not None and not (isinstance(space, Mapping) or callable(space)):
             raise ConfigError(
                 f"OptunaSearch(space={space!r}): space must be a dict of search-space objects, "
@@ -222,8 +239,13 @@ class OptunaSearch(Searcher):
             )
         self._spec = spec
         self._params = params
-        direction = "minimize" if self._mode == "min" else "maximize"
-        self._study = optuna.create_study(sampler=self._sampler, direction=direction)
+        _check_objectives(self._metric, self._mode)
+        if isinstance(self._mode, (list, tuple)):  # multi-objective: one direction each
+            directions = ["minimize" if m == "min" else "maximize" for m in self._mode]
+            self._study = optuna.create_study(sampler=self._sampler, directions=directions)
+        else:
+            direction = "minimize" if self._mode == "min" else "maximize"
+            self._study = optuna.create_study(sampler=self._sampler, direction=direction)
         by_name = {p.name: p for p in params}
         for point in self._points:
             flat = flatten_dict(point)
@@ -273,6 +295,8 @@ class OptunaSearch(Searcher):
         return config
 
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        if isinstance(self._metric, (list, tuple)):
+            return  # Optuna takes no intermediate values in multi-objective studies (as Ray)
         ot_trial = self._ot_trials.get(trial_id)
         step = result.get("training_iteration")
         value = result.get(self._metric) if self._metric else None
@@ -290,7 +314,12 @@ class OptunaSearch(Searcher):
         ot_trial = self._ot_trials.pop(trial_id, None)
         if ot_trial is None or self._study is None:
             return
-        value = (result or {}).get(self._metric) if self._metric else None
+        value: Any
+        if isinstance(self._metric, (list, tuple)):
+            values: list[Any] = [(result or {}).get(m) for m in self._metric]
+            value = None if any(v is None for v in values) else [float(v) for v in values]
+        else:
+            value = (result or {}).get(self._metric) if self._metric else None
         if error or value is None:
             if not error:
                 logger.warning(
@@ -301,7 +330,7 @@ class OptunaSearch(Searcher):
                 )
             self._study.tell(ot_trial, state=optuna.trial.TrialState.FAIL)
             return
-        self._study.tell(ot_trial, float(value))
+        self._study.tell(ot_trial, value if isinstance(value, list) else float(value))
 
     @property
     def study(self) -> Any:

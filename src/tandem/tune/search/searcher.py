@@ -14,8 +14,11 @@ from tandem._core.errors import ConfigError
 __all__ = ["Searcher", "check_mode", "merge_metric_mode"]
 
 
-def check_mode(mode: str | None, where: str) -> None:
-    """Raises :class:`ConfigError` unless ``mode`` is None, ``"min"`` or ``"max"``."""
+def check_mode(mode: Any, where: str) -> None:
+    """Raises :class:`ConfigError` unless ``mode`` is None, ``"min"`` or ``"max"`` (or, for
+    multi-objective search, a list of those)."""
+    if isinstance(mode, (list, tuple)) and mode and all(m in ("min", "max") for m in mode):
+        return
     if mode is not None and mode not in ("min", "max"):
         raise ConfigError(
             f"{where}: mode={mode!r} is not allowed; mode must be 'min' or 'max'. "
@@ -24,6 +27,8 @@ def check_mode(mode: str | None, where: str) -> None:
 
 
 def _check_metric(metric: Any, where: str) -> None:
+    if isinstance(metric, (list, tuple)) and metric and all(isinstance(m, str) for m in metric):
+        return  # multi-objective; the searchers that cannot do it refuse it themselves
     if metric is not None and not isinstance(metric, str):
         raise ConfigError(
             f"{where}: metric={metric!r} is not allowed; metric must be the name (a str) of a "
@@ -56,12 +61,14 @@ class Searcher(ABC):
     #: Returned by :meth:`suggest` when the searcher will never suggest again.
     FINISHED: ClassVar[str] = "FINISHED"
 
-    def __init__(self, metric: str | None = None, mode: str | None = None) -> None:
+    def __init__(
+        self, metric: str | list[str] | None = None, mode: str | list[str] | None = None
+    ) -> None:
         where = type(self).__name__
         check_mode(mode, where)
         _check_metric(metric, where)
-        self._metric = metric
-        self._mode = mode
+        self._metric: Any = metric  # a list for multi-objective search (OptunaSearch)
+        self._mode: Any = mode
 
     @property
     def metric(self) -> str | None:
@@ -113,6 +120,21 @@ class Searcher(ABC):
         self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
     ) -> None:
         """Trial ``trial_id`` ended (``error=True`` if it failed); called exactly once."""
+
+    def set_max_concurrency(self, max_concurrent: int) -> bool:
+        """Called by :class:`ConcurrencyLimiter` with its cap (Ray's hook).
+
+        Returns:
+            True if this searcher limits concurrency itself (the limiter then only
+            forwards); False (the default) to let the limiter hold back suggestions.
+        """
+        return False
+
+    def on_pause(self, trial_id: str) -> None:
+        """Trial ``trial_id`` was paused by the scheduler (Ray's hook; BOHB uses it)."""
+
+    def on_unpause(self, trial_id: str) -> None:
+        """Trial ``trial_id`` was resumed by the scheduler (Ray's hook; BOHB uses it)."""
 
     def get_state(self) -> dict[str, Any]:
         """What :meth:`save` persists; override to drop unpicklable members."""
