@@ -14,7 +14,7 @@ from tandem import tune
 from tandem.train import RunConfig
 
 comet_ml = pytest.importorskip("comet_ml")
-from tandem.air.integrations.comet import CometLoggerCallback  # noqa: E402
+from tandem.air.integrations.comet import CometLoggerCallback
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
