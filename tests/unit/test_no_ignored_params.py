@@ -186,6 +186,11 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
                                    attr="trial_dirname_creator"),
         "seed": R("tandem.tune.tuner:Tuner.fit"),
     },
+    "tandem.tune.ResumeConfig": {
+        "finished": R("tandem.tune.resume:requeue_trials"),
+        "unfinished": R("tandem.tune.resume:requeue_trials"),
+        "errored": R("tandem.tune.resume:requeue_trials"),
+    },
     "tandem.tune.Tuner": {
         "param_space": R("tandem.tune.tuner:Tuner.fit"),
         "tune_config": R("tandem.tune.tuner:Tuner.fit"),

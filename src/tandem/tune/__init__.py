@@ -18,6 +18,7 @@ from tandem.tune.controller import TuneError
 from tandem.tune.integration.mlflow import MLflowLoggerCallback
 from tandem.tune.integration.wandb import WandbLoggerCallback
 from tandem.tune.result_grid import ResultGrid
+from tandem.tune.resume import ResumeConfig
 from tandem.tune.search.space import (
     choice,
     grid_search,
@@ -47,6 +48,7 @@ __all__ = [
     "MLflowLoggerCallback",
     "Result",
     "ResultGrid",
+    "ResumeConfig",
     "RunConfig",
     "Stopper",
     "TBXLoggerCallback",

@@ -124,7 +124,7 @@ def run(
             f"tune.run(local_dir={local_dir!r}, storage_path={storage_path!r}): these are the "
             f"same setting; pass only storage_path."
         )
-    resume_kw = _resume_options(resume)
+    resume_kw: dict[str, Any] | None = _resume_options(resume)
     if resume_kw is not None and name is None:
         name = trainable_name(trainable)
 

@@ -36,6 +36,7 @@ from tandem.tune.controller import (
 )
 from tandem.tune.progress import ProgressReporter
 from tandem.tune.result_grid import ResultGrid
+from tandem.tune.resume import ResumeConfig, requeue_trials
 from tandem.tune.schedulers.base import TrialScheduler
 from tandem.tune.schedulers.fifo import FIFOScheduler
 from tandem.tune.search.basic_variant import BasicVariantGenerator
@@ -51,7 +52,6 @@ from tandem.tune.trainable import (
     normalize_resources,
     trainable_name,
 )
-from tandem.tune.trial import TrialStatus
 
 logger = logging.getLogger(__name__)
 TUNER_FILE = "tuner.pkl"
@@ -401,11 +401,15 @@ class Tuner:
     @classmethod
     def restore(cls, path: str, trainable: Any, *, resume_unfinished: bool = True,
                 resume_errored: bool = False, restart_errored: bool = False,
-                param_space: Mapping[str, Any] | None = None) -> Tuner:
+                param_space: Mapping[str, Any] | None = None,
+                _resume_config: ResumeConfig | None = None,
+                resume_config: ResumeConfig | None = None) -> Tuner:
         """Resumes an interrupted experiment from its folder.
 
         Finished trials are kept; unfinished ones continue from their latest checkpoints;
         errored ones are resumed (``resume_errored``) or started over (``restart_errored``).
+        ``_resume_config`` (Ray's name; ``resume_config`` too): a ``tune.ResumeConfig``
+        saying that per trial state, instead of the flags.
         """
         path = _expand(path)
         raw = read_file(join_path(path, STATE_FILE))
@@ -417,21 +421,9 @@ class Tuner:
         state = json.loads(raw)
         blob = read_file(join_path(path, TUNER_FILE))
         saved: dict = cloudpickle.loads(blob) if blob is not None else {}
-        trials = []
-        for d in state["trials"]:
-            t = trial_from_state(d)
-            if t.status is TrialStatus.ERROR:
-                if restart_errored:
-                    t.status, t.error, t.checkpoint, t.last_result = TrialStatus.PENDING, None, None, None
-                    remove_dir(t.path)
-                elif resume_errored:
-                    t.status, t.error = TrialStatus.PENDING, None
-            elif t.status in (TrialStatus.RUNNING, TrialStatus.PENDING, TrialStatus.PAUSED):
-                if resume_unfinished:
-                    t.status = TrialStatus.PENDING
-                else:
-                    t.status = TrialStatus.TERMINATED
-            trials.append(t)
+        trials = [trial_from_state(d) for d in state["trials"]]
+        requeue_trials(trials, _resume_config or resume_config or ResumeConfig.from_flags(
+            resume_unfinished, resume_errored, restart_errored), remove_dir)
         restore: dict = {"trials": trials, "experiment_path": path, "exp_uid": state["exp_uid"],
                          "name_prefix": state["name_prefix"], "created": state["created"],
                          "search_done": state.get("search_done", False)}
