@@ -105,3 +105,14 @@ def test_tracking_docs_run(tmp_path):
 
     runs = glob.glob(str(tmp_path / "results" / "tracked" / "*" / "wandb" / "offline-run-*"))
     assert len(runs) == 3  # one W&B run per trial, in its trial folder
+
+
+@pytest.mark.slow
+def test_integrations_doc_lightning_block(tmp_path):
+    """docs/integrations.md: the Lightning example runs as written (2 workers)."""
+    pytest.importorskip("lightning")
+    code = python_blocks(os.path.join(ROOT, "docs", "integrations.md"))[0]
+    script = tmp_path / "integrations.py"
+    script.write_text(code)
+    out = run([str(script)], tmp_path)
+    assert "1 ['checkpoint.ckpt']" in out
