@@ -17,6 +17,7 @@ from tandem.tune.callback import Callback, LoggerCallback, TBXLoggerCallback
 from tandem.tune.controller import TuneError
 from tandem.tune.integration.mlflow import MLflowLoggerCallback
 from tandem.tune.integration.wandb import WandbLoggerCallback
+from tandem.tune.progress_reporter import CLIReporter, JupyterNotebookReporter, ProgressReporter
 from tandem.tune.result_grid import ResultGrid
 from tandem.tune.resume import ResumeConfig
 from tandem.tune.search.space import (
@@ -39,13 +40,16 @@ from tandem.tune.trainable import Trainable, with_parameters, with_resources
 from tandem.tune.tuner import TuneConfig, Tuner
 
 __all__ = [
+    "CLIReporter",
     "Callback",
     "Checkpoint",
     "CheckpointConfig",
     "ExperimentAnalysis",
     "FailureConfig",
+    "JupyterNotebookReporter",
     "LoggerCallback",
     "MLflowLoggerCallback",
+    "ProgressReporter",
     "Result",
     "ResultGrid",
     "ResumeConfig",

@@ -34,7 +34,7 @@ from tandem.tune.controller import (
     load_searcher,
     trial_from_state,
 )
-from tandem.tune.progress import ProgressReporter
+from tandem.tune.progress import ProgressReporter, UserReporterDisplay
 from tandem.tune.result_grid import ResultGrid
 from tandem.tune.resume import ResumeConfig, requeue_trials
 from tandem.tune.schedulers.base import TrialScheduler
@@ -249,7 +249,12 @@ class Tuner:
         exp_name = exp_path.rstrip("/").rsplit("/", 1)[-1]
         verbose = 1 if rc.verbose is None else rc.verbose
         callbacks = [cb for cb in (rc.callbacks or []) if isinstance(cb, Callback)]
-        reporter = ProgressReporter(verbose, metric, mode, self._param_keys(), exp_path)
+        user_reporter = getattr(rc, "progress_reporter", None) or getattr(
+            self, "_progress_reporter", None)
+        reporter: Any = (
+            UserReporterDisplay(user_reporter, metric, mode,
+                                _scheduler_label(scheduler)) if user_reporter is not None
+            else ProgressReporter(verbose, metric, mode, self._param_keys(), exp_path))
         service = get_service()
         # a stopper or a scheduler other than FIFO can decide at any result: each report then
         # waits for the verdict, so a decision takes effect at the result that triggered it
@@ -445,6 +450,12 @@ class Tuner:
         rc = saved.get("run_config") or RunConfig()
         tc = saved.get("tune_config") or TuneConfig()
         return cls(trainable, param_space=ps, tune_config=tc, run_config=rc, _restore=restore)
+
+
+def _scheduler_label(scheduler: Any) -> str:
+    """Ray's name for a scheduler in "Using <name> scheduling algorithm."."""
+    name = type(scheduler).__name__
+    return "FIFO" if name == "FIFOScheduler" else name
 
 
 def _restored_results(restore: Mapping[str, Any], tc: TuneConfig) -> ResultGrid:
