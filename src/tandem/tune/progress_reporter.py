@@ -172,8 +172,27 @@ class TuneReporterBase(ProgressReporter):
             shown = self._columns(self._parameter_columns) or {k: k for k in params}
             messages.append(f"Current best trial: {best.trial_id} with {metric}={value} and "
                             f"params={ {k: params[k] for k in shown if k in params} }")
-        messages.append(self._table(trials, done))
+        table = self._table(trials, done)
+        if not done and self._print_intermediate_tables is False:
+            table = table.split("\n", 1)[0]  # the counts only, the table at the end
+        messages.append(table)
+        errors = self._errors(trials, done)
+        if errors:
+            messages.append(errors)
         return "\n".join(messages) + "\n"
+
+    def _errors(self, trials: Sequence[Any], done: bool) -> str:
+        """Ray's error table: each errored trial, its failure count and error file."""
+        failed = [t for t in trials if t.status.value == "ERROR"]
+        if not failed:
+            return ""
+        shown = failed if done else failed[: self._max_error_rows]
+        rows = [[t.trial_id, getattr(t, "num_failures", 1) or 1,
+                 (t.path.rstrip("/") + "/error.txt") if getattr(t, "path", None) else ""]
+                for t in shown]
+        more = f" (showing {len(shown)})" if len(shown) < len(failed) else ""
+        return (f"Number of errored trials: {len(failed)}{more}\n"
+                + psql_table(["Trial name", "# failures", "error file"], rows))
 
     def _table(self, trials: Sequence[Any], done: bool) -> str:
         by_state: dict[str, int] = collections.Counter(t.status.value for t in trials)
@@ -248,8 +267,21 @@ class JupyterNotebookReporter(TuneReporterBase):
     """Ray's notebook reporter: the same text, shown in the notebook cell's output (replaced
     in place when ``overwrite``); printed when IPython is not running."""
 
-    def __init__(self, *, overwrite: bool = True, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, *, overwrite: bool = True,
+                 metric_columns: list[str] | dict[str, str] | None = None,
+                 parameter_columns: list[str] | dict[str, str] | None = None,
+                 total_samples: int | None = None, max_progress_rows: int = 20,
+                 max_error_rows: int = 20, max_column_length: int = 20,
+                 max_report_frequency: int = 5, infer_limit: int = 3,
+                 print_intermediate_tables: bool | None = None, metric: str | None = None,
+                 mode: str | None = None, sort_by_metric: bool = False) -> None:
+        super().__init__(
+            metric_columns=metric_columns, parameter_columns=parameter_columns,
+            total_samples=total_samples, max_progress_rows=max_progress_rows,
+            max_error_rows=max_error_rows, max_column_length=max_column_length,
+            max_report_frequency=max_report_frequency, infer_limit=infer_limit,
+            print_intermediate_tables=print_intermediate_tables, metric=metric, mode=mode,
+            sort_by_metric=sort_by_metric)
         self._overwrite = overwrite
 
     def report(self, trials: Sequence[Any], done: bool, *sys_info: str) -> None:
