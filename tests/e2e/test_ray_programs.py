@@ -203,3 +203,22 @@ def test_logging_example_trial_name_and_dirname_creators(tmp_path):
     folders = {os.path.basename(os.path.dirname(p)) for p in glob.glob(
         str(tmp_path / "results" / "hyperband_test" / "*" / "result.json"))}
     assert folders == names
+
+
+def test_lightning_quickstart(tmp_path):
+    """Ray Train's Lightning quickstart (RayDDPStrategy, RayLightningEnvironment,
+    RayTrainReportCallback, prepare_trainer) on 2 workers."""
+    pytest.importorskip("lightning")
+    out = run_program("lightning_quickstart.py", tmp_path)
+    assert "metrics: ['epoch', 'loss', 'step'] epoch: 1" in out
+    assert "checkpoint files: ['checkpoint.ckpt']" in out
+
+
+def test_transformers_torch_trainer_basic(tmp_path):
+    """Ray Train's transformers example (RayTrainReportCallback, prepare_trainer) with a
+    real transformers.Trainer on 2 workers; the model is built from a config."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("datasets")
+    out = run_program("transformers_torch_trainer_basic.py", tmp_path)
+    assert "True epoch: 2.0" in out
+    assert "checkpoint files: ['checkpoint']" in out

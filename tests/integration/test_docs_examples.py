@@ -115,3 +115,14 @@ def test_tune_search_docs_run(tmp_path):
     script.write_text(code)
     out = run([str(script)], tmp_path)
     assert "'x':" in out and "trials on the Pareto front" in out, out[-2000:]
+
+
+@pytest.mark.slow
+def test_integrations_doc_lightning_block(tmp_path):
+    """docs/integrations.md: the Lightning example runs as written (2 workers)."""
+    pytest.importorskip("lightning")
+    code = python_blocks(os.path.join(ROOT, "docs", "integrations.md"))[0]
+    script = tmp_path / "integrations.py"
+    script.write_text(code)
+    out = run([str(script)], tmp_path)
+    assert "1 ['checkpoint.ckpt']" in out

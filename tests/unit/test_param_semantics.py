@@ -89,7 +89,7 @@ def test_changed_defaults() -> None:
     (lambda: DataConfig(execution_options={"x": 1}), ["execution_options"]),
     (lambda: DataConfig(datasets_to_split="train"), ["datasets_to_split", "list"]),
     (lambda: tune.TuneConfig(trial_name_creator="name"), ["trial_name_creator"]),
-    (lambda: tune.run("x", progress_reporter=object()), ["progress_reporter", "verbose"]),
+    (lambda: tune.run("x", progress_reporter=object()), ["progress_reporter", "ProgressReporter"]),
     (lambda: tune.run("x", sync_config=object()), ["sync_config"]),
     (lambda: tune.run("x", log_to_file=3), ["log_to_file"]),
 ])

@@ -20,7 +20,9 @@ from tandem.tune.experiment import Experiment
 from tandem.tune.experiment.experiment import register_trainable
 from tandem.tune.integration.mlflow import MLflowLoggerCallback
 from tandem.tune.integration.wandb import WandbLoggerCallback
+from tandem.tune.progress_reporter import CLIReporter, JupyterNotebookReporter, ProgressReporter
 from tandem.tune.result_grid import ResultGrid
+from tandem.tune.resume import ResumeConfig
 from tandem.tune.search.space import (
     choice,
     grid_search,
@@ -42,16 +44,20 @@ from tandem.tune.trainable import Trainable, with_parameters, with_resources
 from tandem.tune.tuner import TuneConfig, Tuner
 
 __all__ = [
+    "CLIReporter",
     "Callback",
     "Checkpoint",
     "CheckpointConfig",
     "Experiment",
     "ExperimentAnalysis",
     "FailureConfig",
+    "JupyterNotebookReporter",
     "LoggerCallback",
     "MLflowLoggerCallback",
+    "ProgressReporter",
     "Result",
     "ResultGrid",
+    "ResumeConfig",
     "RunConfig",
     "Stopper",
     "TBXLoggerCallback",

@@ -110,11 +110,13 @@ def run(
                 local[key] = value
         return run(exp.run, **{k: local[k] for k in inspect.signature(run).parameters
                                if k != "run_or_experiment"})
-    if progress_reporter is not None:
+    if progress_reporter is not None and not (
+            callable(getattr(progress_reporter, "should_report", None))
+            and callable(getattr(progress_reporter, "report", None))):
         raise ConfigError(
-            f"tune.run(progress_reporter={progress_reporter!r}) is not supported: tandem "
-            f"prints its own progress (a status line per trial change and a table at the "
-            f"end); choose how much with verbose=0..3 and remove progress_reporter."
+            f"tune.run(progress_reporter={progress_reporter!r}): give a "
+            f"tune.ProgressReporter (tune.CLIReporter(...), tune.JupyterNotebookReporter(...) "
+            f"or a subclass with should_report() and report())."
         )
     tune_config = TuneConfig(
         metric=metric, mode=mode, num_samples=num_samples, search_alg=search_alg,
@@ -137,7 +139,7 @@ def run(
             f"tune.run(local_dir={local_dir!r}, storage_path={storage_path!r}): these are the "
             f"same setting; pass only storage_path."
         )
-    resume_kw = _resume_options(resume)
+    resume_kw: dict[str, Any] | None = _resume_options(resume)
     if resume_kw is not None and name is None:
         name = trainable_name(trainable)
 
@@ -164,6 +166,8 @@ def run(
         if resume_kw is not None:
             logger.info("tune.run(resume=%r): no experiment in %s yet; starting it.", resume, exp_path)
         tuner = Tuner(trainable, param_space=config, tune_config=tune_config, run_config=run_config)
+    if progress_reporter is not None:
+        tuner._progress_reporter = progress_reporter  # type: ignore[attr-defined]
     grid = tuner.fit()
 
     default_metric = metric or getattr(scheduler, "metric", None) or getattr(search_alg, "metric", None)

@@ -119,3 +119,35 @@ class ProgressReporter:
         n_err = sum(1 for t in trials if t.status.value == "ERROR")
         print(f"tandem: {len(trials)} trials finished in {elapsed_s:.1f} s"
               f"{f', {n_err} errored' if n_err else ''}. Results: {self.experiment_path}", flush=True)
+
+
+class UserReporterDisplay:
+    """Drives a user's ``tune.ProgressReporter`` (``CLIReporter``, a subclass...) from the
+    tune controller's display hooks: ``setup`` at the start, ``report(trials, False)``
+    whenever its ``should_report`` agrees while trials run, ``report(trials, True)`` at the
+    end. It replaces tandem's own display."""
+
+    def __init__(self, reporter: Any, metric: str | None, mode: str | None,
+                 scheduler_name: str) -> None:
+        self.reporter = reporter
+        self.metric = metric
+        self.mode = mode
+        self._sys_info = (f"Using {scheduler_name} scheduling algorithm.",)
+
+    def start(self, trials: Sequence[Any]) -> None:
+        self.reporter.setup(start_time=time.time(), total_samples=None, metric=self.metric,
+                            mode=self.mode)
+
+    def _maybe(self, trials: Sequence[Any]) -> None:
+        if self.reporter.should_report(list(trials), done=False):
+            self.reporter.report(list(trials), False, *self._sys_info)
+
+    def status_change(self, trial: Any, trials: Sequence[Any], note: str = "") -> None:
+        self._maybe(trials)
+
+    def refresh(self, trials: Sequence[Any], force: bool = False) -> None:
+        self._maybe(trials)
+
+    def end(self, trials: Sequence[Any], best: Any = None, elapsed_s: float = 0.0) -> None:
+        if self.reporter.should_report(list(trials), done=True):
+            self.reporter.report(list(trials), True, *self._sys_info)

@@ -286,17 +286,98 @@ def _report_output(output: Any, returned: bool = False) -> None:
         )
 
 
+_INLINE_MAX_BYTES = 8 << 20
+"""Bound objects up to this size travel inside the trainable's pickle; larger ones are
+written once to a shared file that every trial maps (zero-copy for NumPy arrays)."""
+
+
+class _SharedBlob:
+    """Objects pickled once (protocol 5, out-of-band buffers) into one file in shared memory
+    (``/dev/shm`` where there is one): every trial on this machine maps the same pages, so a
+    200 MB array costs 200 MB once, not once per trial, and loads without a copy (arrays are
+    copy-on-write: a trial's writes stay its own). The driver removes the file when the
+    trainable is garbage-collected or the process exits."""
+
+    def __init__(self, head: bytes, buffers: list[pickle.PickleBuffer]) -> None:
+        import struct
+        import weakref
+
+        folder = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+        fd, self.path = tempfile.mkstemp(prefix="tandem-with-parameters-", dir=folder)
+        with os.fdopen(fd, "wb") as f:
+            raws = [b.raw() for b in buffers]
+            f.write(struct.pack("<QQ", len(head), len(raws)))
+            f.write(struct.pack(f"<{len(raws)}Q", *(r.nbytes for r in raws)))
+            f.write(head)
+            for r in raws:
+                f.write(r)
+        self.nbytes = os.path.getsize(self.path)
+        weakref.finalize(self, _remove_file, self.path)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "nbytes": self.nbytes}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)  # a trial's copy: it never removes the file
+
+    def load(self) -> dict[str, Any]:
+        import mmap
+        import struct
+
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed below, the map stays
+        except FileNotFoundError:
+            raise ConfigError(
+                f"tune.with_parameters(): the bound objects ({self.nbytes} bytes) were shared "
+                f"through {self.path}, which this worker cannot see (another machine, or the "
+                f"driver has exited). Keep the objects under {_INLINE_MAX_BYTES >> 20} MB, or "
+                f"load them inside the trainable from shared storage."
+            ) from None
+        with f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        n_head, n_bufs = struct.unpack_from("<QQ", mm, 0)
+        sizes = struct.unpack_from(f"<{n_bufs}Q", mm, 16)
+        pos = 16 + 8 * n_bufs
+        view = memoryview(mm)
+        head = view[pos:pos + n_head]
+        pos += n_head
+        bufs = []
+        for size in sizes:
+            bufs.append(view[pos:pos + size])
+            pos += size
+        return dict(pickle.loads(head, buffers=bufs))
+
+
+def _remove_file(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
 class _WithParameters:
-    """A trainable with large objects bound once (pickled once, not once per trial)."""
+    """A trainable with large objects bound once: pickled once, and above
+    ``_INLINE_MAX_BYTES`` shared through one file that every trial maps (Ray keeps them in
+    its object store once, for the same reason)."""
 
     def __init__(self, trainable: Any, params: Mapping[str, Any]) -> None:
         self.trainable = trainable
-        self._blob = cloudpickle.dumps(dict(params))
+        # pickled once; NumPy (and other protocol-5) buffers are not copied to measure them
+        buffers: list[pickle.PickleBuffer] = []
+        head = cloudpickle.dumps(dict(params), protocol=5, buffer_callback=buffers.append)
+        size = len(head) + sum(b.raw().nbytes for b in buffers)
+        self._blob: bytes | None = None
+        self._shared: _SharedBlob | None = None
+        if size <= _INLINE_MAX_BYTES:
+            self._blob = cloudpickle.dumps(dict(params))
+        else:
+            self._shared = _SharedBlob(head, buffers)
         self._params: dict[str, Any] | None = dict(params)
         self.__name__ = getattr(trainable, "__name__", type(trainable).__name__)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"trainable": self.trainable, "_blob": self._blob, "__name__": self.__name__}
+        return {"trainable": self.trainable, "_blob": self._blob, "_shared": self._shared,
+                "__name__": self.__name__}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -305,7 +386,11 @@ class _WithParameters:
     @property
     def params(self) -> dict[str, Any]:
         if self._params is None:
-            self._params = cloudpickle.loads(self._blob)
+            if self._shared is not None:
+                self._params = self._shared.load()
+            else:
+                assert self._blob is not None
+                self._params = cloudpickle.loads(self._blob)
         return self._params
 
     def __call__(self, config: dict[str, Any]) -> Any:

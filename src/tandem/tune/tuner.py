@@ -34,8 +34,9 @@ from tandem.tune.controller import (
     load_searcher,
     trial_from_state,
 )
-from tandem.tune.progress import ProgressReporter
+from tandem.tune.progress import ProgressReporter, UserReporterDisplay
 from tandem.tune.result_grid import ResultGrid
+from tandem.tune.resume import ResumeConfig, requeue_trials
 from tandem.tune.schedulers.base import TrialScheduler
 from tandem.tune.schedulers.fifo import FIFOScheduler
 from tandem.tune.search.basic_variant import BasicVariantGenerator
@@ -52,7 +53,6 @@ from tandem.tune.trainable import (
     normalize_resources,
     trainable_name,
 )
-from tandem.tune.trial import TrialStatus
 
 logger = logging.getLogger(__name__)
 TUNER_FILE = "tuner.pkl"
@@ -263,7 +263,12 @@ class Tuner:
         exp_name = exp_path.rstrip("/").rsplit("/", 1)[-1]
         verbose = 1 if rc.verbose is None else rc.verbose
         callbacks = [cb for cb in (rc.callbacks or []) if isinstance(cb, Callback)]
-        reporter = ProgressReporter(verbose, metric, mode, self._param_keys(), exp_path)
+        user_reporter = getattr(rc, "progress_reporter", None) or getattr(
+            self, "_progress_reporter", None)
+        reporter: Any = (
+            UserReporterDisplay(user_reporter, metric, mode,
+                                _scheduler_label(scheduler)) if user_reporter is not None
+            else ProgressReporter(verbose, metric, mode, self._param_keys(), exp_path))
         service = get_service()
         # a stopper or a scheduler other than FIFO can decide at any result: each report then
         # waits for the verdict, so a decision takes effect at the result that triggered it
@@ -430,13 +435,17 @@ class Tuner:
     def restore(cls, path: str, trainable: Any, *, resume_unfinished: bool = True,
                 resume_errored: bool = False, restart_errored: bool = False,
                 param_space: Mapping[str, Any] | None = None,
-                storage_filesystem: Any = None) -> Tuner:
+                storage_filesystem: Any = None,
+                _resume_config: ResumeConfig | None = None,
+                resume_config: ResumeConfig | None = None) -> Tuner:
         """Resumes an interrupted experiment from its folder.
 
         Finished trials are kept; unfinished ones continue from their latest checkpoints;
         errored ones are resumed (``resume_errored``) or started over (``restart_errored``).
         ``storage_filesystem`` (a ``pyarrow.fs.FileSystem``) is the filesystem ``path`` is
         on, as in ``RunConfig(storage_filesystem=...)``.
+        ``_resume_config`` (Ray's name; ``resume_config`` too): a ``tune.ResumeConfig``
+        saying that per trial state, instead of the flags.
         """
         if storage_filesystem is not None:
             from tandem.train.api.config import storage_url
@@ -452,21 +461,9 @@ class Tuner:
         state = json.loads(raw)
         blob = read_file(join_path(path, TUNER_FILE))
         saved: dict = cloudpickle.loads(blob) if blob is not None else {}
-        trials = []
-        for d in state["trials"]:
-            t = trial_from_state(d)
-            if t.status is TrialStatus.ERROR:
-                if restart_errored:
-                    t.status, t.error, t.checkpoint, t.last_result = TrialStatus.PENDING, None, None, None
-                    remove_dir(t.path)
-                elif resume_errored:
-                    t.status, t.error = TrialStatus.PENDING, None
-            elif t.status in (TrialStatus.RUNNING, TrialStatus.PENDING, TrialStatus.PAUSED):
-                if resume_unfinished:
-                    t.status = TrialStatus.PENDING
-                else:
-                    t.status = TrialStatus.TERMINATED
-            trials.append(t)
+        trials = [trial_from_state(d) for d in state["trials"]]
+        requeue_trials(trials, _resume_config or resume_config or ResumeConfig.from_flags(
+            resume_unfinished, resume_errored, restart_errored), remove_dir)
         restore: dict = {"trials": trials, "experiment_path": path, "exp_uid": state["exp_uid"],
                          "name_prefix": state["name_prefix"], "created": state["created"],
                          "search_done": state.get("search_done", False)}
@@ -488,6 +485,12 @@ class Tuner:
         rc = saved.get("run_config") or RunConfig()
         tc = saved.get("tune_config") or TuneConfig()
         return cls(trainable, param_space=ps, tune_config=tc, run_config=rc, _restore=restore)
+
+
+def _scheduler_label(scheduler: Any) -> str:
+    """Ray's name for a scheduler in "Using <name> scheduling algorithm."."""
+    name = type(scheduler).__name__
+    return "FIFO" if name == "FIFOScheduler" else name
 
 
 def _restored_results(restore: Mapping[str, Any], tc: TuneConfig) -> ResultGrid:

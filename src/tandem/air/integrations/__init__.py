@@ -1,6 +1,7 @@
-"""Ray's ``ray.air.integrations`` paths: ``.mlflow`` and ``.wandb`` (experiment tracking).
+"""Ray's ``ray.air.integrations`` paths: ``.mlflow``, ``.wandb`` and ``.comet`` (experiment
+tracking).
 
 Each module needs its tracking package: ``pip install "tandem-ml[mlflow]"`` /
-``"tandem-ml[wandb]"``; importing the module does not (the package is imported when a
+``"tandem-ml[wandb]"`` / ``"tandem-ml[comet]"``; importing the module does not (the package is imported when a
 callback is built or ``setup_*`` is called).
 """

@@ -155,6 +155,7 @@ class TrainController(JobRunner):
         self._ends: dict[int, set] = {}  # rank -> {"__eof__", "__exit__"} of the current gang
         self._nested_jobs: list[str] = []
         self._lent_resources = False
+        self._ray_endpoint: data_mod.RayEndpoint | None = None  # LOCAL_RAY held by this run
         self.state = TrainControllerState.INITIALIZING
         self.callbacks = CallbackDispatcher(spec.callbacks, CallbackSite.DRIVER)
         self.num_preemptions = 0
@@ -261,6 +262,8 @@ class TrainController(JobRunner):
                                  spec.trial_name)
         error: TrainingFailedError | None = None
         refused = self._storage_refusal(ctx.placement)
+        if refused is None:
+            refused = self._hold_local_ray(ctx)
         if refused is not None:
             return self._finish(TrainControllerState.ERRORED, refused)  # type: ignore[arg-type]
         try:
@@ -549,13 +552,25 @@ class TrainController(JobRunner):
         self._failures = []
         plan = plan_gang(placement.node_ids[:n], placement.node_ips[:n])
         envs = with_local_ranks(spec.backend.worker_env([p.node_ip for p in plan]), plan)
-        ray_split = ctx.cluster.supports_ray_objects
+        on_ray = ctx.cluster.supports_ray_objects
         split_names = spec.datasets_to_split
-        shards = {name: data_mod.split(name, d, n, ray_split=ray_split)
-                  if split_names is None or name in split_names else [d] * n
-                  for name, d in spec.datasets.items()}
-        by_ray = {name for name, d in spec.datasets.items()
-                  if ray_split and data_mod.is_ray_dataset(d)}
+        ray_data = {name: d for name, d in spec.datasets.items() if data_mod.is_ray_dataset(d)}
+        shards: dict[str, list[Any]] = {
+            name: data_mod.split(name, d, n)
+            if split_names is None or name in split_names else [d] * n
+            for name, d in spec.datasets.items() if name not in ray_data}
+        by_ray: set[str] = set()
+        if ray_data:  # split by Ray Data itself, as Ray Train does (data.py)
+            iterators = data_mod.ray_iterators(ray_data, n, split_names,
+                                               progress_bars=on_ray)
+            if on_ray:  # Ray handles travel as actor arguments
+                shards.update(iterators)
+                by_ray = set(iterators)
+            else:
+                endpoint = self._ray_endpoint
+                assert endpoint is not None
+                shards.update({name: [data_mod.RayDataShard.pack(name, it, endpoint)
+                                      for it in its] for name, its in iterators.items()})
         attempt = self._attempt
         tasks, specs = [], []
         for p in plan:
@@ -600,6 +615,18 @@ class TrainController(JobRunner):
         if spec.working_dir is not None:
             env["TANDEM_WORKING_DIR"] = spec.working_dir
         return {"env": env, "cwd": spec.working_dir}
+
+    def _hold_local_ray(self, ctx: JobContext) -> ConfigError | None:
+        """A ``ray.data.Dataset`` on a cluster that is not Ray: Ray Data runs on the driver's
+        Ray instance (started here when there is none), held until the run ends."""
+        if ctx.cluster.supports_ray_objects or not any(
+                data_mod.is_ray_dataset(d) for d in self.spec.datasets.values()):
+            return None
+        try:
+            self._ray_endpoint = data_mod.LOCAL_RAY.acquire()
+        except ConfigError as e:
+            return e
+        return None
 
     def _storage_refusal(self, placement: Placement) -> ConfigError | None:
         """A gang on several machines writes checkpoints from each of them: the run's
@@ -891,6 +918,9 @@ class TrainController(JobRunner):
             self._kill_gang(wait_s=5.0, graceful=True)
         else:
             self._kill_gang(wait_s=2.0)
+        if self._ray_endpoint is not None:  # the gang is gone: Ray Data's reader may go too
+            self._ray_endpoint = None
+            data_mod.LOCAL_RAY.release()
         storage = self.storage
         if storage is not None:
             if error is not None:

@@ -31,6 +31,7 @@ from typing import Any, TextIO
 import cloudpickle
 
 from tandem.train import session as session_mod
+from tandem.train._internal.data import RayDataShard
 from tandem.train.api.checkpoint import Checkpoint, _is_url, get_fs
 from tandem.train.context import AWAIT_VERDICT, TrainContext
 
@@ -288,15 +289,21 @@ class WorkerSession:
     def dataset_shard(self, name: str | None) -> Any:
         if name is None:  # the 1.x spelling: the one dataset given, or all of them by name
             if len(self._shards) == 1:
-                return next(iter(self._shards.values()))
-            return dict(self._shards)
+                return self._resolved(next(iter(self._shards)))
+            return {n: self._resolved(n) for n in self._shards}
         if name not in self._shards:
             names = ", ".join(repr(n) for n in self._shards) or "none"
             raise KeyError(
                 f"get_dataset_shard({name!r}): no dataset named {name!r} was given to the "
                 f"trainer; datasets given: {names}. Pass datasets={{{name!r}: data}} to it."
             )
-        return self._shards[name]
+        return self._resolved(name)
+
+    def _resolved(self, name: str) -> Any:
+        shard = self._shards[name]
+        if isinstance(shard, RayDataShard):  # a ray.data iterator: connect to Ray, once
+            shard = self._shards[name] = shard.resolve()
+        return shard
 
     # -- transport -------------------------------------------------------------------
     def run_exit_hooks(self, failed: bool) -> None:

@@ -1,0 +1,1 @@
+"""Hugging Face integrations on tandem (``tandem.train.huggingface.transformers``)."""
