@@ -19,6 +19,8 @@ from tandem.model._loop import NonFiniteLossError
 from tandem.model._model import Model, ModelDefinitionError, TorchModel
 from tandem.model._settings import TrainSettings, TuneSettings
 from tandem.model._trees import LightGBMModel, XGBoostModel  # xgboost/lightgbm load on use
+from tandem.model._tf import TensorflowModel  # tensorflow loads on use
+from tandem.model._jax import JaxModel  # jax loads on use
 
 # -- registry and serving (issue 14) --------------------------------------------------------
 # (``serve`` is both the subpackage and the function: importing the function last makes
@@ -30,12 +32,14 @@ from tandem.model.serve import ServeHandle, ServeSettings, serve
 
 __all__ = [
     "DataError",
+    "JaxModel",
     "LightGBMModel",
     "Model",
     "ModelDefinitionError",
     "ModelJobHandle",
     "ModelResult",
     "NonFiniteLossError",
+    "TensorflowModel",
     "TorchModel",
     "TrainSettings",
     "TuneSettings",
