@@ -203,3 +203,18 @@ def test_logging_example_trial_name_and_dirname_creators(tmp_path):
     folders = {os.path.basename(os.path.dirname(p)) for p in glob.glob(
         str(tmp_path / "results" / "hyperband_test" / "*" / "result.json"))}
     assert folders == names
+
+
+def test_tensorflow_mnist_example_multiworker_keras_fit(tmp_path):
+    """Ray's tensorflow_mnist_example.py --smoke-test: 2 workers in one
+    MultiWorkerMirroredStrategy (TF_CONFIG from tandem), Keras' fit with
+    ReportCheckpointCallback; one report and one checkpoint per epoch."""
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("tf_keras")
+    out = run_program("tensorflow_mnist_example.py", tmp_path, "--smoke-test",
+                      env_extra={"HOME": str(tmp_path)})
+    assert "Final metrics: {" in out and "'accuracy':" in out
+    (run,) = glob.glob(str(tmp_path / "results" / "*" / "result.json"))
+    assert [r["training_iteration"] for r in rows(run)] == [1, 2]
+    ckpts = sorted(glob.glob(os.path.join(os.path.dirname(run), "checkpoint_*", "model.keras")))
+    assert len(ckpts) >= 1
