@@ -4,18 +4,20 @@ ReportCheckpointCallback reports and checkpoints."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 
 import pytest
 
-pytest.importorskip("tensorflow")
-pytest.importorskip("tf_keras")
+# checked without importing TensorFlow: the driver never needs it (and it takes seconds)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.skipif(
+    importlib.util.find_spec("tensorflow") is None, reason="needs the tensorflow extra")]
+needs_keras2 = pytest.mark.skipif(importlib.util.find_spec("tf_keras") is None,
+                                  reason="needs tf-keras (Keras 2) for fit under MWMS")
 
 from tandem.train import RunConfig, ScalingConfig  # noqa: E402
 from tandem.train.tensorflow import TensorflowTrainer  # noqa: E402
-
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def mwms_train(config):
@@ -51,6 +53,7 @@ def mwms_train(config):
                    "index": tf_config["task"]["index"]}, f)
 
 
+@needs_keras2
 def test_two_workers_all_reduce_gradients_and_report_checkpoints(tmp_path, storage):
     trainer = TensorflowTrainer(
         mwms_train, train_loop_config={"out": str(tmp_path), "in_scope": True},
@@ -72,6 +75,7 @@ def test_two_workers_all_reduce_gradients_and_report_checkpoints(tmp_path, stora
     assert os.path.exists(os.path.join(result.checkpoint.path, "model.keras"))
 
 
+@needs_keras2
 def test_model_built_outside_the_strategy_scope_is_refused(tmp_path, storage):
     trainer = TensorflowTrainer(
         mwms_train, train_loop_config={"out": str(tmp_path), "in_scope": False},
@@ -80,3 +84,21 @@ def test_model_built_outside_the_strategy_scope_is_refused(tmp_path, storage):
     with pytest.raises(Exception, match="outside a tf.distribute strategy scope"):
         trainer.fit()
     assert not (tmp_path / "rank0.json").exists()
+
+
+def read_tf_config():
+    return json.loads(os.environ["TF_CONFIG"])
+
+
+def test_legacy_trainer_backend_tensorflow_sets_tf_config_per_worker(tmp_path):
+    from tandem.train import Trainer
+
+    trainer = Trainer("tensorflow", num_workers=2, logdir=str(tmp_path))
+    trainer.start()
+    try:
+        c0, c1 = trainer.run(read_tf_config)
+    finally:
+        trainer.shutdown()
+    assert c0["cluster"] == c1["cluster"] and len(c0["cluster"]["worker"]) == 2
+    assert (c0["task"], c1["task"]) == ({"type": "worker", "index": 0},
+                                        {"type": "worker", "index": 1})
