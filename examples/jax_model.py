@@ -11,6 +11,8 @@ request format as a TorchModel: POST {"inputs": [...]}).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import httpx
 import numpy as np
 from sklearn.datasets import load_digits
@@ -19,7 +21,7 @@ from tandem import model
 
 
 class DigitsSoftmax(model.JaxModel):
-    default_config = {"lr": 0.5, "seed": 0}
+    default_config: ClassVar[dict] = {"lr": 0.5, "seed": 0}
     example_input = np.zeros((1, 64), dtype=np.float32)
 
     def init_params(self, rng):

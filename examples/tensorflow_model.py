@@ -11,6 +11,8 @@ few predictions.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import httpx
 import numpy as np
 from sklearn.datasets import load_digits
@@ -19,7 +21,7 @@ from tandem import model
 
 
 class DigitsKeras(model.TensorflowModel):
-    default_config = {"hidden": 64, "lr": 0.05}
+    default_config: ClassVar[dict] = {"hidden": 64, "lr": 0.05}
     example_input = np.zeros((1, 64), dtype=np.float32)  # put checks predict() on it
 
     def setup(self):

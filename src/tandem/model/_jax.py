@@ -154,7 +154,7 @@ def check_pure(model: JaxModel, x: Any, y: Any) -> None:
         try:
             with jax.checking_leaks():
                 jax.make_jaxpr(fn)(*args)
-        except Exception as e:  # noqa: BLE001 - any failure to trace is the user's to fix
+        except Exception as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise ModelDefinitionError(
                 f"{name}.{fn_name} is not a pure JAX function: tracing it with "
@@ -242,13 +242,14 @@ def jax_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
     ctx = train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     model: JaxModel = payload.model_cls(config)
-    run_sync(model.setup())
+    setup: Any = model.setup  # may be async def
+    run_sync(setup())
     model.is_setup = True
     if payload.init_weights:
         with tempfile.TemporaryDirectory(prefix="tandem-init-") as d:
             for fname, blob in payload.init_weights.items():
-                with open(os.path.join(d, fname), "wb") as f:
-                    f.write(blob)
+                with open(os.path.join(d, fname), "wb") as fb:
+                    fb.write(blob)
             model.load_weights(d)
     start = 0
     ckpt = train.get_checkpoint()
@@ -304,8 +305,8 @@ def jax_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
             try:
                 model.save_weights(d)
                 for fname, blob in ident.items():
-                    with open(os.path.join(d, fname), "wb") as f:
-                        f.write(blob)
+                    with open(os.path.join(d, fname), "wb") as fb:
+                        fb.write(blob)
                 with open(os.path.join(d, TRAINER_STATE_FILE), "w") as f:
                     json.dump({"epoch": epoch, "num_epochs": settings.num_epochs,
                                "seed": payload.seed}, f)

@@ -174,15 +174,16 @@ def tf_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
         else tf.distribute.get_strategy()
     with strategy.scope():
         model = cls(config)
-        run_sync(model.setup())
+        setup: Any = model.setup  # may be async def
+        run_sync(setup())
         model.is_setup = True
         net = model.keras_model()
         net.compile(**model.compile_settings())
     if payload.init_weights:
         with tempfile.TemporaryDirectory(prefix="tandem-init-") as d:
             for fname, blob in payload.init_weights.items():
-                with open(os.path.join(d, fname), "wb") as f:
-                    f.write(blob)
+                with open(os.path.join(d, fname), "wb") as fb:
+                    fb.write(blob)
             model.load_weights(d)
     start = 0
     ckpt = train.get_checkpoint()

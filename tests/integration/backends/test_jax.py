@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("jax")
 
-from tandem.train import RunConfig, ScalingConfig  # noqa: E402
-from tandem.train.jax import JaxTrainer  # noqa: E402
-from tandem.train.v2.jax import JaxTrainer as V2JaxTrainer  # noqa: E402
+from tandem.train import RunConfig, ScalingConfig
+from tandem.train.jax import JaxTrainer
+from tandem.train.v2.jax import JaxTrainer as V2JaxTrainer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -16,8 +16,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.skipif(
 needs_keras2 = pytest.mark.skipif(importlib.util.find_spec("tf_keras") is None,
                                   reason="needs tf-keras (Keras 2) for fit under MWMS")
 
-from tandem.train import RunConfig, ScalingConfig  # noqa: E402
-from tandem.train.tensorflow import TensorflowTrainer  # noqa: E402
+from tandem.train import RunConfig, ScalingConfig
+from tandem.train.tensorflow import TensorflowTrainer
 
 
 def mwms_train(config):

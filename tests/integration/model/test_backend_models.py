@@ -5,6 +5,7 @@ refused before any worker starts."""
 from __future__ import annotations
 
 import os
+from typing import ClassVar
 
 import httpx
 import numpy as np
@@ -27,7 +28,7 @@ def data(n=256, seed=0):
 
 
 class LinearKeras(model.TensorflowModel):
-    default_config = {"lr": 0.05, "units": 1}
+    default_config: ClassVar[dict] = {"lr": 0.05, "units": 1}
     example_input = np.zeros((1, 4), dtype=np.float32)
 
     def setup(self):
@@ -43,7 +44,7 @@ class LinearKeras(model.TensorflowModel):
 
 
 class LinearJax(model.JaxModel):
-    default_config = {"lr": 0.1, "seed": 0}
+    default_config: ClassVar[dict] = {"lr": 0.1, "seed": 0}
     example_input = np.zeros((1, 4), dtype=np.float32)
 
     def init_params(self, rng):

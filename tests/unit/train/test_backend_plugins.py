@@ -99,3 +99,13 @@ def test_model_classes_without_their_hooks_are_refused():
         model.train(NoApply, dataset={"train": ([[0.0]], [0.0])})
     with pytest.raises(ModelDefinitionError, match=r"setup\(\)"):
         model.train(NoSetup, dataset={"train": ([[0.0]], [0.0])})
+
+
+def test_horovod_names_raise_saying_why_and_what_to_use():
+    from tandem.train import Trainer
+    from tandem.train.horovod import HorovodConfig, HorovodTrainer, HorovodUnavailableError
+
+    for build in (lambda: HorovodTrainer(lambda: None), HorovodConfig,
+                  lambda: Trainer("horovod", num_workers=2)):
+        with pytest.raises(HorovodUnavailableError, match=r"C\+\+17.*TorchTrainer"):
+            build()

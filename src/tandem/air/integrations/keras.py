@@ -10,24 +10,24 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any
+from typing import Any, ClassVar
 
 from tandem.train.backends.tensorflow import require_tensorflow
 
 require_tensorflow("tandem.air.integrations.keras")
 
-from tensorflow.keras.callbacks import Callback as KerasCallback  # noqa: E402
+from tensorflow.keras.callbacks import Callback as KerasCallback
 
-from tandem import train  # noqa: E402
-from tandem.train.api.checkpoint import Checkpoint  # noqa: E402
+from tandem import train
+from tandem.train.api.checkpoint import Checkpoint
 
 __all__ = ["ReportCheckpointCallback"]
 
 
-class _Callback(KerasCallback):  # type: ignore[misc]
+class _Callback(KerasCallback):
     """Calls ``_handle(logs, when)`` on the Keras events named in ``on`` (Ray's)."""
 
-    _allowed = [
+    _allowed: ClassVar[list[str]] = [
         "epoch_begin", "epoch_end", "train_batch_begin", "train_batch_end",
         "test_batch_begin", "test_batch_end", "predict_batch_begin", "predict_batch_end",
         "train_begin", "train_end", "test_begin", "test_end", "predict_begin", "predict_end",

@@ -12,7 +12,7 @@ from tandem.train.backends.tensorflow import TensorflowConfig, require_tensorflo
 
 require_tensorflow("tandem.train.tensorflow")
 
-from tandem.train.tensorflow.checkpoint import TensorflowCheckpoint  # noqa: E402
-from tandem.train.tensorflow.trainer import TensorflowTrainer, prepare_dataset_shard  # noqa: E402
+from tandem.train.tensorflow.checkpoint import TensorflowCheckpoint
+from tandem.train.tensorflow.trainer import TensorflowTrainer, prepare_dataset_shard
 
 __all__ = ["TensorflowCheckpoint", "TensorflowConfig", "TensorflowTrainer", "prepare_dataset_shard"]
