@@ -105,3 +105,16 @@ def test_tracking_docs_run(tmp_path):
 
     runs = glob.glob(str(tmp_path / "results" / "tracked" / "*" / "wandb" / "offline-run-*"))
     assert len(runs) == 3  # one W&B run per trial, in its trial folder
+
+
+@pytest.mark.slow
+def test_backends_doc_tensorflow_block_runs(tmp_path):
+    """docs/backends.md's TensorflowTrainer block, as written (2 workers, Keras fit)."""
+    import importlib.util
+
+    if importlib.util.find_spec("tf_keras") is None:
+        pytest.skip("needs the tensorflow extra and tf-keras")
+    (code,) = python_blocks(os.path.join(ROOT, "docs", "backends.md"))
+    script = tmp_path / "backends_tf.py"
+    script.write_text(code)
+    assert "loss after 2 epochs:" in run([str(script)], tmp_path)
