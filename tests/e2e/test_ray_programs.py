@@ -222,3 +222,20 @@ def test_transformers_torch_trainer_basic(tmp_path):
     out = run_program("transformers_torch_trainer_basic.py", tmp_path)
     assert "True epoch: 2.0" in out
     assert "checkpoint files: ['checkpoint']" in out
+
+
+def test_tensorflow_mnist_example_multiworker_keras_fit(tmp_path):
+    """Ray's tensorflow_mnist_example.py --smoke-test: 2 workers in one
+    MultiWorkerMirroredStrategy (TF_CONFIG from tandem), Keras' fit with
+    ReportCheckpointCallback; one report and one checkpoint per epoch."""
+    import importlib.util
+
+    if importlib.util.find_spec("tf_keras") is None:
+        pytest.skip("needs the tensorflow extra and tf-keras")
+    out = run_program("tensorflow_mnist_example.py", tmp_path, "--smoke-test",
+                      env_extra={"HOME": str(tmp_path)})
+    assert "Final metrics: {" in out and "'accuracy':" in out
+    (run,) = glob.glob(str(tmp_path / "results" / "*" / "result.json"))
+    assert [r["training_iteration"] for r in rows(run)] == [1, 2]
+    ckpts = sorted(glob.glob(os.path.join(os.path.dirname(run), "checkpoint_*", "model.keras")))
+    assert len(ckpts) >= 1

@@ -126,3 +126,16 @@ def test_integrations_doc_lightning_block(tmp_path):
     script.write_text(code)
     out = run([str(script)], tmp_path)
     assert "1 ['checkpoint.ckpt']" in out
+
+
+@pytest.mark.slow
+def test_backends_doc_tensorflow_block_runs(tmp_path):
+    """docs/backends.md's TensorflowTrainer block, as written (2 workers, Keras fit)."""
+    import importlib.util
+
+    if importlib.util.find_spec("tf_keras") is None:
+        pytest.skip("needs the tensorflow extra and tf-keras")
+    (code,) = python_blocks(os.path.join(ROOT, "docs", "backends.md"))
+    script = tmp_path / "backends_tf.py"
+    script.write_text(code)
+    assert "loss after 2 epochs:" in run([str(script)], tmp_path)

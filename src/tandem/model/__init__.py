@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from tandem.model._api import ModelJobHandle, ModelResult, train, tune
 from tandem.model._data import DataError
+from tandem.model._jax import JaxModel  # jax loads on use
 from tandem.model._loop import NonFiniteLossError
 from tandem.model._model import Model, ModelDefinitionError, TorchModel
 from tandem.model._settings import TrainSettings, TuneSettings
+from tandem.model._tf import TensorflowModel  # tensorflow loads on use
 from tandem.model._trees import LightGBMModel, XGBoostModel  # xgboost/lightgbm load on use
 
 # -- registry and serving (issue 14) --------------------------------------------------------
@@ -30,12 +32,14 @@ from tandem.model.serve import ServeHandle, ServeSettings, serve
 
 __all__ = [
     "DataError",
+    "JaxModel",
     "LightGBMModel",
     "Model",
     "ModelDefinitionError",
     "ModelJobHandle",
     "ModelResult",
     "NonFiniteLossError",
+    "TensorflowModel",
     "TorchModel",
     "TrainSettings",
     "TuneSettings",

@@ -133,8 +133,8 @@ def test_misuse_raises_the_errors_users_know(tmp_path):
         trainer.run(train_func)
     with pytest.raises(RuntimeError, match="This Trainer is not active"):
         trainer.run_iterator(train_func)
-    with pytest.raises(ValueError, match=r"Trainer\(backend='tensorflow'\) is not available"):
-        Trainer("tensorflow", num_workers=1, logdir=str(tmp_path))
+    with pytest.raises(ValueError, match=r"Trainer\(backend='mxnet'\) is not available"):
+        Trainer("mxnet", num_workers=1, logdir=str(tmp_path))
     with pytest.raises(ValueError, match="use_gpu=False.*GPU"):
         Trainer("torch", num_workers=1, resources_per_worker={"GPU": 1}, logdir=str(tmp_path))
     with pytest.raises(ValueError, match="num_to_keep"):

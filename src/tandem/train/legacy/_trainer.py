@@ -109,13 +109,24 @@ class CheckpointStrategy:
 def _backend_config(backend: Any) -> BackendConfig:
     if isinstance(backend, BackendConfig):
         return backend
-    if isinstance(backend, str) and backend.lower() == "torch":
+    name = backend.lower() if isinstance(backend, str) else None
+    if name == "torch":
         from tandem.train.backends.torch import TorchConfig
 
         return TorchConfig()
+    if name == "tensorflow":
+        from tandem.train.backends.tensorflow import TensorflowConfig, require_tensorflow
+
+        require_tensorflow("Trainer(backend='tensorflow')")
+        return TensorflowConfig()
+    if name == "horovod":
+        from tandem.train.backends.horovod import HorovodConfig
+
+        return HorovodConfig()
     raise ConfigError(
-        f"Trainer(backend={backend!r}) is not available: use 'torch' or a backend config "
-        f"object such as tandem.train.torch.TorchConfig(backend='gloo')."
+        f"Trainer(backend={backend!r}) is not available: use 'torch', 'tensorflow', "
+        f"'horovod' or a backend config object such as "
+        f"tandem.train.torch.TorchConfig(backend='gloo')."
     )
 
 
@@ -312,7 +323,8 @@ class Trainer:
     """The 1.x trainer API: run a function on ``num_workers`` workers, again and again.
 
     Args:
-        backend: ``"torch"`` or a backend config object (e.g. ``TorchConfig(backend="gloo")``).
+        backend: ``"torch"``, ``"tensorflow"`` (``TF_CONFIG`` per worker), ``"horovod"``, or
+            a backend config object (e.g. ``TorchConfig(backend="gloo")``).
         num_workers: workers per run.
         use_gpu: one GPU per worker.
         resources_per_worker: e.g. ``{"CPU": 2, "GPU": 1}`` (overrides the defaults).

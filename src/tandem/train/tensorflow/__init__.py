@@ -1,0 +1,18 @@
+"""TensorFlow on tandem: ``TensorflowTrainer`` (``MultiWorkerMirroredStrategy`` across the
+gang), ``TensorflowConfig``, ``prepare_dataset_shard`` and ``TensorflowCheckpoint``: Ray's
+``ray.train.tensorflow``.
+
+Importing this module checks that TensorFlow is installed (as Ray's does) but does not
+import it: the driver never needs it.
+"""
+
+from __future__ import annotations
+
+from tandem.train.backends.tensorflow import TensorflowConfig, require_tensorflow
+
+require_tensorflow("tandem.train.tensorflow")
+
+from tandem.train.tensorflow.checkpoint import TensorflowCheckpoint
+from tandem.train.tensorflow.trainer import TensorflowTrainer, prepare_dataset_shard
+
+__all__ = ["TensorflowCheckpoint", "TensorflowConfig", "TensorflowTrainer", "prepare_dataset_shard"]
