@@ -58,13 +58,34 @@ PROVIDED_BY: dict[str, tuple[str, str]] = {
     "lightgbm": ("lightgbm", "lightgbm"),
     "pytest": ("pytest", "dev"),  # tandem.jobs.testing: conformance suites for test code
     "typing_extensions": ("mypy", "dev"),  # only under TYPE_CHECKING; mypy brings it
+    "yaml": ("pyyaml", BASE),  # tune.logger.pretty_print
+    "IPython": ("ipython", "notebook"),  # JupyterNotebookReporter
+    "tensorflow": ("tensorflow-cpu", "tensorflow"),
+    "jax": ("jax", "jax"),
+    "lightning": ("lightning", "lightning"),
+    "pytorch_lightning": ("lightning", "lightning"),
+    "transformers": ("transformers", "transformers"),
+    "comet_ml": ("comet_ml", "comet"),
+    "hyperopt": ("hyperopt", "hyperopt"),
+    "bayes_opt": ("bayesian-optimization", "bayesopt"),
+    "ax": ("ax-platform", "ax"),
+    "nevergrad": ("nevergrad", "nevergrad"),
+    "zoopt": ("zoopt", "zoopt"),
+    "ConfigSpace": ("ConfigSpace", "bohb"),
+    "hpbandster": ("hpbandster", "bohb"),
+    "hebo": ("HEBO", "hebo"),
+    "scipy": ("scipy", "pb2"),
 }
 
 #: modules that come with another distribution's requirement: their own distribution.
-INDIRECT = {"uvloop": "uvloop", "typing_extensions": "typing-extensions"}
+INDIRECT = {"uvloop": "uvloop", "typing_extensions": "typing-extensions",
+            "pytorch_lightning": "pytorch-lightning"}
 
 #: extras left out of [all] on purpose (they do not co-install with the others), and why.
-OUTSIDE_ALL: dict[str, str] = {}
+OUTSIDE_ALL: dict[str, str] = {
+    "hebo": "HEBO 0.3.5/0.3.6 pin numpy<1.25; 0.3.2 needs pymoo<0.6, which [ax]'s BoTorch rules "
+            "out (docs/tune_search.md)",
+}
 
 #: the packages whose own modules may import an extra's packages at module level.
 OWNED_BY: dict[str, tuple[str, ...]] = {
@@ -72,6 +93,15 @@ OWNED_BY: dict[str, tuple[str, ...]] = {
     "xgboost": ("tandem.train.xgboost",),
     "lightgbm": ("tandem.train.lightgbm",),
     "dev": ("tandem.jobs.testing",),
+    "tensorflow": ("tandem.train.tensorflow", "tandem.air.integrations.keras"),
+    "lightning": ("tandem.train.lightning", "tandem.tune.integration.pytorch_lightning"),
+    "transformers": ("tandem.train.huggingface",),
+    "comet": ("tandem.air.integrations.comet",),
+    # packages that are themselves behind an extra's check (lightning, transformers, PB2's
+    # lazy import in tandem.tune.schedulers): torch / scikit-learn come with those extras too
+    "torch": ("tandem.train.lightning", "tandem.train.huggingface",
+              "tandem.tune.schedulers.pb2_utils"),
+    "pb2": ("tandem.tune.schedulers.pb2_utils",),
 }
 
 

@@ -41,6 +41,11 @@ class MissingExtraError(TandemError, ImportError):
         self.name = missing[0] if missing else None  # as ModuleNotFoundError has it
 
 
+#: Keras 2 for TensorFlow's multi-worker fit: tf-keras declares the full ``tensorflow`` wheel as
+#: a dependency, which [tensorflow] replaces with tensorflow-cpu (docs/backends.md)
+TF_KERAS_INSTALL = "pip install --no-deps tf-keras==2.21.0"
+
+
 def install_command(*extras: str) -> str:
     return f'pip install "tandem-ml[{",".join(extras)}]"'
 

@@ -44,7 +44,7 @@ class ResultGrid:
             raise TypeError("ResultGrid(results, experiment_path): experiment_path is missing.")
         results: list[Result] = list(experiment_analysis)
         self._results = results
-        self.experiment_path = experiment_path
+        self.experiment_path: str = experiment_path
         self._metric = default_metric
         self._mode = default_mode
         self._trial_ids = trial_ids or [None] * len(results)  # type: ignore[list-item]

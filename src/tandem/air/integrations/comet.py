@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tandem._core.extras import install_command
 from tandem.tune.callback import LoggerCallback, refuse_in_train_run
 from tandem.tune.search.variant_generator import flatten_dict
 
@@ -27,8 +28,7 @@ def _import_comet() -> Any:
         import comet_ml
     except ImportError:
         raise RuntimeError(
-            "pip install 'comet-ml' (or pip install 'tandem-ml[comet]') to use "
-            "CometLoggerCallback"
+            f"CometLoggerCallback needs comet_ml: {install_command('comet')}"
         ) from None
     return comet_ml
 

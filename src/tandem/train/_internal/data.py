@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tandem._core.errors import ConfigError
+from tandem._core.extras import install_command
 
 SUPPORTED = (
     "a list/tuple/range, a NumPy array, a pandas DataFrame or Series, a pyarrow Table, "
     "a torch Dataset (with __len__ and __getitem__), or a ray.data.Dataset"
 )
-RAY_INSTALL_HINT = "pip install 'tandem-ml[ray]'"
+RAY_INSTALL_HINT = install_command("ray")
 _AUTH_ENV = "RAY_AUTH_MODE"
 
 logger = logging.getLogger(__name__)

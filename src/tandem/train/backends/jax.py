@@ -18,12 +18,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from tandem._core.errors import ConfigError
+from tandem._core.extras import install_command
 from tandem.train.backends.base import Backend, BackendConfig
 
 if TYPE_CHECKING:
     from tandem.train.context import TrainContext
 
-INSTALL_HINT = "pip install 'tandem-ml[jax]'"
+INSTALL_HINT = install_command("jax")
 
 
 def require_jax(what: str) -> None:

@@ -24,12 +24,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from tandem._core.errors import ConfigError
+from tandem._core.extras import TF_KERAS_INSTALL, install_command
 from tandem.train.backends.base import Backend, BackendConfig
 
 if TYPE_CHECKING:
     from tandem.train.context import TrainContext
 
-INSTALL_HINT = "pip install 'tandem-ml[tensorflow]' && pip install --no-deps tf-keras==2.21.0"
+INSTALL_HINT = f"{install_command('tensorflow')} && {TF_KERAS_INSTALL}"
 
 
 def require_tensorflow(what: str) -> None:

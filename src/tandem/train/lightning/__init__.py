@@ -13,6 +13,8 @@ Needs ``lightning`` (or ``pytorch_lightning``): ``pip install 'tandem-ml[lightni
 """
 
 # isort: off
+from tandem._core.extras import install_command
+
 try:
     import lightning  # noqa: F401
 except ModuleNotFoundError:
@@ -21,7 +23,7 @@ except ModuleNotFoundError:
     except ModuleNotFoundError:
         raise ModuleNotFoundError(
             "PyTorch Lightning isn't installed. To install PyTorch Lightning, "
-            "please run 'pip install lightning' (or pip install 'tandem-ml[lightning]')"
+            f"please run {install_command('lightning')}"
         ) from None
 # isort: on
 

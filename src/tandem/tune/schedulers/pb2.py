@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tandem._core.errors import ConfigError
+from tandem._core.extras import install_command
 from tandem.tune.schedulers.pbt import PopulationBasedTraining, _PBTTrialState
 from tandem.tune.search._ray_compat import flatten_dict, unflatten_dict
 from tandem.tune.trial import Trial
@@ -365,7 +366,7 @@ class PB2(PopulationBasedTraining):
         sklearn_available = import_pb2_dependencies()
         if not sklearn_available:
             raise ImportError(
-                'Please install scikit-learn to use PB2: pip install "tandem-ml[pb2]".'
+                f"Please install scikit-learn to use PB2: {install_command('pb2')}."
             )
 
         hyperparam_bounds = hyperparam_bounds or {}

@@ -164,7 +164,7 @@ def optimize_acq(func, m, m1, fixed, num_f):
 
     bounds = [(0, 1) for _ in range(m.X_train_.shape[1] - num_f)]
 
-    for ii in range(T):
+    for _ in range(T):
         x0 = np.random.uniform(0, 1, m.X_train_.shape[1] - num_f)
 
         res = minimize(

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tandem._core.errors import ConfigError
+from tandem._core.extras import install_command
 from tandem.tune.search.searcher import Searcher, merge_metric_mode
 
 __all__ = ["LibrarySearcher", "import_library"]
@@ -29,7 +30,7 @@ def import_library(module: str, searcher: str, extra: str, pip_name: str) -> Any
     except ImportError as exc:
         raise ImportError(
             f"{searcher} needs {pip_name}, which is not installed (import {module!r} failed: "
-            f"{exc}). Install it with: pip install \"tandem-ml[{extra}]\"."
+            f"{exc}). Install it with: {install_command(extra)}."
         ) from exc
 
 

@@ -102,7 +102,7 @@ class Repeater(Searcher):
 
     .. code-block:: python
 
-        
+
         search_alg = BayesOptSearch(...)
         re_search_alg = Repeater(search_alg, repeat=10)
 

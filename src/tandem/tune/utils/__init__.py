@@ -25,10 +25,14 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
-from typing_extensions import Self
+
+from tandem._core.extras import install_command
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 logger = logging.getLogger(__name__)
 
@@ -287,7 +291,7 @@ def wait_for_gpu(gpu_id: int | str | None = None, target_util: float = 0.01, ret
     if nvml is None:
         raise RuntimeError(
             "wait_for_gpu() needs an NVIDIA GPU with its driver and the pynvml package "
-            "(pip install nvidia-ml-py); none is available on this machine. Give the trial "
+            f"({install_command('server')}); none is available on this machine. Give the trial "
             "a GPU (tune.with_resources(fn, {'gpu': 1})) on a machine that has one."
         )
     if gpu_id is None:

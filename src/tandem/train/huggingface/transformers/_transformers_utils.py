@@ -12,12 +12,13 @@ from typing import Any
 
 from torch.utils.data import DataLoader, IterableDataset
 
+from tandem._core.extras import install_command
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.session import report
 
 logger = logging.getLogger(__name__)
 
-INSTALL_HINT = "pip install 'tandem-ml[transformers]'"
+INSTALL_HINT = install_command("transformers")
 
 TRANSFORMERS_IMPORT_ERROR: ImportError | None = None
 

@@ -13,6 +13,7 @@ import logging
 import cloudpickle
 import numpy as np
 
+from tandem._core.extras import install_command
 from tandem.tune.search._library import LibrarySearcher as Searcher
 from tandem.tune.search._ray_compat import (
     DEFAULT_METRIC,
@@ -168,9 +169,7 @@ class AxSearch(Searcher):
     ):
         assert (
             ax is not None
-        ), """Ax must be installed!
-            You can install AxSearch with the command:
-            `pip install ax-platform`."""
+        ), f"Ax must be installed! Install it with {install_command('ax')}."
 
         if mode and not isinstance(mode, (list, tuple)):
             assert mode in ["min", "max"], "`mode` must be 'min' or 'max'."

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Optional
 
 import cloudpickle
 
+from tandem._core.extras import install_command
 from tandem.tune.search._library import LibrarySearcher as Searcher
 from tandem.tune.search._ray_compat import (
     DEFAULT_METRIC,
@@ -180,8 +181,7 @@ class BayesOptSearch(Searcher):
         repeat_float_precision: int = 5,
     ):
         assert byo is not None, (
-            "BayesOpt must be installed!. You can install BayesOpt with"
-            " the command: `pip install bayesian-optimization==1.4.3`."
+            f"BayesOpt must be installed! Install it with {install_command('bayesopt')}."
         )
         if mode and not isinstance(mode, (list, tuple)):
             assert mode in ["min", "max"], "`mode` must be 'min' or 'max'."

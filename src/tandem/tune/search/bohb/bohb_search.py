@@ -8,6 +8,7 @@
 # ruff: noqa: RUF059, SIM102
 """``TuneBOHB``: BOHB's model-based sampler (hpbandster + ConfigSpace) (Ray's wrapper)."""
 
+from tandem._core.extras import install_command
 from tandem.tune.search._library import LibrarySearcher as Searcher
 from tandem.tune.search._ray_compat import (
     DEFAULT_METRIC,
@@ -146,9 +147,7 @@ class TuneBOHB(Searcher):
     ):
         assert (
             BOHB is not None
-        ), """HpBandSter must be installed!
-            You can install HpBandSter with the command:
-            `pip install hpbandster ConfigSpace`."""
+        ), f"HpBandSter must be installed! Install it with {install_command('bohb')}."
         if mode and not isinstance(mode, (list, tuple)):
             assert mode in ["min", "max"], "`mode` must be 'min' or 'max'."
         self.trial_to_params = {}

@@ -14,6 +14,7 @@ import cloudpickle
 import numpy as np
 import pandas as pd
 
+from tandem._core.extras import install_command
 from tandem.tune.search._library import LibrarySearcher as Searcher
 from tandem.tune.search._ray_compat import (
     DEFAULT_METRIC,
@@ -49,7 +50,7 @@ HEBO_UNAVAILABLE = (
     "dependencies: HEBO 0.3.5 and 0.3.6 (the newest) require numpy<1.25 (tandem uses numpy "
     "2.x), and HEBO 0.3.2, the newest without that pin, imports pymoo.factory, which pymoo "
     "removed in 0.6 (BoTorch/Ax need pymoo>=0.6). Use OptunaSearch, AxSearch, BayesOptSearch "
-    "or HyperOptSearch instead (pip install \"tandem-ml[optuna]\" / [ax] / [bayesopt] / "
+    f"or HyperOptSearch instead ({install_command('optuna')} / [ax] / [bayesopt] / "
     "[hyperopt]); HEBOSearch works unchanged in an environment where HEBO imports."
 )
 

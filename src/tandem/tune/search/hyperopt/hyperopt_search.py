@@ -16,6 +16,7 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
+from tandem._core.extras import install_command
 from tandem.tune.search import space as _space
 from tandem.tune.search._library import LibrarySearcher as Searcher
 from tandem.tune.search._ray_compat import (
@@ -170,7 +171,7 @@ class HyperOptSearch(Searcher):
     ):
         assert (
             hpo is not None
-        ), "HyperOpt must be installed! Run `pip install hyperopt`."
+        ), f"HyperOpt must be installed! Install it with {install_command('hyperopt')}."
         if mode and not isinstance(mode, (list, tuple)):
             assert mode in ["min", "max"], "`mode` must be 'min' or 'max'."
         super().__init__(

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import cloudpickle
 
+from tandem._core.extras import install_command
 from tandem.tune.search._library import LibrarySearcher as Searcher
 from tandem.tune.search._ray_compat import (
     DEFAULT_METRIC,
@@ -140,9 +141,7 @@ class NevergradSearch(Searcher):
     ):
         assert (
             ng is not None
-        ), """Nevergrad must be installed!
-            You can install Nevergrad with the command:
-            `pip install nevergrad`."""
+        ), f"Nevergrad must be installed! Install it with {install_command('nevergrad')}."
         if mode and not isinstance(mode, (list, tuple)):
             assert mode in ["min", "max"], "`mode` must be 'min' or 'max'."
 

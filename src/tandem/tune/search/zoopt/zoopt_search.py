@@ -12,6 +12,7 @@ import logging
 
 import cloudpickle
 
+from tandem._core.extras import install_command
 from tandem.tune.search._library import LibrarySearcher as Searcher
 from tandem.tune.search._ray_compat import (
     DEFAULT_METRIC,
@@ -174,7 +175,7 @@ class ZOOptSearch(Searcher):
     ):
         assert (
             zoopt is not None
-        ), "ZOOpt not found - please install zoopt by `pip install -U zoopt`."
+        ), f"ZOOpt not found: install it with {install_command('zoopt')}."
         assert budget is not None, "`budget` should not be None!"
         if mode and not isinstance(mode, (list, tuple)):
             assert mode in ["min", "max"], "`mode` must be 'min' or 'max'."
