@@ -21,6 +21,8 @@ class NoBestTrialError(ConfigError, RuntimeError):
 class ResultGrid:
     """Iterable of ``Result`` (one per trial, in creation order)."""
 
+    experiment_path: str
+
     def __init__(self, experiment_analysis: Any, experiment_path: str | None = None,
                  default_metric: str | None = None, default_mode: str | None = None,
                  trial_ids: list[str] | None = None) -> None:
