@@ -10,7 +10,7 @@ a fresh random challenge, in both directions), run on the socket by ``authentica
 (the driver: challenges first) and ``authenticate_client`` (the worker: answers first). The
 handshake's messages are raw bytes (at most 256 each), never pickles. The key reaches a
 worker out of band: through the zygote's stdin pipe (local) or the actor call's arguments
-(Ray), never on a command line or in the environment. See docs/_security_wire.md.
+(Ray), never on a command line or in the environment. See docs/security.md ("Between workers and drivers").
 """
 
 from __future__ import annotations
