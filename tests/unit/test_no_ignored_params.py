@@ -57,6 +57,7 @@ HOOKS = {
     "save_checkpoint", "load_checkpoint", "reset_config", "after_iteration",
     "after_training", "before_training", "configure_optimizers", "preprocess", "postprocess",
     "setup_data", "log_trial_result", "log_trial_start", "log_trial_end",
+    "init_params", "apply",  # JaxModel's hooks: the user's model defines them
 }
 
 _TRAIN = "tandem.train.api"
@@ -464,7 +465,8 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "timeout_s": R("tandem.train.lightgbm.trainer:LightGBMConfig.backend"),
     },
     **{f"{_MODEL}.{cls}": {"config": R(f"{_MODEL}._api:_resolve_model")}
-       for cls in ("Model", "TorchModel", "XGBoostModel", "LightGBMModel")},
+       for cls in ("Model", "TorchModel", "XGBoostModel", "LightGBMModel", "TensorflowModel",
+                   "JaxModel")},
     f"{_MODEL}.TrainSettings": {
         "num_workers": R(f"{_MODEL}._api:_build"),
         "use_gpu": R(f"{_MODEL}._api:_build|{_MODEL}._loop:run_worker"),
@@ -488,6 +490,8 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         name: R(f"{_MODEL}.registry._api:resolve") for name in ("name", "version", "alias")
     },
     f"{_MODEL}.ServeSettings": {
+        "expose": R(f"{_MODEL}.serve._api:serve|{_MODEL}.serve._settings:ServeSettings.needs_key"),
+        "api_key": R(f"{_MODEL}.serve._api:serve|{_MODEL}.serve._runner:ServeRunner._start_http"),
         "route_prefix": R(f"{_MODEL}.serve._settings:ServeSettings.prefix_for"),
         "host": R(f"{_MODEL}.serve._runner:ServeRunner.prepare"),
         "port": R(f"{_MODEL}.serve._runner:ServeRunner.prepare"),
