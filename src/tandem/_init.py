@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -111,6 +112,11 @@ def init(
         _configure_logging(level, logging_format)
     runtime.set_log_to_driver(log_to_driver)
     runtime.set_job_defaults(runtime.JobDefaults(owner=owner, priority=priority))
+    if address is None and runtime_env is not None:
+        # runtime_env is for a train server: $TANDEM_ADDRESS names it, as the error below says
+        env_address = os.environ.get("TANDEM_ADDRESS", "").strip()
+        if env_address and env_address != "local":
+            address = env_address
     if address is not None:
         given = [n for n, v in (("num_cpus", num_cpus), ("num_gpus", num_gpus),
                                 ("memory", memory), ("resources", resources),

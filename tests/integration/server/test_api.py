@@ -91,7 +91,11 @@ def test_job_from_an_exited_client_runs_on_and_streams(server, tmp_path):
     logs = cli(server, "jobs", "logs", job_id)
     assert "(rank=0) worker says bye" in logs.stdout and "(rank=1) worker says bye" in logs.stdout
     followed = cli(server, "jobs", "logs", job_id, "-f", "--rank", "0")
-    assert followed.stdout.strip() == "worker says bye"
+    # -f of one rank: its lines unprefixed, then the job's reports and how it ended
+    lines = followed.stdout.strip().splitlines()
+    assert lines[0] == "worker says bye", lines
+    assert [ln.split(")")[0] for ln in lines[1:4]] == ["(report 1", "(report 2", "(report 3"]
+    assert lines[-1].endswith("FINISHED"), lines
 
 
 def test_jobs_get_results_follows_a_job_another_process_submitted(server, tmp_path):
@@ -199,12 +203,15 @@ def test_bad_input_is_refused_with_clear_errors(server, tmp_path):
         r = c.put("/api/packages/" + "a" * 32, content=os.urandom(2 * 2**20))
         assert r.status_code == 413 and "max-upload-mb" in r.json()["detail"]
 
-    # a payload that needs a module the server cannot import
+    # a payload that needs a module the server cannot import (the script's folder is sent as
+    # working_dir by default; this client opts out)
     mod = tmp_path / "proj"
     mod.mkdir()
     (mod / "only_here.py").write_text("def loop():\n    pass\n")
     code = """
     import sys
+    import tandem
+    tandem.init(runtime_env={"working_dir": None})
     from only_here import loop
     from tandem.train import DataParallelTrainer, RunConfig
     try:
