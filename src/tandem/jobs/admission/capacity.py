@@ -17,6 +17,10 @@ class ClusterCapacity:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self._total = cluster.resources()
+        # an autoscaling cluster (RayCluster(autoscaling=True)) learns what to add from the
+        # gangs that failed to place, so policies try to place a gang even when today's free
+        # totals say it cannot fit
+        self.grows = bool(getattr(cluster, "autoscaling", False))
 
     def total(self) -> Mapping[str, float]:
         return self._total

@@ -126,7 +126,8 @@ class FairSharePolicy(AdmissionPolicy):
                 out.append(Wait(job, over, "quota"))
             else:
                 elastic = getattr(job, "min_bundles", None)
-                short = None if elastic else short_of(need, free)
+                short = (None if elastic or getattr(capacity, "grows", False)
+                         else short_of(need, free))
                 placement = None if short is not None else place_gang(capacity, job)
                 if placement is not None:
                     out.append(Start(job, placement))
