@@ -123,5 +123,5 @@ def test_without_ray_the_error_names_the_extra(tmp_path):
     out = subprocess.run([sys.executable, str(script), str(tmp_path / "r")],
                          check=False, capture_output=True, text=True, timeout=120)
     assert "ERROR" in out.stdout, out.stderr[-2000:]
-    assert "pip install 'tandem-ml[ray]'" in out.stdout and "Ray Data" in out.stdout
+    assert 'pip install "tandem-ml[ray]"' in out.stdout and "Ray Data" in out.stdout
     assert "no worker may start" not in out.stdout + out.stderr
