@@ -141,7 +141,7 @@ def test_function_with_keyword_reports_failure_and_resume(storage, tmp_path):
 
 
 def test_arguments_that_cannot_work():
-    with pytest.raises(ConfigError, match="registered trainable names"):
+    with pytest.raises(ConfigError, match="No trainable is registered as"):
         tune.run("my_trainable")
     with pytest.raises(ConfigError, match="resume='SOMETIMES'"):
         tune.run(report_kwargs, resume="SOMETIMES")
