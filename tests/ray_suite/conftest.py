@@ -27,3 +27,19 @@ else:
 
         tandem.init(num_cpus=2)
         yield
+
+
+#: Ray's tests that fail here for a cause outside tandem, each with the cause: they run, and
+#: a strict xfail turns into a failure the day they pass.
+KNOWN_FAILURES = {
+    "test_searchers.py::SaveRestoreCheckpointTest::testAx": (
+        "Ray's test calls AxClient.create_experiment(objective_name=...), which Ax 1.x removed "
+        "(the installed ax-platform is 1.3.1); it fails the same way on Ray 2.60"),
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for suffix, reason in KNOWN_FAILURES.items():
+            if item.nodeid.endswith(suffix):
+                item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
