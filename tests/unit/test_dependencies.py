@@ -57,13 +57,13 @@ PROVIDED_BY: dict[str, tuple[str, str]] = {
     "xgboost": ("xgboost", "xgboost"),
     "lightgbm": ("lightgbm", "lightgbm"),
     "pytest": ("pytest", "dev"),  # tandem.jobs.testing: conformance suites for test code
-    "typing_extensions": ("mypy", "dev"),  # only under TYPE_CHECKING; mypy brings it
+    "typing_extensions": ("typing-extensions", BASE),
     "yaml": ("pyyaml", BASE),  # tune.logger.pretty_print
     "IPython": ("ipython", "notebook"),  # JupyterNotebookReporter
     "tensorflow": ("tensorflow-cpu", "tensorflow"),
     "jax": ("jax", "jax"),
     "lightning": ("lightning", "lightning"),
-    "pytorch_lightning": ("lightning", "lightning"),
+    "pytorch_lightning": ("pytorch-lightning", "lightning"),
     "transformers": ("transformers", "transformers"),
     "comet_ml": ("comet_ml", "comet"),
     "hyperopt": ("hyperopt", "hyperopt"),
@@ -78,8 +78,7 @@ PROVIDED_BY: dict[str, tuple[str, str]] = {
 }
 
 #: modules that come with another distribution's requirement: their own distribution.
-INDIRECT = {"uvloop": "uvloop", "typing_extensions": "typing-extensions",
-            "pytorch_lightning": "pytorch-lightning"}
+INDIRECT = {"uvloop": "uvloop"}
 
 #: extras left out of [all] on purpose (they do not co-install with the others), and why.
 OUTSIDE_ALL: dict[str, str] = {
