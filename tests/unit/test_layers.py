@@ -128,3 +128,84 @@ def test_air_sits_beside_model_above_tune():
     assert _rank("tandem.air") == _rank("tandem.model") < _rank("tandem.tune")
     assert _layer("tandem.air.integrations.mlflow") == "tandem.air"
     assert _is_private_of_another_layer("tandem.air", "tandem.tune._run")
+
+
+# -- import circles ----------------------------------------------------------------------------
+def _import_circles(graph) -> list[list[str]]:
+    """The import circles of a grimp graph: its strongly connected components of more than one
+    module (Tarjan's algorithm, iterative), each sorted, largest first."""
+    modules = sorted(graph.modules)
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+    for root in modules:
+        if root in index:
+            continue
+        work = [(root, iter(edges[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(edges[child])))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        m = stack.pop()
+                        on_stack.discard(m)
+                        component.append(m)
+                        if m == node:
+                            break
+                    if len(component) > 1:
+                        circles.append(sorted(component))
+    return sorted(circles, key=lambda c: (-len(c), c))
+
+
+def _describe(graph, circle: list[str]) -> str:
+    members = set(circle)
+    lines = [" <-> ".join(circle)]
+    for importer in circle:
+        for imported in sorted(graph.find_modules_directly_imported_by(importer) & members):
+            for d in graph.get_import_details(importer=importer, imported=imported):
+                lines.append(f"    {importer} -> {imported} (line {d['line_number']}: "
+                             f"{d['line_contents']})")
+    return "\n".join(lines)
+
+
+@pytest.mark.timeout(120)
+def test_no_import_circles_even_inside_a_package():
+    """DESIGN.md: no import circles, even inside a package. Every import counts: at module
+    level, inside a function, under ``if TYPE_CHECKING`` (a circle of types is a circle of
+    design), and a module importing its own package's ``__init__``. Break one with a Protocol
+    the lower module declares, or by moving what both need below both."""
+    import grimp
+
+    graph = grimp.build_graph("tandem", cache_dir=None)
+    circles = _import_circles(graph)
+    assert not circles, "import circles:\n" + "\n".join(_describe(graph, c) for c in circles)
+
+
+def test_the_circle_check_catches_what_it_is_for():
+    import grimp
+
+    graph = grimp.ImportGraph()
+    for a, b in [("p.a", "p.b"), ("p.b", "p.c"), ("p.c", "p.a"), ("p.c", "p.d"),
+                 ("p", "p.e"), ("p.e", "p"), ("p.d", "p.f")]:
+        graph.add_import(importer=a, imported=b, line_number=1, line_contents=f"import {b}")
+    assert _import_circles(graph) == [["p.a", "p.b", "p.c"], ["p", "p.e"]]
+    assert "p.c -> p.a (line 1: import p.a)" in _describe(graph, ["p.a", "p.b", "p.c"])

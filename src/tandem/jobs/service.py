@@ -100,6 +100,27 @@ class Job(JobState):
     def stop(self) -> None:
         self._service.stop(self.job_id)
 
+    # -- what its JobContext reaches (tandem.jobs.spec.JobHost) ----------------------------
+    @property
+    def service(self) -> LocalJobService:
+        return self._service
+
+    def _route_call(self, kind: str, call: JobCall) -> bool:
+        router = self._service.call_router
+        return router is not None and router(self, kind, call)
+
+    def _replace_placement(self) -> Placement | None:
+        return self._service._replace_placement(self)
+
+    def _spare_bundles(self, bundle: Mapping[str, float], most: int) -> int:
+        return self._service._spare_bundles(bundle, most)
+
+    def _resize(self, num_bundles: int) -> Placement | None:
+        return self._service._resize(self, num_bundles)
+
+    def _release_early(self) -> None:
+        self._service._release_early(self)
+
     def _set_status(self, status: JobStatus, reason: str | None = None) -> None:
         """A non-terminal status change (the service ends jobs with ``_finish``)."""
         if not self._change_status(status):

@@ -7,11 +7,10 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from tandem.cluster.base import Cluster, Placement
-    from tandem.jobs.service import Job, LocalJobService
 
 
 class JobStatus(str, enum.Enum):
@@ -76,10 +75,75 @@ class PreemptionRequest:
     for_job: str | None = None
 
 
+class SubmittedJob(Protocol):
+    """What a running job sees of a job it submitted to its service (a nested job)."""
+
+    @property
+    def job_id(self) -> str: ...
+
+    @property
+    def outcome(self) -> JobOutcome | None: ...
+
+    @property
+    def log_paths(self) -> dict[int, str]: ...
+
+    def read_logs(self) -> str: ...
+
+
+class JobSubmitter(Protocol):
+    """The part of the job service a running job reaches: to submit, follow and stop the
+    jobs it starts itself (``tandem.jobs.service.LocalJobService`` is one)."""
+
+    def submit(self, spec: JobSpec, job_id: str | None = None) -> SubmittedJob: ...
+
+    def get(self, job_id: str) -> SubmittedJob: ...
+
+    def stop(self, job_id: str) -> None: ...
+
+
+class JobHost(Protocol):
+    """The service's record of a running job, as its ``JobContext`` reaches it
+    (``tandem.jobs.service.Job`` is the one). A Protocol, so that what a job is (this
+    module) does not import the service that runs it."""
+
+    @property
+    def job_id(self) -> str: ...
+
+    @property
+    def priority(self) -> int: ...
+
+    @property
+    def spec(self) -> JobSpec: ...
+
+    log_paths: dict[int, str]
+
+    @property
+    def service(self) -> JobSubmitter: ...
+
+    def _set_status(self, status: JobStatus, reason: str | None = None) -> None: ...
+
+    def _publish(self, reports: list[dict]) -> None: ...
+
+    def _emit(self, kind: str, payload: Any) -> None: ...
+
+    def _route_call(self, kind: str, call: JobCall) -> bool:
+        """Hands a question to the service's call router (a train server's event stream);
+        False when there is none or it does not take it."""
+        ...
+
+    def _replace_placement(self) -> Placement | None: ...
+
+    def _spare_bundles(self, bundle: Mapping[str, float], most: int) -> int: ...
+
+    def _resize(self, num_bundles: int) -> Placement | None: ...
+
+    def _release_early(self) -> None: ...
+
+
 class JobContext:
     """What the service gives a runner while its job runs. Created by the service."""
 
-    def __init__(self, job: Job, cluster: Cluster, placement: Placement) -> None:
+    def __init__(self, job: JobHost, cluster: Cluster, placement: Placement) -> None:
         self._job = job
         self.job_id: str = job.job_id
         self.cluster = cluster
@@ -96,9 +160,9 @@ class JobContext:
         self._job._publish(reports)
 
     @property
-    def service(self) -> LocalJobService:
+    def service(self) -> JobSubmitter:
         """The job service running this job (to submit nested jobs to)."""
-        return self._job._service
+        return self._job.service
 
     @property
     def priority(self) -> int:
@@ -117,8 +181,7 @@ class JobContext:
         if listener is not None:
             listener(kind, call)
             return
-        router = self._job._service.call_router
-        if router is not None and router(self._job, kind, call):
+        if self._job._route_call(kind, call):
             return
         call.answer_default()
 
@@ -133,7 +196,7 @@ class JobContext:
         Used after a node of the placement was lost. Returns False if the job was stopped
         (or the service shut down) while it waited; ``self.placement`` is then stale.
         """
-        placement = self._job._service._replace_placement(self._job)
+        placement = self._job._replace_placement()
         if placement is None:
             return False
         self.placement = placement
@@ -142,14 +205,14 @@ class JobContext:
     def spare_bundles(self, bundle: Mapping[str, float], most: int) -> int:
         """How many more bundles like ``bundle`` (up to ``most``) the cluster could give this
         job now without anyone waiting for them (0 while other jobs are queued)."""
-        return self._job._service._spare_bundles(bundle, most)
+        return self._job._spare_bundles(bundle, most)
 
     def resize(self, num_bundles: int) -> bool:
         """Re-places the job's gang with ``num_bundles`` of its bundles (between
         ``min_bundles`` and all), giving its placement back first. Called between two gangs
         (no worker running). Returns False, keeping a gang of the old size, when the new
         one does not fit; ``self.placement`` is the placement to run on either way."""
-        placement = self._job._service._resize(self._job, num_bundles)
+        placement = self._job._resize(num_bundles)
         if placement is None:
             return False
         self.placement = placement
@@ -161,7 +224,7 @@ class JobContext:
         Used when a job only waits on a nested job it submitted (a tuning trial that fits
         a Trainer), so the nested job can use the slot and a full cluster never deadlocks.
         """
-        self._job._service._release_early(self._job)
+        self._job._release_early()
 
 
 class JobRunner(ABC):

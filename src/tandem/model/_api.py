@@ -124,7 +124,7 @@ def _resolve_model(m: Any, config: Mapping[str, Any] | None) -> tuple[type[Model
     """``(class, config, instance or None)`` for a Model class, instance or registry ref."""
     if isinstance(m, str) or type(m).__name__ == "ModelRef":
         try:
-            from tandem.model import get as registry_get
+            from tandem.model.registry import get as registry_get
         except ImportError:
             raise ConfigError(
                 f"model.train({m!r}): a registry reference needs tandem's model registry, "

@@ -22,21 +22,60 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import cloudpickle
 
 from tandem._core.errors import TandemError
 from tandem.model._data import WorkerData, check_splits, normalize
-from tandem.model._model import (
+from tandem.model._files import (
     OPTIMIZER_FILE,
     TRAINER_STATE_FILE,
     ModelDefinitionError,
-    TorchModel,
     _jsonable,
     identity_files,
 )
 from tandem.model._settings import TrainSettings
+
+
+class TorchModel(Protocol):
+    """What this loop uses of the model it trains: ``tandem.model.TorchModel``'s hooks.
+
+    A Protocol, so that the model class (whose ``worker_loop`` is ``run_worker``) and its
+    loop do not import each other.
+    """
+
+    config: dict[str, Any]
+    device: Any
+    is_setup: bool
+
+    def setup(self) -> Any: ...
+
+    def modules(self) -> dict[str, Any]: ...
+
+    def parameters(self) -> list[Any]: ...
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any: ...
+
+    def validation_step(self, batch: Any, batch_idx: int) -> Any: ...
+
+    def configure_optimizers(self) -> Any: ...
+
+    def on_fit_start(self) -> Any: ...
+
+    def on_epoch_start(self, epoch: int) -> Any: ...
+
+    def on_epoch_end(self, epoch: int, metrics: dict[str, Any]) -> Any: ...
+
+    def on_batch_start(self, batch: Any, batch_idx: int) -> Any: ...
+
+    def on_batch_end(self, batch: Any, batch_idx: int, output: Any) -> Any: ...
+
+    def on_fit_end(self) -> Any: ...
+
+    def save_weights(self, directory: str) -> None: ...
+
+    def load_weights(self, directory: str) -> None: ...
 
 
 class NonFiniteLossError(TandemError, FloatingPointError):

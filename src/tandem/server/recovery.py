@@ -12,16 +12,31 @@ import dataclasses
 import logging
 import time
 import traceback
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tandem.jobs.store import JobRecord, JobStore
 
 if TYPE_CHECKING:
-    from tandem.server.core import TrainServer
+    from tandem.jobs.spec import JobSpec
+    from tandem.server.packages import PackageStore
 
 __all__ = ["ACTIVE_STATES", "next_seq", "recover"]
 
 logger = logging.getLogger(__name__)
+
+
+class RecoveringServer(Protocol):
+    """What ``recover`` needs of the train server (``tandem.server.core.TrainServer``; a
+    Protocol, so that recovery does not import the server that calls it)."""
+
+    @property
+    def store(self) -> JobStore: ...
+
+    @property
+    def packages(self) -> PackageStore: ...
+
+    def queue(self, job_id: str, spec: JobSpec, working_dir: str | None,
+              env_vars: dict[str, str], next_seq: int, summary: dict[str, Any]) -> None: ...
 
 ACTIVE_STATES = ("PENDING", "RUNNING", "RESTARTING")
 
@@ -47,7 +62,7 @@ def next_seq(store: JobStore, job_id: str) -> int:
         after = page[-1].seq
 
 
-def recover(server: TrainServer) -> list[str]:
+def recover(server: RecoveringServer) -> list[str]:
     """Re-queues the jobs a previous server left PENDING, RUNNING or RESTARTING; returns
     their ids. A job that cannot be loaded any more is marked FAILED with the reason."""
     from tandem.server.loader import load_spec

@@ -6,24 +6,23 @@ up by tandem before the train function starts; outside a worker, ``report`` rais
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import TandemError
+from tandem.train._internal.metrics import clean_metrics  # noqa: F401 - its old path
+from tandem.train._internal.run_context import TrainContext
 from tandem.train.api.checkpoint import Checkpoint
-from tandem.train.context import TrainContext
 from tandem.train.v2.api.report_config import CheckpointConsistencyMode
 from tandem.train.v2.api.reported_checkpoint import ReportedCheckpoint, ReportedCheckpointStatus
 
 if TYPE_CHECKING:
-    from tandem.train._internal.worker import WorkerSession
+    from tandem.train._internal.worker_session import WorkerSession
     from tandem.train.api.preemption import PreemptionInfo
 
 _session: WorkerSession | None = None
 _DEFAULT_CONTEXT = TrainContext()
-_SCALARS = (int, float, str, bool, type(None))
 
 
 class SessionMisuseError(TandemError, RuntimeError):
@@ -141,49 +140,6 @@ def get_dataset_shard(name: str | None = "train", *, dataset_name: str | None = 
     if dataset_name is not None:
         name = dataset_name
     return _require("get_dataset_shard").dataset_shard(name)
-
-
-def clean_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """Returns metrics as plain JSON-able values, converting 0-d tensors and NumPy scalars.
-
-    Raises:
-        TypeError: naming the first key whose value cannot be serialized.
-    """
-    if not isinstance(metrics, Mapping):
-        raise TypeError(
-            f"train.report(metrics=...) takes a dict of metric names to values, got "
-            f"{type(metrics).__name__}: {metrics!r:.80}."
-        )
-    out: dict[str, Any] = {}
-    for key, value in metrics.items():
-        if not isinstance(key, str):
-            raise TypeError(f"train.report(): metric names must be strings, got {key!r}.")
-        if type(value) in _SCALARS:
-            out[key] = value
-        else:
-            out[key] = _clean_value(key, value)
-    return out
-
-
-def _clean_value(key: str, value: Any) -> Any:
-    if isinstance(value, _SCALARS):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): _clean_value(f"{key}/{k}", v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean_value(f"{key}[{i}]", v) for i, v in enumerate(value)]
-    item = getattr(value, "item", None)
-    if item is not None and getattr(value, "ndim", 1) == 0:
-        v = item()
-        if isinstance(v, float) and math.isnan(v):
-            return v
-        return v
-    raise TypeError(
-        f"train.report(): the metric {key!r} has a value of type {type(value).__module__}."
-        f"{type(value).__qualname__} ({value!r:.60}), which cannot be serialized. Report "
-        f"numbers, strings, booleans, or lists/dicts of them (convert a tensor or array with "
-        f".item() or .tolist()); put large objects in a checkpoint instead."
-    )
 
 
 def now() -> float:

@@ -79,7 +79,7 @@ class FakeJob:
     log_paths: dict = field(default_factory=dict)
 
     @property
-    def _service(self) -> FakeJob:
+    def service(self) -> FakeJob:
         return self
 
     def _set_status(self, status: JobStatus, reason: str | None = None) -> None:
@@ -92,7 +92,7 @@ class FakeJob:
     def _emit(self, kind: str, payload: Any) -> None:
         pass
 
-    def _replace_placement(self, job: Any) -> Placement | None:
+    def _replace_placement(self) -> Placement | None:
         return self.next_placements.pop(0) if self.next_placements else None
 
     def stop(self, job_id: str) -> None:

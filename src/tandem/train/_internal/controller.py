@@ -45,6 +45,7 @@ from tandem.train._internal.logs import ECHO
 from tandem.train._internal.nested import DRIVER_CALLS
 from tandem.train._internal.rendezvous import METHODS as RENDEZVOUS_METHODS
 from tandem.train._internal.rendezvous import GangRendezvous
+from tandem.train._internal.run_context import AskSubmitter, StorageContext, TrainContext
 from tandem.train._internal.state import TrainControllerState
 from tandem.train._internal.storage import RunStorage
 from tandem.train._internal.worker import CHECKPOINT_ONLY, ErrorInfo, WorkerTask
@@ -62,7 +63,6 @@ from tandem.train.api.files import remove_dir
 from tandem.train.api.preemption import PreemptionError, PreemptionInfo
 from tandem.train.api.result import Result
 from tandem.train.backends.base import Backend
-from tandem.train.context import AskSubmitter, StorageContext, TrainContext
 
 logger = logging.getLogger(__name__)
 
@@ -173,6 +173,12 @@ class TrainController(JobRunner):
         """This run without its callbacks (a fresh controller), and the callbacks: a job
         submitted from a worker keeps its callbacks there and sends the rest."""
         return TrainController(replace(self.spec, callbacks=())), tuple(self.spec.callbacks)
+
+    def run_identity(self) -> tuple[str, str, str | None, str | None]:
+        """``(run_name, run_path, trial_id, trial_name)``: what callbacks kept by the
+        submitting worker are told at the run's start."""
+        storage = self.spec.storage
+        return storage.run_name, storage.run_path, self.spec.trial_id, self.spec.trial_name
 
     # -- pickling (a train server receives the runner before it ever ran) ----------------
     def __getstate__(self) -> dict:

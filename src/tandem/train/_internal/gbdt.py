@@ -663,7 +663,7 @@ class BoostedTreeTrainer(DataParallelTrainer):
 
 def worker_datasets(config: Mapping[str, Any]) -> dict[str, Any]:
     """Inside a params-form worker: this worker's shard of every dataset, by name."""
-    from tandem.train import get_context, get_dataset_shard
+    from tandem.train.session import get_context, get_dataset_shard
 
     ctx = get_context()
     out: dict[str, Any] = {}
@@ -798,7 +798,7 @@ class ReportCallbackBase:
 
     @staticmethod
     def _rank() -> int:
-        from tandem.train import get_context
+        from tandem.train.session import get_context
 
         return get_context().world_rank
 
@@ -824,18 +824,18 @@ class ReportCallbackBase:
         it (a tuner's scheduler at max_t)."""
         import shutil
 
-        from tandem import train
         from tandem.train.api.checkpoint import Checkpoint
+        from tandem.train.session import report
 
         try:
             if checkpoint_round and barrier is not None:
                 rank = self._rank()
                 if rank != 0:
-                    train.report(metrics)
+                    report(metrics)
                 barrier()
                 if rank != 0:
                     return
-            train.report(metrics, checkpoint=Checkpoint.from_directory(ckpt_dir)
+            report(metrics, checkpoint=Checkpoint.from_directory(ckpt_dir)
                          if ckpt_dir else None)
         finally:
             if ckpt_dir:
@@ -851,7 +851,7 @@ def train_rounds(trainer_cls: Any, params: Mapping[str, Any], splits: Mapping[st
     trained again. ``numbered`` adds ``epoch`` (1, 2, ... across resumes) to the reports."""
     import itertools
 
-    from tandem.train import get_checkpoint, get_context
+    from tandem.train.session import get_checkpoint, get_context
 
     callback_cls = trainer_cls.report_callback_class()
     checkpoint = get_checkpoint()

@@ -12,17 +12,31 @@ from __future__ import annotations
 import itertools
 import threading
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import cloudpickle
 
 from tandem._core.errors import JobNotFoundError
-from tandem.jobs.spec import JobCall, JobOutcome, JobSpec
+from tandem.jobs.spec import JobCall, JobOutcome, JobRunner, JobSpec
 from tandem.jobs.view import DEFAULT_REPORT_WINDOW, JobState, check_report_window
 from tandem.train.api.callback import Callback, CallbackDispatcher, CallbackSite
 from tandem.train.api.result import Result
 
 _tokens = itertools.count(1)
+
+
+@runtime_checkable
+class KeepsCallbacks(Protocol):
+    """A runner whose callbacks stay in the worker that submits it (a Trainer's
+    ``TrainController``; a Protocol so that this worker-side module does not import the
+    driver-side controller)."""
+
+    def without_callbacks(self) -> tuple[JobRunner, tuple[Callback, ...]]: ...
+
+    def run_identity(self) -> tuple[str, str, str | None, str | None]:
+        """``(run_name, run_path, trial_id, trial_name)``, what its callbacks' run start
+        is told."""
+        ...
 
 
 class NestedJob(JobState):
@@ -80,10 +94,8 @@ class NestedJobService:
         session.on("job_event", self._on_event)
 
     def submit(self, spec: JobSpec) -> NestedJob:
-        from tandem.train._internal.controller import TrainController
-
         callbacks: tuple[Callback, ...] = ()
-        if isinstance(spec.runner, TrainController):
+        if isinstance(spec.runner, KeepsCallbacks):
             # the run's callbacks stay here (they may tune.report for this trial); the
             # driver runs the job without them, so none runs twice
             runner, callbacks = spec.runner.without_callbacks()
@@ -100,10 +112,8 @@ class NestedJobService:
         job.job_id = job_id
         job.log_paths = dict(log_paths)
         self._by_id[job_id] = job
-        if job.callbacks and isinstance(spec.runner, TrainController):
-            storage = spec.runner.spec.storage
-            job.callbacks.run_start(storage.run_name, storage.run_path,
-                                    spec.runner.spec.trial_id, spec.runner.spec.trial_name)
+        if job.callbacks and isinstance(spec.runner, KeepsCallbacks):
+            job.callbacks.run_start(*spec.runner.run_identity())
         return job
 
     def stop(self, job_id: str) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import lightgbm
 
 from tandem.train._internal.gbdt import ReportCallbackBase, combine_metrics, select_metrics
+from tandem.train.lightgbm._link import gang_link
 
 
 def flat_metrics(results: list[tuple[Any, ...]],
@@ -37,8 +38,6 @@ class RayTrainReportCallback(ReportCallbackBase):
         return lightgbm.Booster(model_file=path)
 
     def __call__(self, env: Any) -> None:
-        from tandem.train.lightgbm.trainer import gang_link
-
         flat = flat_metrics(env.evaluation_result_list or [], None)
         link = gang_link()
         if link is not None:  # LightGBM evaluates each worker's rows: combine them

@@ -9,18 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from tandem.train._internal import gbdt
 from tandem.train.backends.base import Backend, BackendConfig
+from tandem.train.lightgbm._link import _LINK, gang_link
 
 if TYPE_CHECKING:
 
     from tandem.train.context import TrainContext
 
 _NETWORK: dict[str, Any] = {}
-_LINK: list[gbdt.GangLink] = []  # this worker's link to its gang (metrics are combined over it)
 _JOINED: list[bool] = []  # [True] once join_network has initialised LightGBM's network
-
-
-def gang_link() -> gbdt.GangLink | None:
-    return _LINK[0] if _LINK else None
 
 
 def get_network_params() -> dict[str, Any]:
