@@ -65,7 +65,7 @@ _TUNE = "tandem.tune"
 _CTRL = "tandem.train._internal.controller:TrainController"
 _SCHED = "tandem.tune.schedulers"
 _MODEL = "tandem.model"
-_GBDT = "tandem.train._internal.gbdt"
+_GBDT = "tandem.train._internal.gbdt.callbacks"
 
 
 def _trainer(**kw: Any) -> Any:
@@ -104,7 +104,7 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "checkpoint_score_attribute": R("tandem.train._internal.checkpoints:CheckpointManager._score"),
         "checkpoint_score_order": R("tandem.train._internal.checkpoints:CheckpointManager._score"),
         "checkpoint_frequency": R("tandem.tune.tuner:Tuner._classify"
-                                  "|tandem.train._internal.gbdt:BoostedTreeTrainer.__init__"),
+                                  "|tandem.train._internal.gbdt.trainer:BoostedTreeTrainer.__init__"),
         "checkpoint_at_end": R("tandem.tune.tuner:Tuner._classify"),
     },
     "tandem.train.CheckpointStrategy": {

@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-from tandem.train._internal.run_context import (
+from tandem.train._internal.run_context import (  # noqa: F401 - their public path
     AWAIT_VERDICT,
     AskSubmitter,
     StorageContext,
     TrainContext,
 )
-from tandem.train.session import get_context
-
-__all__ = ["AWAIT_VERDICT", "AskSubmitter", "StorageContext", "TrainContext", "get_context"]
+from tandem.train.session import get_context  # noqa: F401 - Ray's ray.train.context.get_context

@@ -1,0 +1,261 @@
+"""The params-form trainer base both boosted-tree libraries share (``BoostedTreeTrainer``)
+and the training each of its workers runs: load the shard, resume from the run's
+checkpoint, train the remaining rounds with the library's report callback."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from tandem._core.errors import ConfigError
+from tandem.train._internal import data as data_mod
+from tandem.train._internal.gbdt.data import (
+    FileSource,
+    Pieces,
+    describe,
+    features_and_label,
+    head_xy,
+    worker_datasets,
+)
+from tandem.train.api.config import RunConfig
+from tandem.train.api.trainer import DataParallelTrainer
+from tandem.train.backends.base import BackendConfig
+
+DEFAULT_CHECKPOINT_FREQUENCY = 10
+
+
+class BoostedTreeTrainer(DataParallelTrainer):
+    """A ``DataParallelTrainer`` for a boosted-tree library, in two spellings:
+
+    - params form: ``Trainer(params={...}, label_column="y", num_boost_round=N,
+      datasets={"train": ..., "valid": ...})`` — tandem's own per-worker function loads each
+      worker's shard and trains one model with the library's collective;
+    - function form: ``Trainer(train_fn_per_worker, train_loop_config=..., datasets=...)`` —
+      your function calls the library's ``train`` with the report callback; the collective is
+      set up around it.
+    """
+
+    library = "?"  # the module name: xgboost, lightgbm
+    display_name = "?"
+    config_keyword = "?"  # the keyword of the library's BackendConfig: xgboost_config, ...
+    docs_url = ""
+    param_space_keys = ("params", "num_boost_round")
+
+    def __init__(
+        self,
+        train_loop_per_worker: Any = None,
+        *,
+        train_loop_config: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
+        label_column: Any = None,
+        num_boost_round: int | None = None,
+        datasets: Mapping[str, Any] | None = None,
+        backend_config: BackendConfig | None = None,
+        scaling_config: Any = None,
+        run_config: RunConfig | None = None,
+        dataset_config: Any = None,
+        resume_from_checkpoint: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        **library_config: Any,
+    ) -> None:
+        name = type(self).__name__
+        for key in library_config:
+            if key != self.config_keyword:
+                raise TypeError(f"{name}() got an unexpected keyword argument {key!r}")
+        if library_config.get(self.config_keyword) is not None and backend_config is None:
+            backend_config = library_config[self.config_keyword]
+        if train_loop_per_worker is not None:
+            given = [k for k, v in (("params", params), ("label_column", label_column),
+                                    ("num_boost_round", num_boost_round)) if v is not None]
+            if given:
+                raise ConfigError(
+                    f"{name}: {', '.join(given)} belong to the params form "
+                    f"({name}(params=..., label_column=..., num_boost_round=..., "
+                    f"datasets=...)); with a train function, put them in train_loop_config "
+                    f"and call {self.library}.train yourself."
+                )
+            super().__init__(
+                train_loop_per_worker, train_loop_config=train_loop_config,
+                backend_config=backend_config, scaling_config=scaling_config,
+                run_config=run_config, datasets=datasets, dataset_config=dataset_config,
+                resume_from_checkpoint=resume_from_checkpoint, metadata=metadata,
+            )
+            return
+        if params is None or not isinstance(params, Mapping):
+            raise ConfigError(
+                f"{name} needs params={{...}} ({self.library} parameters such as "
+                f"{{'objective': ...}}) or a train function as its first argument; got "
+                f"params={params!r:.60}."
+            )
+        if train_loop_config is not None:
+            raise ConfigError(
+                f"{name}(params=...) takes no train_loop_config (that is for the function "
+                f"form); pass library parameters in params=."
+            )
+        rounds = 10 if num_boost_round is None else num_boost_round
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+            raise ConfigError(
+                f"{name}(num_boost_round={num_boost_round!r}): give a positive whole number "
+                f"of boosting rounds."
+            )
+        if not datasets or "train" not in datasets:
+            raise ConfigError(
+                f"{name}(params=...) needs datasets={{'train': data, ...}} (and optionally "
+                f"'valid' and other names to evaluate); got "
+                f"{list(datasets) if datasets else 'none'}."
+            )
+        from tandem.train.api.config import ScalingConfig
+
+        sc = scaling_config if scaling_config is not None else ScalingConfig()
+        if hasattr(sc, "check_resolved"):
+            sc.check_resolved()  # a search space over num_workers belongs in a Tuner
+        n = getattr(sc, "num_workers", 1)
+        described: dict[str, Any] = {}
+        for key in sorted(datasets, key=lambda k: k != "train"):  # "train" first
+            described[key] = describe(key, datasets[key], n, label_column)
+        self._check_params(dict(params), described, label_column)
+        rc = run_config if run_config is not None else RunConfig()
+        cc = rc.checkpoint_config
+        if cc is not None and cc.checkpoint_at_end is False:
+            raise ConfigError(
+                f"{name}(run_config=RunConfig(checkpoint_config=CheckpointConfig("
+                f"checkpoint_at_end=False))): the trained booster is always saved at the end "
+                f"(result.checkpoint and {name}.get_model read it); remove checkpoint_at_end."
+            )
+        freq = getattr(cc, "checkpoint_frequency", 0) or DEFAULT_CHECKPOINT_FREQUENCY
+        self._checkpoint_schedule_read = True
+        kinds = {k: ("files", v) if isinstance(v, FileSource) else
+                 ("ray", None) if data_mod.is_ray_dataset(v) else ("pieces", len(v.pieces))
+                 for k, v in described.items()}
+        loop = {
+            "params": dict(params), "label_column": label_column, "num_boost_round": rounds,
+            "datasets": kinds, "checkpoint_frequency": int(freq),
+            "checkpoint_at_end": True,  # the trained booster is always kept
+        }
+        shipped = {k: (list(v.pieces) if isinstance(v, Pieces) else v)
+                   for k, v in described.items() if not isinstance(v, FileSource)}
+        super().__init__(
+            self._params_form_fn(), train_loop_config=loop, backend_config=backend_config,
+            scaling_config=scaling_config, run_config=run_config, datasets=shipped,
+            dataset_config=dataset_config, resume_from_checkpoint=resume_from_checkpoint,
+            # the console's progress line: "training_iteration 12/50" (one report a round)
+            metadata={"progress_total": rounds, "progress_key": "training_iteration",
+                      **dict(metadata or {})},
+        )
+        self.params = dict(params)
+        self.label_column = label_column
+        self.num_boost_round = rounds
+
+    # -- the library's part ----------------------------------------------------------------
+    def _params_form_fn(self) -> Any:
+        """The per-worker function of the params form (module level: it is pickled)."""
+        raise NotImplementedError
+
+    @classmethod
+    def report_callback_class(cls) -> Any:
+        """The library's ``RayTrainReportCallback``."""
+        raise NotImplementedError
+
+    @classmethod
+    def rounds_in(cls, booster: Any) -> int:
+        """Boosting rounds a loaded booster holds."""
+        raise NotImplementedError
+
+    @classmethod
+    def unify_categories(cls, shards: dict[str, Any]) -> None:
+        """Gives category columns the same categories on every worker (see
+        ``unify_categories``), through the library's collective."""
+        raise NotImplementedError
+
+    @classmethod
+    def train_booster(cls, params: Mapping[str, Any], splits: Mapping[str, Any], rounds: int,
+                      start: Any, callback: Any) -> None:
+        """Trains ``rounds`` more rounds on this worker's ``splits`` (``{name: (X, y)}``,
+        "train" first) from ``start`` (a booster or None), reporting through
+        ``callback``."""
+        raise NotImplementedError
+
+    @classmethod
+    def _probe(cls, params: Mapping[str, Any], head: tuple[Any, Any]) -> str | None:
+        """The library's message when it rejects ``params`` on a few rows, else None."""
+        raise NotImplementedError
+
+    # -- shared ----------------------------------------------------------------------------
+    def _check_params(self, params: dict[str, Any], described: Mapping[str, Any],
+                      label_column: Any) -> None:
+        """Raises ConfigError with the library's message when it rejects ``params`` (tried
+        on a few rows of the training data, in the driver; skipped for ray.data)."""
+        head = head_xy(described["train"], label_column)
+        if head is None:
+            return
+        message = self._probe(params, head)
+        if message is not None:
+            raise ConfigError(
+                f"{self.display_name} rejected params={params!r}: {message} Fix params (see "
+                f"{self.docs_url})."
+            )
+
+    @classmethod
+    def train_rounds(cls, params: Mapping[str, Any], splits: Mapping[str, Any], total: int,
+                     **kwargs: Any) -> None:
+        """Inside a worker: trains up to round ``total`` on this worker's ``splits``
+        (``{name: (X, y)}``, "train" first), resuming from the run's checkpoint; see
+        ``train_rounds``. The model layer's tree models train through this."""
+        train_rounds(cls, params, splits, total, **kwargs)
+
+    @classmethod
+    def get_model(cls, checkpoint: Any, filename: str | None = None) -> Any:
+        """The booster saved in a checkpoint of this trainer (e.g. ``result.checkpoint``);
+        ``filename`` if it was saved under another name than the callback's default."""
+        return cls.report_callback_class().get_model(checkpoint, filename)
+
+
+def train_rounds(trainer_cls: Any, params: Mapping[str, Any], splits: Mapping[str, Any],
+                 total: int, *, announce: bool = True, numbered: bool = False,
+                 **callback_kwargs: Any) -> None:
+    """Trains ``total`` rounds on this worker's ``splits`` (``{name: (X, y)}``, "train"
+    first), resuming from the run's checkpoint if there is one: the rounds it holds are not
+    trained again. ``numbered`` adds ``epoch`` (1, 2, ... across resumes) to the reports."""
+    import itertools
+
+    from tandem.train.session import get_checkpoint, get_context
+
+    callback_cls = trainer_cls.report_callback_class()
+    checkpoint = get_checkpoint()
+    start = (callback_cls.get_model(checkpoint, callback_kwargs.get("filename"))
+             if checkpoint is not None else None)
+    done = trainer_cls.rounds_in(start) if start is not None else 0
+    if announce and checkpoint is not None and done and get_context().world_rank == 0:
+        print(f"resuming at round {done + 1} of {total} from {checkpoint.path}", flush=True)
+    if done >= total:
+        return
+    if numbered:
+        counter = itertools.count(done + 1)
+        callback_kwargs["results_postprocessing_fn"] = (
+            lambda metrics: {**metrics, "epoch": next(counter)})
+    callback = callback_cls(**callback_kwargs)
+    trainer_cls.train_booster(dict(params), splits, total - done, start, callback)
+
+
+def params_form_loop(trainer_cls: Any, config: Mapping[str, Any]) -> None:
+    """The per-worker function of a params-form trainer."""
+    shards = worker_datasets(config)
+    trainer_cls.unify_categories(shards)
+    label = config["label_column"]
+    splits = {name: features_and_label(s, label) for name, s in shards.items()}
+    train_rounds(trainer_cls, config["params"], splits, int(config["num_boost_round"]),
+                 frequency=config["checkpoint_frequency"],
+                 checkpoint_at_end=config["checkpoint_at_end"])
+
+
+def worker_threads() -> int:
+    """Threads this worker may use (its CPU share), 0 when not set."""
+    return int(os.environ.get("TANDEM_NUM_THREADS", "0") or 0)
+
+
+def gpu_assigned() -> bool:
+    """Whether the gang gave this worker a GPU (tandem sets ``CUDA_VISIBLE_DEVICES`` to the
+    worker's GPUs, empty for none)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return visible is not None and visible.strip() not in ("", "-1", "NoDevFiles")
