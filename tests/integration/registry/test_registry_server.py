@@ -11,6 +11,8 @@ import time
 import httpx
 import pytest
 
+from tandem._core.errors import JobNotFoundError
+from tandem.jobs.client import Conflict, NotFound, ServerConnection, Unauthorized
 from tests.integration.registry._util import MODEL_SRC, check, run_script
 from tests.integration.server.conftest import cli, start_server, wait_state
 
@@ -50,6 +52,20 @@ model.alias("digits", "prod", 2)
             assert r.status_code == 422
         with srv.http(token=None) as c:
             assert c.get("/api/models").status_code == 401
+        # the client raises each status as its own class, with the server's detail
+        conn = ServerConnection(srv.url, srv.token)
+        try:
+            with pytest.raises(Conflict) as conflict:
+                conn.json("DELETE", "/api/models/digits/versions/2")
+            assert conflict.value.status == 409 and "move the alias first" in conflict.value.detail
+            with pytest.raises(NotFound) as missing:
+                conn.json("GET", "/api/models/nope")
+            assert isinstance(missing.value, JobNotFoundError)
+            assert "Registered models: digits" in str(missing.value)
+        finally:
+            conn.close()
+        with pytest.raises(Unauthorized):
+            ServerConnection(srv.url, None).json("GET", "/api/models")
 
         r = cli(srv, "models", "list")
         assert r.returncode == 0 and "digits  versions=2  latest=2" in r.stdout

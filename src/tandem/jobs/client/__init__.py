@@ -14,6 +14,7 @@ The parts, one module each:
 
 - ``discovery``: the server's address and token (argument, environment, ``~/.tandem``);
 - ``connection``: HTTP requests with clear errors, and the event-stream parser;
+- ``errors``: the exception of each HTTP error status (``NotFound``, ``Conflict``, ...);
 - ``packaging``: ``runtime_env`` checks and the ``working_dir`` zip;
 - ``remote``: ``RemoteJobService`` and ``RemoteJob``.
 """
@@ -33,6 +34,19 @@ from tandem.jobs.client.discovery import (
     resolve_connection,
     server_file_path,
 )
+from tandem.jobs.client.errors import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    NotFound,
+    PayloadTooLarge,
+    ServerHTTPError,
+    ServerInternalError,
+    ServiceUnavailable,
+    TooManyRequests,
+    Unauthorized,
+    UnprocessableEntity,
+)
 from tandem.jobs.client.packaging import check_runtime_env, package_working_dir
 from tandem.jobs.client.remote import RemoteJob, RemoteJobService
 
@@ -43,8 +57,19 @@ __all__ = [
     "SUBMIT_RECORD_ENV",
     "TAGS_ENV",
     "TOKEN_ENV",
+    "BadRequest",
+    "Conflict",
+    "Forbidden",
+    "NotFound",
+    "PayloadTooLarge",
     "RemoteJob",
     "RemoteJobService",
+    "ServerHTTPError",
+    "ServerInternalError",
+    "ServiceUnavailable",
+    "TooManyRequests",
+    "Unauthorized",
+    "UnprocessableEntity",
     "ServerConnection",
     "ServerUnavailableError",
     "check_runtime_env",

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tandem._core.errors import ConfigError, JobNotFoundError, TandemError
+from tandem._core.errors import TandemError
 from tandem._core.extras import import_optional
 from tandem.jobs.client.discovery import ADDRESS_ENV, TOKEN_ENV, server_file_path
+from tandem.jobs.client.errors import error_for_status
 
 
 class ServerUnavailableError(TandemError, ConnectionError):
@@ -52,7 +53,10 @@ class ServerConnection:
         return self.request(method, path, **kwargs).json()
 
     def check(self, r: Any) -> None:
-        if r.status_code < 400:
+        """Raises the ``tandem.jobs.client.errors`` class of an error status (a
+        ``ServerHTTPError``: ``NotFound``, ``Conflict``, ...) with the server's detail."""
+        status = int(r.status_code)
+        if status < 400:
             return
         try:
             r.read()
@@ -63,17 +67,18 @@ class ServerConnection:
             detail = "; ".join(
                 f"{'.'.join(str(x) for x in d.get('loc', []))}: {d.get('msg')}" for d in detail
             )
-        if r.status_code == 401:
-            raise TandemError(
+        detail = str(detail)
+        if status == 401:
+            message = (
                 f"the tandem server at {self.url} refused the request: {detail}. Pass the "
                 f"server's token with tandem.init(token=...) or {TOKEN_ENV} (a local server "
                 f"writes it to {server_file_path()})."
             )
-        if r.status_code == 404:
-            raise JobNotFoundError(str(detail))
-        if r.status_code in (413, 422):
-            raise ConfigError(str(detail))
-        raise TandemError(f"the tandem server at {self.url} answered {r.status_code}: {detail}")
+        elif status in (404, 413, 422):
+            message = detail
+        else:
+            message = f"the tandem server at {self.url} answered {status}: {detail}"
+        raise error_for_status(status, message, detail, self.url)
 
 
 def parse_sse(lines: Iterator[str]) -> Iterator[tuple[str, str]]:

@@ -7,7 +7,7 @@ import os
 from typing import Any
 from urllib.parse import quote
 
-from tandem._core.errors import JobNotFoundError, TandemError
+from tandem.jobs.client.errors import Conflict, NotFound
 from tandem.model.registry._ref import ModelNotFoundError, ModelRef, RegistryError
 from tandem.model.registry._store import VersionRecord, pack_dir, unpack_to
 
@@ -25,13 +25,10 @@ class RemoteRegistry:
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
             return self._conn.json(method, path, **kwargs)
-        except JobNotFoundError as e:  # the connection maps every 404 to this
-            raise ModelNotFoundError(str(e).strip("'\"")) from None
-        except TandemError as e:
-            text = str(e)
-            if " 409: " in text:
-                raise RegistryError(text.split(" 409: ", 1)[1]) from None
-            raise
+        except NotFound as e:
+            raise ModelNotFoundError(e.detail) from None
+        except Conflict as e:
+            raise RegistryError(e.detail) from None
 
     def add(self, name: str, src_dir: str, meta: dict[str, Any],
             version: int | None = None) -> VersionRecord:
@@ -67,8 +64,8 @@ class RemoteRegistry:
         try:
             r = self._conn.request(
                 "GET", f"/api/models/{quote(record.name)}/versions/{record.version}/files")
-        except JobNotFoundError as e:
-            raise ModelNotFoundError(str(e).strip("'\"")) from None
+        except NotFound as e:
+            raise ModelNotFoundError(e.detail) from None
         unpack_to(r.content, dest)
         os.makedirs(dest, exist_ok=True)
         return dest
