@@ -11,6 +11,7 @@ import pytest
 import tandem
 from tandem import train, tune
 from tandem._core.errors import ConfigError
+from tandem.model import ModelResult
 from tandem.train import Callback, CallbackSite, DataParallelTrainer, RunConfig, ScalingConfig
 
 pytestmark = pytest.mark.timeout(90)
@@ -45,14 +46,18 @@ def read_events(path: str) -> list[dict]:
 def loop(config):
     for i in range(3):
         train.report({"i": i})
+    return 10 * train.get_context().get_world_rank()
 
 
 def test_a_fit_runs_its_callbacks_in_the_driver_once(storage, tmp_path):
     path = str(tmp_path / "events.jsonl")
     tandem.init(num_cpus=2)
-    DataParallelTrainer(loop, scaling_config=ScalingConfig(num_workers=2),
-                        run_config=RunConfig(storage_path=storage, name="cb",
-                                             callbacks=[FileRecorder(path)])).fit()
+    result = DataParallelTrainer(loop, scaling_config=ScalingConfig(num_workers=2),
+                                 run_config=RunConfig(storage_path=storage, name="cb",
+                                                      callbacks=[FileRecorder(path)])).fit()
+    # what each rank's function returned: a declared field of the Result, kept by ModelResult
+    assert result.return_values == [0, 10]
+    assert ModelResult.from_result(result).return_values == [0, 10]
     events = read_events(path)
     assert events[0] == {"pid": os.getpid(), "event": "start", "site": "driver", "run": "cb",
                          "trial": None}

@@ -51,10 +51,7 @@ class ModelResult(Result):
         values = {f.name: getattr(result, f.name) for f in dataclasses.fields(Result)}
         if config is not None:
             values["config"] = config
-        out = cls(**values)
-        if hasattr(result, "_return_values"):
-            out._return_values = result._return_values  # type: ignore[attr-defined]
-        return out
+        return cls(**values)
 
     @property
     def model(self) -> Model:

@@ -940,10 +940,9 @@ class TrainController(JobRunner):
             error=error,
             best_checkpoints=self.checkpoints.best_checkpoints,
             config=self.spec.config if isinstance(self.spec.config, dict) else None,
+            return_values=[_load_return(self._done.get(r)) for r in range(self._n)]
+            if state is TrainControllerState.FINISHED else None,
         )
-        result._return_values = [  # type: ignore[attr-defined]
-            _load_return(self._done.get(r)) for r in range(self._n)
-        ] if state is TrainControllerState.FINISHED else None
         self.callbacks.end(result)
         return JobOutcome(state.job_status, value=result, error=error)
 

@@ -30,6 +30,9 @@ class Result:
         path: the run folder.
         error: why the run failed, or None.
         config: the config the run was started with (a tuning trial's sampled config).
+        return_values: what the train function returned on each worker, by rank, when the
+            run finished; None when it failed or was stopped, or where no worker returned
+            (a tuning trial, a run read back from its folder).
     """
 
     metrics: dict[str, Any] | None
@@ -38,6 +41,7 @@ class Result:
     error: BaseException | None = None
     best_checkpoints: list[tuple[Checkpoint, dict[str, Any]]] = field(default_factory=list)
     config: dict[str, Any] | None = None
+    return_values: list[Any] | None = field(default=None, repr=False, compare=False)
     _dataframe: Any = field(default=None, repr=False)
 
     @property

@@ -286,7 +286,7 @@ class TrainingIterator:
                 f"The run {self._job.name} was stopped before it finished (Trainer.shutdown(), "
                 f"tandem.shutdown() or a job stop)."
             )
-        self._final = getattr(result, "_return_values", None)
+        self._final = result.return_values if isinstance(result, Result) else None
 
     def stop(self) -> None:
         """Stops the run (its workers are killed)."""
