@@ -55,6 +55,7 @@ from tandem.server.events import StreamItem
 from tandem.server.loader import check_env_vars
 from tandem.server.models_api import add_model_routes
 from tandem.server.usage import usage_dict
+from tandem.server.vocabulary import shown_job_state
 
 JobIdPath = Path(..., min_length=1, max_length=128, description="a job id, e.g. job_1a2b3c4d5e6f_0001")
 BIG = 2**62
@@ -199,8 +200,9 @@ class PackageOut(BaseModel):
 
 
 def _job_out(rec: JobRecord, live: str | None = None) -> dict[str, Any]:
+    state = shown_job_state(live or rec.state, (rec.spec_json or {}).get("metadata"))
     return {
-        "job_id": rec.job_id, "name": rec.name, "state": live or rec.state,
+        "job_id": rec.job_id, "name": rec.name, "state": state,
         "priority": rec.priority, "tags": list(rec.tags), "submitted_at": rec.submitted_at,
         "started_at": rec.started_at, "ended_at": rec.ended_at, "error": rec.error,
     }

@@ -68,7 +68,7 @@ class TuneTrial(Trial):
         self.path = path
         self.index = index
         self.job: JobView | None = None
-        self.job_state: str | None = None  # how its last job ended, in the jobs' words
+        self.job_state: str | None = None  # how its last job ended (experiment_state.json)
         self.gen = 0
         self.gang_reports = 0  # reports seen from the trial's current job
         self.action: Any = None  # the decision being carried out while its job ends
@@ -385,7 +385,7 @@ class TuneController:
             return
         if not status.is_terminal:
             return
-        trial.job_state = status.value  # the dashboard names the trial's end with it
+        trial.job_state = status.value  # recorded in experiment_state.json
         self._state_dirty = True
         job = trial.job
         was_running = trial.status is TrialStatus.RUNNING

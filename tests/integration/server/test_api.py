@@ -313,10 +313,14 @@ def test_priority_orders_the_queue(server, tmp_path):
 
 
 def test_tuner_fit_goes_to_the_server(server, tmp_path):
+    """A Tuner's trials run as the server's jobs; ASHA ends them at max_t (the last report),
+    and each trial reads TERMINATED in ``tandem jobs list``, the API and the dashboard's
+    experiments view alike (however its job ended: finished, or stopped by the scheduler)."""
     code = """
     import os, sys, tempfile
     from tandem import tune
     from tandem.train import Checkpoint
+    from tandem.tune.schedulers import ASHAScheduler
 
     def objective(config):
         for i in range(3):
@@ -325,7 +329,9 @@ def test_tuner_fit_goes_to_the_server(server, tmp_path):
             tune.report({"score": config["x"] * (i + 1)}, checkpoint=Checkpoint.from_directory(d))
 
     grid = tune.Tuner(objective, param_space={"x": tune.grid_search([1, 2])},
-                      tune_config=tune.TuneConfig(metric="score", mode="max"),
+                      tune_config=tune.TuneConfig(
+                          metric="score", mode="max",
+                          scheduler=ASHAScheduler(time_attr="training_iteration", max_t=3)),
                       run_config=tune.RunConfig(storage_path=sys.argv[1], name="exp")).fit()
     best = grid.get_best_result()
     print("BEST", best.metrics["score"], os.path.basename(best.checkpoint.path), grid.num_errors)
@@ -334,5 +340,15 @@ def test_tuner_fit_goes_to_the_server(server, tmp_path):
     assert out.returncode == 0, out.stderr
     assert "BEST 6 checkpoint_000003 0" in out.stdout
     with server.http() as c:
-        names = [j["name"] for j in c.get("/api/jobs", params={"limit": 1000}).json()["jobs"]]
-    assert sum(n.startswith("objective_") for n in names) == 2
+        jobs = c.get("/api/jobs", params={"limit": 1000}).json()["jobs"]
+    trial_jobs = {j["job_id"]: j["state"] for j in jobs if j["name"].startswith("objective_")}
+    assert list(trial_jobs.values()) == ["TERMINATED", "TERMINATED"], jobs
+    listing = cli(server, "jobs", "list", "--limit", "1000").stdout
+    assert {r.split()[0]: r.split()[1] for r in listing.splitlines()
+            if r.split() and r.split()[0] in trial_jobs} == trial_jobs, listing
+    from tandem.server.dashboard.ondisk import ResultsIndex
+
+    index = ResultsIndex([str(tmp_path / "res")])
+    (exp,) = index.list_experiments()
+    assert exp["status"] == {"TERMINATED": 2}
+    assert [t["status"] for t in index.experiment(exp["id"])["trials"]] == ["TERMINATED"] * 2

@@ -91,16 +91,25 @@ def test_a_big_experiment_sends_the_curves_of_its_best_trials_only(tmp_path):
     assert all(t["best"] is not None for t in d["trials"])
 
 
-def test_trials_are_named_with_the_jobs_states():
+def test_trials_and_their_jobs_are_named_with_the_trials_words():
     from tandem.server.dashboard.ondisk import trial_state
+    from tandem.server.vocabulary import shown_job_state
 
-    assert trial_state({"status": "TERMINATED", "job_state": "STOPPED"}) == "STOPPED"
-    assert trial_state({"status": "TERMINATED", "job_state": "FINISHED"}) == "FINISHED"
-    assert trial_state({"status": "TERMINATED"}) == "FINISHED"  # written before job_state
-    assert trial_state({"status": "ERROR", "job_state": "FAILED"}) == "FAILED"
-    assert trial_state({"status": "ERROR"}) == "FAILED"
+    # the dashboard: a trial's own status, in Ray Tune's words, however its job ended
+    assert trial_state({"status": "TERMINATED", "job_state": "STOPPED"}) == "TERMINATED"
+    assert trial_state({"status": "TERMINATED", "job_state": "FINISHED"}) == "TERMINATED"
+    assert trial_state({"status": "ERROR", "job_state": "FAILED"}) == "ERROR"
     assert trial_state({"status": "RUNNING", "job_state": "STOPPED"}) == "RUNNING"  # restarted
     assert trial_state({"status": "PAUSED"}) == "PAUSED"
+    # tandem jobs list / the API: a trial's job ends in the same words; other jobs keep theirs
+    trial = {"trial_id": "a1b2c3", "run_path": "/x"}
+    assert [shown_job_state(s, trial) for s in ("FINISHED", "STOPPED", "FAILED")] == [
+        "TERMINATED", "TERMINATED", "ERROR"]
+    assert [shown_job_state(s, trial) for s in ("PENDING", "RUNNING", "RESTARTING")] == [
+        "PENDING", "RUNNING", "RESTARTING"]
+    assert [shown_job_state(s, {"run_path": "/x"}) for s in ("FINISHED", "STOPPED")] == [
+        "FINISHED", "STOPPED"]
+    assert shown_job_state("STOPPED", None) == "STOPPED"
 
 
 def test_local_dashboard_answers_a_bad_experiment_id_with_a_plain_404(tmp_path):

@@ -28,21 +28,11 @@ MAX_LOG_BYTES = 1 << 20
 SCAN_TTL_S = 2.0
 
 
-#: a trial's state (Ray Tune's words, in experiment_state.json) in the jobs' words, which
-#: the dashboard, ``tandem jobs list`` and the API all use; an ended trial shows how its
-#: job ended (a trial the tuner stopped is STOPPED, as its job is), PAUSED is a trial's own.
-TRIAL_TO_JOB_STATE = {"PENDING": "PENDING", "RUNNING": "RUNNING", "PAUSED": "PAUSED",
-                      "TERMINATED": "FINISHED", "ERROR": "FAILED"}
-JOB_END_STATES = ("FINISHED", "FAILED", "STOPPED")
-
-
 def trial_state(trial: dict[str, Any]) -> str:
-    """The state the dashboard shows for a trial record of ``experiment_state.json``."""
-    status = str(trial.get("status") or "?")
-    ended = trial.get("job_state")
-    if status in ("TERMINATED", "ERROR") and ended in JOB_END_STATES:
-        return str(ended)
-    return TRIAL_TO_JOB_STATE.get(status, status)
+    """The state the dashboard shows for a trial record of ``experiment_state.json``: the
+    trial's own, in Ray Tune's words (``TERMINATED``, ``ERROR``, ``PAUSED``, ...), the words
+    ``tandem jobs list`` names a trial's job with (``tandem.server.vocabulary``)."""
+    return str(trial.get("status") or "?")
 
 
 def path_id(path: str) -> str:

@@ -933,6 +933,8 @@ class TrainController(JobRunner):
                 storage.write_error(str(error))
             storage.close()
         latest = self.checkpoints.latest
+        returned = ([_load_return(self._done.get(r)) for r in range(self._n)]
+                    if state is TrainControllerState.FINISHED else None)
         result = Result(
             metrics=self.last_metrics,
             checkpoint=latest[1] if latest else None,
@@ -940,8 +942,8 @@ class TrainController(JobRunner):
             error=error,
             best_checkpoints=self.checkpoints.best_checkpoints,
             config=self.spec.config if isinstance(self.spec.config, dict) else None,
-            return_values=[_load_return(self._done.get(r)) for r in range(self._n)]
-            if state is TrainControllerState.FINISHED else None,
+            return_value=returned[0] if returned else None,
+            return_values=returned,
         )
         self.callbacks.end(result)
         return JobOutcome(state.job_status, value=result, error=error)

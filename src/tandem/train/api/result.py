@@ -30,9 +30,11 @@ class Result:
         path: the run folder.
         error: why the run failed, or None.
         config: the config the run was started with (a tuning trial's sampled config).
-        return_values: what the train function returned on each worker, by rank, when the
-            run finished; None when it failed or was stopped, or where no worker returned
-            (a tuning trial, a run read back from its folder).
+        return_value: what the train function returned on rank 0 when the run finished
+            (Ray's ``Result.return_value``); None when it failed or was stopped, or when
+            the run is read back from its folder.
+        return_values: the same for every worker, by rank (``return_values[0]`` is
+            ``return_value``); None where ``return_value`` is.
     """
 
     metrics: dict[str, Any] | None
@@ -41,6 +43,7 @@ class Result:
     error: BaseException | None = None
     best_checkpoints: list[tuple[Checkpoint, dict[str, Any]]] = field(default_factory=list)
     config: dict[str, Any] | None = None
+    return_value: Any = field(default=None, repr=False, compare=False)
     return_values: list[Any] | None = field(default=None, repr=False, compare=False)
     _dataframe: Any = field(default=None, repr=False)
 

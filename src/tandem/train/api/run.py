@@ -274,5 +274,7 @@ def job_spec(
                      else None),
         tags=tuple(run.tags),
         listener=listener,
-        metadata={"run_path": storage.run_path, "trainer": run.trainer_name},
+        metadata={"run_path": storage.run_path, "trainer": run.trainer_name,
+                  # a Tune trial's job: shown with the trial's words (tandem.server.vocabulary)
+                  **({"trial_id": run.trial_id} if run.trial_id is not None else {})},
     )
