@@ -10,7 +10,7 @@ TensorFlow's ``TF_CONFIG`` likewise needs every worker's address before TensorFl
 carry torch (gigabytes, and seconds of import in every worker) for a few small JSON values;
 ``xgboost.collective`` would need xgboost and its tracker in a LightGBM install. So these
 use ``GangLink``: rank 0 listens, its address reaches the other ranks through the driver's
-rendezvous (the same channel every backend uses for its addresses), and every rank keeps one
+rendezvous (``rendezvous_set`` / ``rendezvous_get`` calls), and every rank keeps one
 connection to it for the gang's life.
 """
 
