@@ -343,6 +343,9 @@ def test_tuner_fit_goes_to_the_server(server, tmp_path):
         jobs = c.get("/api/jobs", params={"limit": 1000}).json()["jobs"]
     trial_jobs = {j["job_id"]: j["state"] for j in jobs if j["name"].startswith("objective_")}
     assert list(trial_jobs.values()) == ["TERMINATED", "TERMINATED"], jobs
+    with server.http() as c:  # the dashboard's jobs table too
+        shown = c.get("/api/dashboard/jobs", params={"limit": 100}).json()["jobs"]
+    assert {j["job_id"]: j["state"] for j in shown if j["job_id"] in trial_jobs} == trial_jobs
     listing = cli(server, "jobs", "list", "--limit", "1000").stdout
     assert {r.split()[0]: r.split()[1] for r in listing.splitlines()
             if r.split() and r.split()[0] in trial_jobs} == trial_jobs, listing

@@ -26,6 +26,7 @@ from typing import Any
 
 from tandem.jobs.scheduler import GangScheduler
 from tandem.jobs.spec import JobStatus
+from tandem.server.vocabulary import shown_job_state
 
 logger = logging.getLogger(__name__)
 
@@ -164,6 +165,7 @@ class DashboardLive:
             return  # a nested job a worker started: not a server job
         if kind == "status":
             status = payload.value if isinstance(payload, JobStatus) else str(payload)
+            status = shown_job_state(status, job.spec.metadata)
             self._broadcast(("job", {"job_id": job_id, "name": job.name, "state": status,
                                      "time": time.time()}))
         elif kind == "reports" and payload:

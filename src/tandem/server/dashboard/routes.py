@@ -36,6 +36,7 @@ from tandem.jobs.store.base import encode_json
 from tandem.server.dashboard.gate import CSP, static_file
 from tandem.server.dashboard.live import SPARK_POINTS, DashboardLive, Progress
 from tandem.server.dashboard.ondisk import ResultsIndex
+from tandem.server.vocabulary import shown_job_state
 
 PAGE_SIZE_MAX = 500
 ERROR_CHARS = 300
@@ -213,7 +214,9 @@ def server_router(server: Any, live: DashboardLive, index: ResultsIndex) -> APIR
                 prog = {**prog, "metric": m, "value": final.get(m) if m else None}
             start, end = rec.started_at, rec.ended_at
             out.append({
-                "job_id": rec.job_id, "name": rec.name, "state": st, "priority": rec.priority,
+                "job_id": rec.job_id, "name": rec.name,
+                "state": shown_job_state(st, (rec.spec_json or {}).get("metadata")),
+                "priority": rec.priority,
                 "tags": list(rec.tags), "submitted_at": rec.submitted_at,
                 "started_at": start, "ended_at": end,
                 "age_s": now - rec.submitted_at,
