@@ -170,6 +170,7 @@ class TuneController:
         # reports whose worker waits for the verdict on them: trial id -> [((iteration,
         # reports made by that gang), reply)]
         self._verdicts: dict[str, list[tuple[tuple[int, int], Callable[[bool, str], None]]]] = {}
+        self.verdict_questions = 0  # reports that waited for a verdict (round trips)
         # trials whose latest result asked for a checkpoint (result["should_checkpoint"])
         self._checkpoint_asked: set[str] = set()
         # scheduler suggestions for trials told to pause whose job has not ended yet
@@ -235,6 +236,7 @@ class TuneController:
             elif kind == "status":
                 self._on_status(trial, payload)
             elif kind == "verdict":  # a JobCall: the worker waits for it (AskSubmitter)
+                self.verdict_questions += 1
                 self._verdicts.setdefault(trial.trial_id, []).append(
                     (tuple(payload.payload), payload.reply))
         if self._verdicts:

@@ -24,6 +24,7 @@ from tandem.train.api.result import Result, kept_checkpoints
 from tandem.train.api.run import AskSubmitter, RunDescription, job_spec, pickle_train_fn
 from tandem.train.api.trainer import DataParallelTrainer
 from tandem.train.context import AWAIT_VERDICT, StorageContext
+from tandem.tune._verdicts import GateOf, verdict_gate
 from tandem.tune.callback import Callback, LoggerCallback
 from tandem.tune.controller import (
     SCHEDULER_FILE,
@@ -270,14 +271,15 @@ class Tuner:
                                 _scheduler_label(scheduler)) if user_reporter is not None
             else ProgressReporter(verbose, metric, mode, self._param_keys(), exp_path))
         service = get_service()
-        # a stopper or a scheduler other than FIFO can decide at any result: each report then
-        # waits for the verdict, so a decision takes effect at the result that triggered it
-        verdicts = self._stopper is not None or (
-            type(scheduler).on_trial_result is not FIFOScheduler.on_trial_result) or (
-            # a Trainable class checkpoints when a callback sets result["should_checkpoint"]
-            isinstance(self._fn, ClassTrainableRunner) and any(
+        # a stopper or a scheduler other than FIFO can decide at a result: the reports where
+        # it may (all of them, unless the gate can tell) wait for the verdict, so a decision
+        # takes effect at the result that triggered it; a Trainable class checkpoints when a
+        # callback sets result["should_checkpoint"]
+        verdicts = verdict_gate(self._stopper, scheduler, callbacks, strict)
+        if verdicts is None and isinstance(self._fn, ClassTrainableRunner) and any(
                 type(cb).on_trial_result is not Callback.on_trial_result
-                and not isinstance(cb, LoggerCallback) for cb in callbacks))
+                and not isinstance(cb, LoggerCallback) for cb in callbacks):
+            verdicts = lambda trial: True  # noqa: E731
         launch = self._make_launcher(service, exp_path, exp_name, verbose, verdicts=verdicts)
         controller = TuneController(
             launch=launch, searcher=searcher, scheduler=scheduler,
@@ -328,7 +330,7 @@ class Tuner:
         return [k.removesuffix("/grid_search") for k in keys]
 
     def _make_launcher(self, service: JobService, exp_path: str, exp_name: str,
-                       verbose: int, verdicts: bool = False) -> Callable[
+                       verbose: int, verdicts: GateOf | None = None) -> Callable[
             [TuneTrial, Checkpoint | None, Callable[[str, Any], None]], JobView]:
         rc = self.run_config
         kind, fn = self._kind, self._fn
@@ -369,8 +371,8 @@ class Tuner:
                     num_workers=1, resources_per_worker=res)
                 fields = {"config": trial.config, "scaling_config": scaling}
             handlers: dict[str, Any] = {}
-            if verdicts:
-                fields["metadata"] = {**base.metadata, AWAIT_VERDICT: True}
+            if verdicts is not None:
+                fields["metadata"] = {**base.metadata, AWAIT_VERDICT: verdicts(trial)}
                 # answered by this tuner, also across a train server's connection; a trial
                 # nobody follows any more (the client gone) goes on
                 handlers["tune_verdict"] = AskSubmitter("verdict", default="continue")
