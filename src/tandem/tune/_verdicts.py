@@ -38,14 +38,12 @@ def verdict_gate(stopper: Any, scheduler: TrialScheduler, callbacks: Sequence[Ca
                  strict_metric: Any) -> GateOf | None:
     """``trial -> gate`` for the trials of a tuner, or None when no report needs a verdict
     (no stopper, FIFO, no callback that may change a result)."""
-    if any(_may_change_results(cb) for cb in callbacks):
-        return lambda trial: True
     stop = _stopper_gate(stopper) if stopper is not None else _never
     sched = _scheduler_gate(scheduler)
-    if stop is None or sched is None:
-        return lambda trial: True
     if stop is _never and sched is _never:
-        return None
+        return None  # nothing decides at a result (a callback's checkpoint: see Tuner.fit)
+    if stop is None or sched is None or any(_may_change_results(cb) for cb in callbacks):
+        return lambda trial: True
     required: tuple[str, ...] = ()
     if strict_metric is not None:  # a result without it ends the experiment: at that result
         required = tuple(strict_metric) if isinstance(strict_metric, (list, tuple)) else (

@@ -40,7 +40,11 @@ def test_no_stopper_and_fifo_need_no_verdict_and_unknown_policies_ask_at_every_r
         def on_trial_result(self, iteration, trials, trial, result, **info):
             result["should_checkpoint"] = True
 
-    assert verdict_gate(None, FIFOScheduler(), [Marks()], None)(trial) is True
+    # with a stopper, such a callback makes every report wait; with nothing that decides,
+    # no report does (as before)
+    assert verdict_gate(DictStopper({"training_iteration": 5}), FIFOScheduler(), [Marks()],
+                        None)(trial) is True
+    assert verdict_gate(None, FIFOScheduler(), [Marks()], None) is None
 
 
 def test_dict_and_iteration_stoppers_wait_only_where_they_fire():
