@@ -18,6 +18,12 @@ checked before the trial goes on, so tandem's workers wait for the driver's verd
 report (a stop at iteration k leaves exactly k rows, as in Ray). That is the cost of acting
 where the decision was made; without a stopper or an adaptive scheduler reports do not wait.
 
+Since issue 25 a report waits only where a decision can happen: the tuner tells the trial
+in advance which results its stopper or scheduler may act on (a dict criterion or
+``MaximumIterationStopper``, FIFO, ASHA's rungs), so the never-firing criterion here asks
+nothing and both ``*_stopper`` variants run at about the FIFO rate; a function stopper or a
+custom scheduler still waits at every report.
+
 The ``tandem_server*`` variants run the same Tuner against a train server (``tandem server
 start`` on loopback, started before the clock), reporting ``server_reports`` times per
 trial: results travel worker → server → the client's event stream, and with stop criteria
@@ -29,7 +35,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from benchmarks.cases._common import Case, Figure, Target, log, quiet_ray_env, subprocess_variant
+from benchmarks.cases._common import (
+    Case,
+    Figure,
+    Target,
+    baseline_variant,
+    log,
+    quiet_ray_env,
+    subprocess_variant,
+)
 
 CONCURRENT = 4
 
@@ -198,6 +212,9 @@ CASE = Case(
             f"{_M}:run_tandem_server_stopper",
             note="every report waits for the verdict, sent back by the client over HTTP.",
         ),
+        # before/after of the verdict path (issue 25): the server-with-stop-criteria run of
+        # another revision ($TANDEM_BENCH_BASELINE), interleaved with ours
+        *baseline_variant(f"{_M}:run_tandem_server_stopper"),
         subprocess_variant(
             "ray_stopper", "ray", "Ray Tune, stop criteria", f"{_M}:run_ray_stopper",
             env=quiet_ray_env(),

@@ -47,7 +47,7 @@ def _tandem_trial(config: dict[str, Any]) -> None:
     tune.report({"x": 1})
 
 
-def run_tandem(params: dict[str, Any], workdir: str) -> dict[str, Any]:
+def run_tandem(params: dict[str, Any], workdir: str, reuse_actors: bool = False) -> dict[str, Any]:
     from tandem import tune
 
     _as_script_function()
@@ -55,7 +55,7 @@ def run_tandem(params: dict[str, Any], workdir: str) -> dict[str, Any]:
     tuner = tune.Tuner(
         _tandem_trial,
         param_space={},
-        tune_config=tune.TuneConfig(num_samples=n),
+        tune_config=tune.TuneConfig(num_samples=n, reuse_actors=reuse_actors),
         run_config=tune.RunConfig(name="trial_throughput", storage_path=workdir),
     )
     t0 = time.perf_counter()
@@ -64,6 +64,10 @@ def run_tandem(params: dict[str, Any], workdir: str) -> dict[str, Any]:
     done = sum(1 for r in grid if r.error is None and r.metrics.get("x") == 1)
     log(f"{done}/{n} trials in {fit_s:.2f} s")
     return {"trials_per_s": n / fit_s, "fit_s": fit_s, "trials": n, "completed": done}
+
+
+def run_tandem_reuse(params: dict[str, Any], workdir: str) -> dict[str, Any]:
+    return run_tandem(params, workdir, reuse_actors=True)
 
 
 def _ray_trial(config: dict[str, Any]) -> None:
@@ -125,6 +129,11 @@ CASE = Case(
     variants=[
         subprocess_variant("tandem", "tandem", "tandem", f"{_M}:run_tandem"),
         *baseline_variant(f"{_M}:run_tandem"),
+        subprocess_variant(
+            "tandem_reuse", "tandem", "tandem reuse_actors", f"{_M}:run_tandem_reuse",
+            note="TuneConfig(reuse_actors=True): a finished trial's worker process runs the "
+                 "next trial (fresh user-module state).",
+        ),
         subprocess_variant(
             "ray",
             "ray",

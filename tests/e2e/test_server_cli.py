@@ -104,7 +104,8 @@ def test_working_dir_upload_and_tuner_on_the_server(server, tmp_path):
 def test_tuner_on_a_server_decides_at_the_result(server, tmp_path):
     """Issue 17: on a train server too, a trial stopped at iteration k leaves exactly k
     rows: its worker waits for the tuner's verdict, which the client sends back through
-    the server (it overshot to hundreds of rows: reports never waited there)."""
+    the server (it overshot to hundreds of rows: reports never waited there). Issue 25:
+    only at the reports where the stopper or scheduler can decide."""
     out = server.user.python("tuner_on_server.py", str(tmp_path / "results"),
                              env=server.env())
     assert line(out, "STOP_ROWS") == "[8, 8]"
@@ -112,3 +113,14 @@ def test_tuner_on_a_server_decides_at_the_result(server, tmp_path):
     assert line(out, "STOP_FRAME") == "[8, 8]"
     assert line(out, "SCHED_ROWS") == "[1, 2, 3, 4, 5]"
     assert line(out, "ERRORS") == "0"
+    # Issue 25: only the reports that can change the outcome wait for a verdict (counted by
+    # the client's tuner). The stop criterion can fire only at iteration 8: at most one
+    # question per trial (the last may not arrive: its gang is being stopped), not 16.
+    assert int(line(out, "STOP_QUESTIONS")) <= 2
+    # a custom scheduler may decide at any result: each report before the stop asks
+    assert int(line(out, "SCHED_QUESTIONS")) >= 4
+    # ASHA decides where a trial reaches a rung (1, 3, max_t 9): the same stops as before,
+    # with questions at those reports only (at most 7 of the 19; at least the 4 at rungs 1
+    # and 3 of the two trials that go on)
+    assert line(out, "ASHA_ROWS") == "[9, 1, 9]"
+    assert 4 <= int(line(out, "ASHA_QUESTIONS")) <= 7

@@ -139,6 +139,7 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
             "train_fn", "config", "scaling_config", "run_config", "datasets", "backend_config",
             "resume_from_checkpoint", "metadata", "trainer_name", "trial_id", "trial_name",
             "start_iteration", "time_offset_s", "priority", "tags", "echo_prefix", "preload",
+            "reuse_key",
             "report_all_ranks", "failure_setting", "call_handlers", "dataset_config")},
         "storage": R(f"{_TRAIN}.run:RunDescription.run_storage"),
     },
@@ -202,10 +203,7 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "scheduler": R("tandem.tune.tuner:Tuner.fit"),
         "max_concurrent_trials": R("tandem.tune.tuner:Tuner.fit"),
         "time_budget_s": R("tandem.tune.tuner:Tuner.fit"),
-        "reuse_actors": Same(
-            "a speed-up in Ray: an actor is reused only where the trial starts as a fresh one "
-            "would (reset_config must return True, else Ray starts a new actor), so results "
-            "are those of fresh trials, which is what tandem runs"),
+        "reuse_actors": R("tandem.tune.tuner:Tuner.fit"),
         "trial_name_creator": R("tandem.tune.tuner:Tuner.fit"
                                 "|tandem.tune.controller:TuneController._new_trial",
                                 attr="trial_name_creator"),

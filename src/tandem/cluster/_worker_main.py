@@ -31,6 +31,7 @@ class WorkerChannel:
         self.worker_id = worker_id
         self._handler: Callable[[Any], None] | None = None
         self.closing = False  # set by a host that ends the connection on purpose
+        self.idle: Any = None  # a reused worker's queue for frames while no task runs
 
     def send(self, obj: Any) -> None:
         self._channel.send(obj)
@@ -46,6 +47,8 @@ class WorkerChannel:
                 handler = self._handler
                 if handler is not None:
                     handler(msg)
+                elif self.idle is not None and msg[0] in ("assign", "retire"):
+                    self.idle.put(msg)
         except (EOFError, OSError):
             pass
         if not self.closing:
@@ -85,6 +88,8 @@ def run(spec: dict) -> int:
     msg = channel.recv()
     if msg[0] != "run":
         return 1
+    if spec.get("reuse"):
+        return _run_reused(channel, ("assign", spec, msg[1]))
     return _run_task(channel, spec["worker_id"], msg[1])
 
 
@@ -102,8 +107,86 @@ def run_warm(spec: dict, on_assign: Callable[[], None] | None = None) -> int:
     job = msg[1]
     if on_assign is not None:
         on_assign()
+    if job.get("reuse"):
+        return _run_reused(channel, msg)
     enter_job(job)
     return _run_task(channel, job["worker_id"], msg[2])
+
+
+#: A reused worker whose resident memory grew past this (MiB; ``TANDEM_REUSE_MAX_RSS_MB``)
+#: exits after its task instead of taking the next one.
+REUSE_MAX_RSS_MB = 2048.0
+
+
+def _run_reused(channel: SocketChannel, msg: Any) -> int:
+    """A worker whose jobs allow reuse (``TuneConfig(reuse_actors=True)``): after a task
+    that ended well it tells the driver ``("__reusable__", 0)`` instead of exiting, is put
+    back clean (environment, working directory, ``sys.path``, ``sys.argv`` as before its
+    first job; the user's modules dropped, so the next task imports them afresh) and waits
+    for the next ``("assign", job, task)`` of the same kind, or ``("retire",)``. A task that
+    failed, or a process grown past ``REUSE_MAX_RSS_MB``, exits as a one-task worker does."""
+    import queue
+
+    env, cwd = dict(os.environ), os.getcwd()
+    path, argv = list(sys.path), list(sys.argv)
+    baseline = set(sys.modules)
+    control: queue.SimpleQueue = queue.SimpleQueue()
+    wc = WorkerChannel(channel, msg[1]["worker_id"])
+    wc.idle = control  # frames with no task to hear them: the next assignment, or retire
+    threading.Thread(target=wc._read_forever, name="tandem-control", daemon=True).start()
+    while True:
+        job, task_bytes = msg[1], msg[2]
+        wc.worker_id = job["worker_id"]
+        enter_job(job)
+        os.environ["TANDEM_REUSED_WORKER"] = "1"  # the task may leave state for the next one
+        working_dir = os.environ.get("TANDEM_WORKING_DIR")
+        if working_dir and working_dir not in sys.path:
+            sys.path.insert(0, working_dir)
+        code = int(cloudpickle.loads(task_bytes)(wc) or 0)
+        wc._handler = None
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        if code != 0 or _rss_mb() > float(os.environ.get("TANDEM_REUSE_MAX_RSS_MB",
+                                                          REUSE_MAX_RSS_MB)):
+            return code
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(cwd)
+        sys.path[:] = path
+        sys.argv[:] = argv
+        _drop_user_modules(baseline)
+        channel.send(("__reusable__", code))
+        msg = control.get()
+        if msg[0] != "assign":
+            return 0
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _drop_user_modules(baseline: set[str]) -> None:
+    """Forgets the modules a task imported from the user's code (not tandem's, not
+    installed packages or the standard library, which cannot always be imported twice):
+    the next task imports them afresh, with fresh module state."""
+    import sysconfig
+
+    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    for name in [n for n in sys.modules if n not in baseline]:
+        if name == "tandem" or name.startswith("tandem."):
+            continue
+        module = sys.modules.get(name)
+        file = getattr(module, "__file__", None)
+        if file is None or any(file.startswith(r) for r in roots):
+            continue  # built in, a namespace package, or installed
+        del sys.modules[name]
 
 
 def _run_task(channel: SocketChannel, worker_id: str, task_bytes: bytes) -> int:

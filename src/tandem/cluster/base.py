@@ -52,6 +52,10 @@ class WorkerSpec:
     """Values handed to the worker by the cluster's own transport, outside the task bytes
     (``channel.objects`` in the worker). Only clusters with ``supports_ray_objects`` take
     them: Ray handles (e.g. Ray Data iterators) travel as Ray actor-call arguments."""
+    reuse_key: str | None = None
+    """Set: once its task ended well, the process may run the next worker whose spec has the
+    same key and resource shape (``TuneConfig(reuse_actors=True)``); clusters that cannot
+    reuse processes ignore it."""
 
 
 Sink = Callable[["WorkerProcess", Any], None]

@@ -71,6 +71,8 @@ class LocalWorker(_wire.SocketWorker, WorkerProcess):
         self._task = task
         self._connected = False
         self.exitcode: int | None = None
+        self.reuse_key = spec.reuse_key
+        self.modules = frozenset(spec.preload)
 
     def kill(self) -> None:
         with self._send_lock:
@@ -196,8 +198,14 @@ class LocalCluster(Cluster):
         for spec, task in zip(specs, tasks):
             env = dict(self.worker_env(placement, spec.bundle_index))
             env.update(spec.env)
+            reuse = None
+            if spec.reuse_key is not None:  # same job kind and resource shape only
+                shape = sorted((k, env.get(k, "")) for k in ("CUDA_VISIBLE_DEVICES",
+                                                              "TANDEM_NUM_THREADS"))
+                reuse = f"{spec.reuse_key}|{shape}"
             spec = WorkerSpec(
-                spec.worker_id, spec.bundle_index, spec.log_path, env, spec.cwd, spec.preload
+                spec.worker_id, spec.bundle_index, spec.log_path, env, spec.cwd, spec.preload,
+                reuse_key=reuse,
             )
             worker = LocalWorker(self, spec, task, sink)
             io.start_worker(worker, spec)
@@ -284,10 +292,14 @@ def _assign_gpus(free: list[float], amount: float) -> list[tuple[int, float]] | 
 class _Warm:
     """A warm worker: forked ahead of demand, then connected and waiting for a job."""
 
-    __slots__ = ("conn", "modules", "pid", "retire_on_hello", "since", "state", "warm_id")
+    __slots__ = ("conn", "modules", "pid", "retire_on_hello", "reuse_key", "since", "state",
+                 "warm_id")
 
-    def __init__(self, warm_id: str, modules: frozenset[str]) -> None:
+    def __init__(self, warm_id: str, modules: frozenset[str], reuse_key: str | None = None) -> None:
         self.warm_id = warm_id
+        # set: a worker that ran a task of this kind and went back to the pool; it runs
+        # only tasks of the same kind (TuneConfig(reuse_actors=True))
+        self.reuse_key = reuse_key
         self.modules = modules  # what the zygote had imported when it forked this one
         self.pid: int | None = None
         self.conn: socket.socket | None = None
@@ -339,6 +351,7 @@ class _IOThread(_wire.IOThread):
         self._warm_idle: dict[str, _Warm] = {}  # connected, waiting for a job
         self._warm_by_pid: dict[int, _Warm] = {}
         self.warm_used = 0  # gang workers that started warm (for tests and benchmarks)
+        self.reused = 0  # workers that went back to the pool after a task (reuse_actors)
 
     # -- called from other threads ------------------------------------------------------
     def _to_zygote(self, msg: Any) -> None:
@@ -381,9 +394,10 @@ class _IOThread(_wire.IOThread):
             "cwd": spec.cwd or os.getcwd(),
             "sys_path": list(sys.path),
             "argv": list(sys.argv),
+            "reuse": spec.reuse_key is not None,
         }
         with self._pool_lock:
-            warm = self._take_warm(frozenset(spec.preload))
+            warm = self._take_warm(frozenset(spec.preload), spec.reuse_key)
             if warm is not None:
                 # From here on the I/O thread delivers this connection's frames to the worker.
                 assert warm.pid is not None and warm.state is not None
@@ -417,15 +431,25 @@ class _IOThread(_wire.IOThread):
         )
 
     # -- warm workers (tandem.cluster._pool) ----------------------------------------------
-    def _take_warm(self, preload: frozenset[str]) -> _Warm | None:
-        """An idle warm worker with every module of ``preload`` imported (under the lock)."""
+    def _take_warm(self, preload: frozenset[str], reuse_key: str | None = None) -> _Warm | None:
+        """An idle warm worker with every module of ``preload`` imported (under the lock):
+        one that ran a task of kind ``reuse_key`` first, else a fresh one; a reused worker
+        runs only tasks of its own kind."""
+        fresh = None
         for warm_id, w in self._warm_idle.items():
-            if preload <= w.modules:
-                del self._warm_idle[warm_id]
-                if w.pid is not None:
-                    self._warm_by_pid.pop(w.pid, None)
-                return w
-        return None
+            if not preload <= w.modules:
+                continue
+            if reuse_key is not None and w.reuse_key == reuse_key:
+                fresh = warm_id
+                break
+            if w.reuse_key is None and fresh is None:
+                fresh = warm_id
+        if fresh is None:
+            return None
+        w = self._warm_idle.pop(fresh)
+        if w.pid is not None:
+            self._warm_by_pid.pop(w.pid, None)
+        return w
 
     def refill(self) -> None:
         """Forks warm workers up to the policy's target (they connect on their own)."""
@@ -538,8 +562,36 @@ class _IOThread(_wire.IOThread):
                 worker._deliver(("__connected__", frame[2]))
                 worker.send(("run", worker._task))
                 worker._task = b""
+            elif frame[0] == "__reusable__" and worker.reuse_key is not None:
+                worker = self._back_to_pool(conn, state, worker, frame[1])
             else:
                 worker._deliver(frame)
+
+    def _back_to_pool(self, conn: socket.socket, state: list, worker: LocalWorker,
+                      code: int) -> _Warm | LocalWorker:
+        """A worker whose task ended well and that may run the next task of its kind
+        (``TuneConfig(reuse_actors=True)``): its job sees it end, its process waits idle in
+        the pool for a job with the same ``reuse_key``."""
+        assert worker.pid is not None and worker.reuse_key is not None
+        with worker._send_lock:
+            if worker._killed:
+                return worker  # its job stopped it meanwhile: the process is going
+            worker._killed = True  # the job's kill() must not reach the pooled process
+        w = _Warm(f"reused-{next(self._warm_ids)}", worker.modules, worker.reuse_key)
+        w.pid, w.conn, w.state = worker.pid, conn, state
+        with self._pool_lock:
+            w.since = self._policy.now()
+            state[1] = w
+            self._by_pid.pop(worker.pid, None)
+            self._by_id.pop(worker.worker_id, None)
+            self._warm_idle[w.warm_id] = w
+            self._warm_by_pid[w.pid] = w
+            self.reused += 1
+        worker._conn = None
+        worker.exitcode = code
+        worker._deliver(("__eof__",))
+        worker._deliver(("__exit__", code))
+        return w
 
     def _warm_connected(self, conn: socket.socket, state: list, warm_id: str, pid: int) -> _Warm:
         with self._pool_lock:

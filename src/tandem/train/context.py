@@ -8,5 +8,6 @@ from tandem.train._internal.run_context import (  # noqa: F401 - their public pa
     AskSubmitter,
     StorageContext,
     TrainContext,
+    VerdictGate,
 )
 from tandem.train.session import get_context  # noqa: F401 - Ray's ray.train.context.get_context

@@ -85,8 +85,8 @@ def run(
         raise_on_failed_trial: raise ``TuneError`` if a trial ended in error (the older
             default); with False, failed trials are in ``analysis.trials`` with status
             ``"ERROR"``.
-        reuse_actors: as ``TuneConfig(reuse_actors=...)`` (Ray's speed-up; results do not
-            depend on it).
+        reuse_actors: as ``TuneConfig(reuse_actors=...)`` (Ray's speed-up: a finished
+            trial's worker process runs the next trial).
         trial_name_creator, trial_dirname_creator: as in ``TuneConfig``.
         log_to_file: as ``RunConfig.log_to_file`` (Ray's meaning: the trial's stdout / stderr
             also written to files in its folder).

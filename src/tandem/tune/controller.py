@@ -126,7 +126,11 @@ class TuneController:
         fail_fast: bool | str = False,
         trial_name_creator: Callable[[Any], str] | None = None,
         trial_dirname_creator: Callable[[Any], str] | None = None,
+        done_ends_job: bool = False,
     ) -> None:
+        # a result with done=True ends its job by itself (a Trainable class's runner): the
+        # trial ends there and its job is not stopped, so its worker can be reused
+        self.done_ends_job = done_ends_job
         self.trial_name_creator = trial_name_creator
         self.trial_dirname_creator = trial_dirname_creator
         self._launch_job = launch
@@ -170,6 +174,7 @@ class TuneController:
         # reports whose worker waits for the verdict on them: trial id -> [((iteration,
         # reports made by that gang), reply)]
         self._verdicts: dict[str, list[tuple[tuple[int, int], Callable[[bool, str], None]]]] = {}
+        self.verdict_questions = 0  # reports that waited for a verdict (round trips)
         # trials whose latest result asked for a checkpoint (result["should_checkpoint"])
         self._checkpoint_asked: set[str] = set()
         # scheduler suggestions for trials told to pause whose job has not ended yet
@@ -235,6 +240,7 @@ class TuneController:
             elif kind == "status":
                 self._on_status(trial, payload)
             elif kind == "verdict":  # a JobCall: the worker waits for it (AskSubmitter)
+                self.verdict_questions += 1
                 self._verdicts.setdefault(trial.trial_id, []).append(
                     (tuple(payload.payload), payload.reply))
         if self._verdicts:
@@ -461,9 +467,14 @@ class TuneController:
                                    result=result)
             if result.get(SHOULD_CHECKPOINT):  # a callback asked (Ray's force checkpoint)
                 self._checkpoint_asked.add(trial.trial_id)
-            if (self.stopper is not None and self.stopper(trial.trial_id, result)) or \
-                    result.get("done") is True:
-                self._end_trial(trial, TrialStatus.TERMINATED, stop_job=True, note="stop criteria")
+            stopped = self.stopper is not None and self.stopper(trial.trial_id, result)
+            if stopped or result.get("done") is True:
+                if not stopped and self.done_ends_job:
+                    trial.action = _FINISHING  # its job ends by itself, its worker reusable
+                    self._end_trial(trial, TrialStatus.TERMINATED, note="done")
+                else:
+                    self._end_trial(trial, TrialStatus.TERMINATED, stop_job=True,
+                                    note="stop criteria")
                 if getattr(self.stopper, "stop_all", None) and self.stopper.stop_all():
                     self._stop_everything()
                 return
@@ -527,7 +538,9 @@ class TuneController:
                        or trial.status not in (TrialStatus.RUNNING, TrialStatus.PENDING))
             keep = []
             for (iteration, count), reply in waiting:
-                if decided:
+                if trial is not None and trial.action is _FINISHING and not self._stopping_all:
+                    reply(True, "continue")  # it reported done: it ends by itself
+                elif decided:
                     reply(True, "stop")
                 elif trial is not None and (trial.iteration >= iteration
                                             or trial.gang_reports >= count):
@@ -629,6 +642,14 @@ class _Stopped:
 
 
 _STOPPED = _Stopped()
+
+
+class _Finishing:
+    action = Action.STOP
+    reason = "done"
+
+
+_FINISHING = _Finishing()
 
 
 def _created_name(creator: Callable[[Any], str], trial: TuneTrial, option: str) -> str:

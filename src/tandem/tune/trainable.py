@@ -167,6 +167,17 @@ def is_trainable_class(obj: Any) -> bool:
     return inspect.isclass(obj) and issubclass(obj, Trainable)
 
 
+#: Set in a worker process that may run another trial after this one (reuse_actors).
+REUSE_ENV = "TANDEM_REUSED_WORKER"
+# the Trainable instance a reused process keeps for its next trial, by class
+_REUSABLE: dict[tuple[str, str], Trainable] = {}
+
+
+def _class_key(cls: type) -> tuple[str, str]:
+    # by name: a class pickled by value is a new class object in every trial's task
+    return (cls.__module__, cls.__qualname__)
+
+
 class ClassTrainableRunner:
     """The function a ``Trainable`` class runs as inside its trial's worker."""
 
@@ -181,7 +192,9 @@ class ClassTrainableRunner:
         self.__name__ = cls.__name__
 
     def __call__(self, config: dict[str, Any]) -> None:
-        trainable = self.cls(config, **self.kwargs)
+        trainable = self._reused(config)
+        if trainable is None:
+            trainable = self.cls(config, **self.kwargs)
         session = train_session.get_session()
         ckpt = train_session.get_checkpoint()
         if ckpt is not None:
@@ -212,9 +225,37 @@ class ClassTrainableRunner:
                         session.attach_checkpoint(Checkpoint.from_directory(tmp))
                         shutil.rmtree(tmp, ignore_errors=True)
                 if done:
-                    return
-        finally:
+                    break
+        except BaseException:
             trainable.stop()
+            raise
+        if os.environ.get(REUSE_ENV) == "1":
+            # TuneConfig(reuse_actors=True): this process may run the next trial; the
+            # instance waits for it (Ray keeps the actor and calls reset_config)
+            _REUSABLE[_class_key(self.cls)] = trainable
+        else:
+            trainable.stop()
+
+    def _reused(self, config: dict[str, Any]) -> Trainable | None:
+        """The instance of the trial this process ran before, reset for ``config`` (Ray's
+        ``Trainable.reset``), or None when there is none."""
+        old = _REUSABLE.pop(_class_key(self.cls), None)
+        _REUSABLE.clear()
+        if old is None:
+            return None
+        ctx = train_session.get_context()
+        old.config = dict(config)
+        old._trial_id, old._trial_name, old._logdir = ctx.trial_id, ctx.trial_name, ctx.trial_dir
+        if not old.reset_config(copy.deepcopy(old.config)):
+            old.stop()
+            raise ConfigError(
+                f"Could not re-use the worker of {type(old).__name__} for trial "
+                f"{ctx.trial_name}: Trainable runner reuse requires reset_config() to be "
+                f"implemented and return True (TuneConfig(reuse_actors=True)). Implement "
+                f"{type(old).__name__}.reset_config(new_config), or set reuse_actors=False."
+            )
+        old._iteration = 0
+        return old
 
     def _should_stop(self, result: Mapping[str, Any]) -> bool:
         if not self.stop:

@@ -24,6 +24,7 @@ from tandem.train.api.result import Result, kept_checkpoints
 from tandem.train.api.run import AskSubmitter, RunDescription, job_spec, pickle_train_fn
 from tandem.train.api.trainer import DataParallelTrainer
 from tandem.train.context import AWAIT_VERDICT, StorageContext
+from tandem.tune._verdicts import GateOf, verdict_gate
 from tandem.tune.callback import Callback, LoggerCallback
 from tandem.tune.controller import (
     SCHEDULER_FILE,
@@ -71,9 +72,12 @@ class TuneConfig:
         scheduler: a ``TrialScheduler`` (default: FIFO, every trial runs to its end).
         max_concurrent_trials: an optional cap; not needed to avoid starvation.
         time_budget_s: stop the whole experiment after this many seconds.
-        reuse_actors: Ray's speed-up (default ``False``, as in Ray): Ray reuses an actor
-            only where a trial then starts as a fresh one would, so results do not depend
-            on it; tandem starts every trial fresh (its trials start in milliseconds).
+        reuse_actors: Ray's speed-up (default ``False``, as in Ray): the worker process of a
+            trial that ended by itself runs the next trial of the same resource shape. A
+            ``Trainable`` class keeps its instance and gets ``reset_config(new_config)``
+            (it must return True, as in Ray); a function trainable starts with fresh module
+            state (the user's modules are imported again). A trial the tuner stops, or one
+            that failed, ends its process as without reuse.
         trial_name_creator: ``f(trial) -> str``: each trial's name (in the progress output,
             ``tune.get_context().get_trial_name()``, and the default folder name).
             ``trial`` has ``trial_id``, ``config``, ``experiment_tag``, ``trainable_name``.
@@ -270,15 +274,17 @@ class Tuner:
                                 _scheduler_label(scheduler)) if user_reporter is not None
             else ProgressReporter(verbose, metric, mode, self._param_keys(), exp_path))
         service = get_service()
-        # a stopper or a scheduler other than FIFO can decide at any result: each report then
-        # waits for the verdict, so a decision takes effect at the result that triggered it
-        verdicts = self._stopper is not None or (
-            type(scheduler).on_trial_result is not FIFOScheduler.on_trial_result) or (
-            # a Trainable class checkpoints when a callback sets result["should_checkpoint"]
-            isinstance(self._fn, ClassTrainableRunner) and any(
+        # a stopper or a scheduler other than FIFO can decide at a result: the reports where
+        # it may (all of them, unless the gate can tell) wait for the verdict, so a decision
+        # takes effect at the result that triggered it; a Trainable class checkpoints when a
+        # callback sets result["should_checkpoint"]
+        verdicts = verdict_gate(self._stopper, scheduler, callbacks, strict)
+        if verdicts is None and isinstance(self._fn, ClassTrainableRunner) and any(
                 type(cb).on_trial_result is not Callback.on_trial_result
-                and not isinstance(cb, LoggerCallback) for cb in callbacks))
-        launch = self._make_launcher(service, exp_path, exp_name, verbose, verdicts=verdicts)
+                and not isinstance(cb, LoggerCallback) for cb in callbacks):
+            verdicts = lambda trial: True  # noqa: E731
+        launch = self._make_launcher(service, exp_path, exp_name, verbose, verdicts=verdicts,
+                                     reuse_key=f"tune-{exp_uid}" if tc.reuse_actors else None)
         controller = TuneController(
             launch=launch, searcher=searcher, scheduler=scheduler,
             num_samples=tc.num_samples if tc.num_samples != -1 else 10**12,
@@ -290,6 +296,7 @@ class Tuner:
             fail_fast=rc.failure_config.fail_fast if rc.failure_config is not None else False,
             trial_name_creator=tc.trial_name_creator,
             trial_dirname_creator=tc.trial_dirname_creator,
+            done_ends_job=tc.reuse_actors and isinstance(self._fn, ClassTrainableRunner),
         )
         if r is not None:
             controller._created = r.get("created", len(restored))
@@ -328,7 +335,8 @@ class Tuner:
         return [k.removesuffix("/grid_search") for k in keys]
 
     def _make_launcher(self, service: JobService, exp_path: str, exp_name: str,
-                       verbose: int, verdicts: bool = False) -> Callable[
+                       verbose: int, verdicts: GateOf | None = None,
+                       reuse_key: str | None = None) -> Callable[
             [TuneTrial, Checkpoint | None, Callable[[str, Any], None]], JobView]:
         rc = self.run_config
         kind, fn = self._kind, self._fn
@@ -369,8 +377,8 @@ class Tuner:
                     num_workers=1, resources_per_worker=res)
                 fields = {"config": trial.config, "scaling_config": scaling}
             handlers: dict[str, Any] = {}
-            if verdicts:
-                fields["metadata"] = {**base.metadata, AWAIT_VERDICT: True}
+            if verdicts is not None:
+                fields["metadata"] = {**base.metadata, AWAIT_VERDICT: verdicts(trial)}
                 # answered by this tuner, also across a train server's connection; a trial
                 # nobody follows any more (the client gone) goes on
                 handlers["tune_verdict"] = AskSubmitter("verdict", default="continue")
@@ -380,7 +388,7 @@ class Tuner:
                 resume_from_checkpoint=checkpoint or base.resume_from_checkpoint,
                 echo_prefix=f"{trial.name}, " if verbose >= 2 or log_to_driver() else None,
                 start_iteration=_resume_iteration(checkpoint), time_offset_s=trial.time_total_s,
-                preload=("tandem.tune",), call_handlers=handlers,
+                preload=("tandem.tune",), call_handlers=handlers, reuse_key=reuse_key,
             )
             return service.submit(job_spec(run, listener=listener, fn_bytes=fn_bytes))
 

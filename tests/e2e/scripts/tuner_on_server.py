@@ -8,7 +8,8 @@ import sys
 import tandem
 from tandem import tune
 from tandem.train import RunConfig
-from tandem.tune.schedulers import FIFOScheduler
+from tandem.tune import controller
+from tandem.tune.schedulers import ASHAScheduler, FIFOScheduler
 from tandem.tune.schedulers.base import Decision
 
 
@@ -30,6 +31,24 @@ class PauseAt(FIFOScheduler):
         return Decision.continue_()
 
 
+def metric(config):
+    for i in range(100_000):
+        tune.report({"loss": config["x"] + 1.0 / (i + 1)})
+
+
+# the tuner's controllers, to count the reports that waited for a verdict (round trips)
+controllers = []
+_init = controller.TuneController.__init__
+
+
+def _counting_init(self, *args, **kwargs):
+    _init(self, *args, **kwargs)
+    controllers.append(self)
+
+
+controller.TuneController.__init__ = _counting_init
+
+
 def rows(path):
     with open(os.path.join(path, "result.json")) as f:
         return [json.loads(line)["training_iteration"] for line in f if line.strip()]
@@ -43,7 +62,18 @@ rg = tune.Tuner(tight, param_space={"x": tune.grid_search([1, 2])},
 print("STOP_ROWS", sorted(len(rows(r.path)) for r in rg))
 print("STOP_LAST", sorted(r.metrics["i"] for r in rg))
 print("STOP_FRAME", sorted(len(r.metrics_dataframe) for r in rg))
+print("STOP_QUESTIONS", controllers[-1].verdict_questions)
 rg = tune.Tuner(tight, tune_config=tune.TuneConfig(scheduler=PauseAt(5)),
                 run_config=RunConfig(storage_path=storage, name="sched5", verbose=0)).fit()
 print("SCHED_ROWS", rows(rg[0].path))
+print("SCHED_QUESTIONS", controllers[-1].verdict_questions)
 print("ERRORS", rg.num_errors)
+# ASHA decides only where a trial reaches a rung (1, 3, 9 = max_t): the other reports go on
+# without a verdict; one trial at a time, so the 2nd and 3rd are judged against the 1st
+rg = tune.Tuner(metric, param_space={"x": tune.grid_search([1, 2, 0])},
+                tune_config=tune.TuneConfig(
+                    metric="loss", mode="min", max_concurrent_trials=1,
+                    scheduler=ASHAScheduler(max_t=9, grace_period=1, reduction_factor=3)),
+                run_config=RunConfig(storage_path=storage, name="asha", verbose=0)).fit()
+print("ASHA_ROWS", [len(rows(r.path)) for r in rg])
+print("ASHA_QUESTIONS", controllers[-1].verdict_questions)

@@ -47,17 +47,17 @@ def test_the_pool_follows_demand_within_its_bounds():
             WarmPoolConfig(**bad)
 
 
-def _run(cluster, placement, tmp_path, task, name, preload=()):
+def _run(cluster, placement, tmp_path, task, name, preload=(), reuse_key=None, code=0):
     frames: queue.SimpleQueue = queue.SimpleQueue()
     spec = WorkerSpec(name, 0, str(tmp_path / f"{name}.log"), env={"JOB_VAR": name},
-                      cwd=str(tmp_path), preload=tuple(preload))
+                      cwd=str(tmp_path), preload=tuple(preload), reuse_key=reuse_key)
     (worker,) = cluster.start_workers(placement, [spec], [cloudpickle.dumps(task)],
                                       lambda w, f: frames.put(f))
     out = []
     while True:
         frame = frames.get(timeout=60)
         if frame[0] == "__exit__":
-            assert frame[1] == 0, (tmp_path / f"{name}.log").read_text()
+            assert frame[1] == code, (tmp_path / f"{name}.log").read_text()
             return worker, out
         if frame[0] not in ("__connected__", "__eof__"):
             out.append(frame)
@@ -161,3 +161,54 @@ def test_tandem_init_bounds_the_pool():
         assert runtime.current_service().cluster.warm_pool.max_workers == 0
     finally:
         tandem.shutdown()
+
+
+def reuse_task(channel):
+    import os
+    import sys
+
+    import reuse_probe_mod  # the user's module: fresh in every task
+
+    reuse_probe_mod.COUNT += 1
+    channel.send(("state", os.getpid(), os.environ.get("JOB_VAR"), os.getcwd(),
+                  reuse_probe_mod.COUNT, "LEFT_BEHIND" in os.environ, "/left/behind" in sys.path))
+    os.environ["LEFT_BEHIND"] = "1"
+    os.chdir("/")
+    sys.path.insert(0, "/left/behind")
+    return 0
+
+
+def failing_task(channel):
+    import os
+
+    channel.send(("pid", os.getpid()))
+    return 3
+
+
+def test_a_reused_worker_runs_the_next_task_of_its_kind_only_and_clean(tmp_path, monkeypatch):
+    """WorkerSpec.reuse_key (TuneConfig(reuse_actors=True)): a process whose task ended well
+    runs the next task with the same key, put back clean (environment, working directory,
+    sys.path; the user's module imported afresh); never a task of another key or without
+    one; after a failed task it exits."""
+    (tmp_path / "reuse_probe_mod.py").write_text("COUNT = 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cluster = LocalCluster(num_cpus=2, warm_pool=WarmPoolConfig(max_workers=0, idle_s=60))
+    try:
+        placement = cluster.place([{"CPU": 1.0}])
+        io = cluster._io_thread()
+        w1, out1 = _run(cluster, placement, tmp_path, reuse_task, "a1", reuse_key="k")
+        pid = w1.pid
+        assert out1 == [("state", pid, "a1", str(tmp_path), 1, False, False)]
+        w2, out2 = _run(cluster, placement, tmp_path, reuse_task, "a2", reuse_key="k")
+        assert w2.pid == pid and io.reused >= 1  # the same process, as the next job
+        assert out2 == [("state", pid, "a2", str(tmp_path), 1, False, False)]
+        other, _ = _run(cluster, placement, tmp_path, probe_task, "b", reuse_key="other")
+        plain, _ = _run(cluster, placement, tmp_path, probe_task, "c")
+        assert pid not in (other.pid, plain.pid)
+        failed, out = _run(cluster, placement, tmp_path, failing_task, "f", reuse_key="k",
+                           code=3)
+        assert out == [("pid", pid)]
+        _wait(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie")
+        assert pid not in cluster.warm_worker_pids()
+    finally:
+        cluster.shutdown()

@@ -100,6 +100,8 @@ class RunSpec:
     call_handlers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     preload: tuple[str, ...] = ()
     """Extra modules for the zygote to import once (e.g. ``tandem.tune`` for trials)."""
+    reuse_key: str | None = None
+    """Workers may be reused across runs with this key (``WorkerSpec.reuse_key``)."""
     failure_setting: str = "FailureConfig(max_failures={})"
     """How errors name the restart budget the user set (the older Trainer: max_retries)."""
     log_files: tuple[str | None, str | None] = (None, None)
@@ -600,6 +602,7 @@ class TrainController(JobRunner):
                 worker_id=f"{ctx.job_id}-a{attempt}-r{rank}", bundle_index=p.bundle_index,
                 log_path=self.storage.log_path(rank),
                 preload=self._preload(),
+                reuse_key=spec.reuse_key,
                 **self._runtime_env(),
                 objects={"dataset_shards": {k: shards[k][rank] for k in by_ray}} if by_ray else {},
             ))

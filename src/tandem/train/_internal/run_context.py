@@ -13,7 +13,97 @@ from typing import Any
 AWAIT_VERDICT = "__tandem_await_verdict__"
 """Metadata key a tuner sets on a trial's run: rank 0 waits, after each report, for the
 tuner's verdict on it (driver call ``tune_verdict``), so a stop, pause or exploit decided at
-a result takes effect there."""
+a result takes effect there. The value is ``True`` (every report waits) or a
+:class:`VerdictGate` (only the reports it names wait)."""
+
+
+@dataclass(frozen=True)
+class VerdictGate:
+    """Which reports of a tuning trial can change its outcome, so that rank 0 waits for the
+    tuner's verdict on those only: the tuner builds it from its stopper and scheduler when
+    it can tell in advance where they may decide, and every other report goes on at once
+    (no round trip to the driver, or across a train server to its client). Conservative: a
+    report asks when a key a condition reads is absent or its value does not compare, and
+    a report with a truthy ``done`` or ``should_checkpoint`` always asks.
+
+    ``at_least``: ``(key, value)`` pairs; a report asks when ``result[key] >= value``
+    (``"a/b"`` reads nested keys, as the stop criteria do).
+    ``milestones``: ``(key, values)``; each value asks once, at the first report whose
+    ``result[key]`` reached it (one per report: a report that passes two asks, and so does
+    the next, as ASHA judges one rung per result). ``milestone_score``: a milestone counts as
+    judged only when ``result[milestone_score]`` is not None (ASHA skips a None score).
+    ``required``: a report without one of these keys asks.
+    ``rows``: the gang's ``rows``-th report and every later one ask.
+    """
+
+    at_least: tuple[tuple[str, Any], ...] = ()
+    milestones: tuple[str, tuple[float, ...]] | None = None
+    milestone_score: str | None = None
+    required: tuple[str, ...] = ()
+    rows: int | None = None
+
+    def asks(self, result: Mapping[str, Any], rows: int, judged: set[int]) -> bool:
+        """Whether the report ``result`` (the ``rows``-th of this gang) must wait for the
+        verdict; ``judged`` holds the indices of the milestones already asked at (updated)."""
+        if result.get("done") or result.get("should_checkpoint"):
+            return True
+        if self.rows is not None and rows >= self.rows:
+            return True
+        for key in self.required:
+            if _lookup(result, key) is _MISSING:
+                return True
+        for key, value in self.at_least:
+            got = _lookup(result, key)
+            if got is _MISSING:
+                return True
+            try:
+                if got >= value:
+                    return True
+            except TypeError:
+                return True
+        if self.milestones is not None:
+            key, values = self.milestones
+            got = _lookup(result, key)
+            if got is _MISSING:
+                return True
+            try:
+                passed = [i for i, m in enumerate(values) if i not in judged and got >= m]
+            except TypeError:
+                return True
+            if passed:
+                score = self.milestone_score
+                if score is None or _lookup(result, score) not in (None, _MISSING):
+                    judged.add(max(passed, key=lambda i: values[i]))  # the highest, as ASHA
+                return True
+        return False
+
+    def merged(self, other: VerdictGate) -> VerdictGate:
+        """A report asks when it would under either gate."""
+        if self.milestones is not None and other.milestones is not None:
+            raise ValueError("VerdictGate.merged: two gates with milestones")
+        rows = [r for r in (self.rows, other.rows) if r is not None]
+        return VerdictGate(
+            at_least=self.at_least + other.at_least,
+            milestones=self.milestones if self.milestones is not None else other.milestones,
+            milestone_score=self.milestone_score or other.milestone_score,
+            required=tuple(dict.fromkeys(self.required + other.required)),
+            rows=min(rows) if rows else None,
+        )
+
+
+_MISSING = object()
+
+
+def _lookup(result: Mapping[str, Any], key: str) -> Any:
+    """``result[key]``, ``"a/b"`` read as nested keys (as ``RunConfig(stop=...)`` does)."""
+    if key in result:
+        return result[key]
+    node: Any = result
+    for part in key.split("/"):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from tandem.train._internal.data import RayDataShard
 from tandem.train._internal.metrics import clean_metrics
-from tandem.train._internal.run_context import AWAIT_VERDICT, TrainContext
+from tandem.train._internal.run_context import AWAIT_VERDICT, TrainContext, VerdictGate
 from tandem.train.api.checkpoint import Checkpoint, _is_url, get_fs
 
 CHECKPOINT_DIR = "checkpoint_{:06d}"
@@ -66,6 +66,11 @@ class WorkerSession:
         self._call_lock = threading.Lock()
         self._handlers: dict[str, Callable[[Any], None]] = {}
         self._await_verdict = self._rank == 0 and bool(task.context.metadata.get(AWAIT_VERDICT))
+        # which reports wait: all of them, or those a VerdictGate names (the others cannot
+        # change the trial's outcome, so they go on without a round trip)
+        gate = task.context.metadata.get(AWAIT_VERDICT)
+        self._verdict_gate = gate if isinstance(gate, VerdictGate) else None
+        self._judged: set[int] = set()  # the gate's milestones already asked at
         self._start_iteration = task.start_iteration
         self._last_metrics: dict[str, Any] = {}
         self._rows = 0  # reports with a metrics row sent by this gang (what verdicts count)
@@ -91,11 +96,22 @@ class WorkerSession:
             path = self._persist(checkpoint)
         # Sent inline: once report() returns, the report is in the kernel's socket buffer and
         # reaches the driver even if this process is killed the next instant.
-        self._send(("reports", self._rank, [(self.iteration, time.monotonic() - self._t0, clean, path)]))
+        t = time.monotonic() - self._t0
+        self._send(("reports", self._rank, [(self.iteration, t, clean, path)]))
         self._rows += 1
         self._last_metrics = clean
-        if self._await_verdict:
+        if self._await_verdict and self._needs_verdict(clean, t):
             self._wait_for_verdict()
+
+    def _needs_verdict(self, clean: dict[str, Any], t: float) -> bool:
+        gate = self._verdict_gate
+        if gate is None:
+            return True
+        # the row the tuner will see (as the train controller builds it from this report)
+        row = dict(clean)
+        row.setdefault("training_iteration", self.iteration)
+        row.setdefault("time_total_s", round(t, 6))
+        return gate.asks(row, self._rows, self._judged)
 
     def attach_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Adds ``checkpoint`` to the latest report (same iteration, no new metrics row):

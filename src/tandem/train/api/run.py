@@ -76,6 +76,8 @@ class RunDescription:
         echo_prefix: workers' output is echoed to this process prefixed with
             ``(<echo_prefix>rank=N)``; None echoes nothing (``RunConfig(verbose=0)`` too).
         preload: extra modules the worker processes import once, up front.
+        reuse_key: set, a worker process whose task ended well may run the next worker of
+            a run with the same key and resource shape (``TuneConfig(reuse_actors=True)``).
         report_all_ranks: also publish every rank's reports as ``("rank_reports", (rank,
             batch))`` events to the listener (the 1.x ``Trainer`` gathers them).
         failure_setting: how error messages name the restart budget, with ``{}`` for its
@@ -106,6 +108,7 @@ class RunDescription:
     tags: tuple[str, ...] = ()
     echo_prefix: str | None = ""
     preload: tuple[str, ...] = ()
+    reuse_key: str | None = None
     report_all_ranks: bool = False
     failure_setting: str = "FailureConfig(max_failures={})"
     call_handlers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
@@ -249,6 +252,7 @@ def job_spec(
         start_iteration=run.start_iteration,
         time_offset_s=run.time_offset_s,
         preload=run.preload,
+        reuse_key=run.reuse_key,
         failure_setting=run.failure_setting,
         emit_rank_reports=run.report_all_ranks,
         log_files=rc.log_files(),
