@@ -24,9 +24,13 @@ JAX: a 2-layer MLP's SGD step under ``jax.pmap`` with ``lax.pmean`` of the gradi
 
 Two figures per system: call -> return of the whole fit (``fit()`` / the processes' exit),
 and steady-state steps/s, measured inside the train function over every epoch after the
-first (tracing and the collective's set-up excluded).
+first (tracing and the collective's set-up excluded). ``--repeat N`` fits N times in the same
+session with tandem and Ray (rows ``fit_no`` 1..N): tandem imports TensorFlow once, in the
+process its workers fork from, so its later fits skip the import; Ray's workers are new
+processes each fit.
 
-    python benchmarks/backends_bench.py [--only tensorflow|jax] [--no-ray] [--json PATH]
+    python benchmarks/backends_bench.py [--only tensorflow|jax] [--no-ray] [--repeat N]
+        [--systems tandem,ray,hand,single] [--json PATH]
 """
 
 from __future__ import annotations
@@ -223,6 +227,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=50, help="steps per epoch")
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--json", default=None, metavar="PATH")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="fits per system with tandem and Ray, in the same session")
     p.add_argument("--systems", default=None,
                    help="comma-separated subset: tandem,ray,hand,single (default: all)")
     args = p.parse_args()
@@ -254,15 +260,20 @@ def main() -> None:
         if args.systems:
             keep = set(args.systems.split(","))
             systems = [s for s in systems if s[0] in keep]
-        for _key, name, run in systems:
-            try:
-                seconds, metrics = run()
-                row = {"backend": backend, "system": name, "fit_s": round(seconds, 2),
-                       "steps_per_s": round(float(metrics["steps_per_s"]), 1)}
-            except Exception as e:  # noqa: BLE001 - a system that fails is a figure too
-                row = {"backend": backend, "system": name, "error": f"{type(e).__name__}: {e}"[:300]}
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+        for key, name, run in systems:
+            for fit_no in range(1, (args.repeat if key in ("tandem", "ray") else 1) + 1):
+                load = round(os.getloadavg()[0], 1)
+                try:
+                    seconds, metrics = run()
+                    row = {"backend": backend, "system": name, "fit_no": fit_no,
+                           "fit_s": round(seconds, 2),
+                           "steps_per_s": round(float(metrics["steps_per_s"]), 1)}
+                except Exception as e:  # noqa: BLE001 - a system that fails is a figure too
+                    row = {"backend": backend, "system": name, "fit_no": fit_no,
+                           "error": f"{type(e).__name__}: {e}"[:300]}
+                row["load_before"] = load
+                rows.append(row)
+                print(json.dumps(row), flush=True)
     tandem.shutdown()
     if args.json:
         with open(args.json, "w") as f:

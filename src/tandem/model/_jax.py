@@ -6,7 +6,10 @@ gradients averaged across every worker (``lax.pmean``), so all hold the same par
 One report per epoch (``epoch``, ``loss``, ``val_loss``, ``epoch_time_s``,
 ``samples_per_s``); a checkpoint every ``checkpoint_every`` epochs and after the last.
 Parameters are saved as NumPy arrays (``params.npz``, the leaves of the pytree in
-``jax.tree_util`` order). JAX is imported only where the model is used.
+``jax.tree_util`` order), the optimizer's state the same way (``opt_state.npz``), so a run
+resumed after a worker failure continues with Adam's moments and step count. The optimizer
+is an optax ``GradientTransformation`` (``optimizer()``; default plain SGD, which needs no
+optax). JAX is imported only where the model is used.
 
 Purity check (on the driver, before any worker starts, on the first ``batch_size`` rows of
 the training data): ``apply`` and ``loss`` are each
@@ -24,6 +27,7 @@ A function that fails either is refused with ``ModelDefinitionError`` naming it 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -43,6 +47,26 @@ from tandem.model._model import (
 from tandem.train.jax import JaxTrainer
 
 PARAMS_NPZ = "params.npz"
+OPT_STATE_NPZ = "opt_state.npz"
+
+logger = logging.getLogger(__name__)
+
+
+class _Sgd:
+    """Plain SGD in optax's ``GradientTransformation`` form (``init``, ``update``), so the
+    default needs no optax: no state, updates ``-lr * grads``."""
+
+    def __init__(self, lr: float) -> None:
+        self.lr = lr
+
+    def init(self, params: Any) -> tuple[()]:
+        return ()
+
+    def update(self, grads: Any, state: Any, params: Any = None) -> tuple[Any, Any]:
+        import jax
+
+        lr = self.lr
+        return jax.tree_util.tree_map(lambda g: -lr * g, grads), state
 
 
 class JaxModel(Model):
@@ -55,7 +79,10 @@ class JaxModel(Model):
             state read from outside its arguments.
     Optional:
         ``loss(params, x, y)`` -> a scalar; default the mean squared error of ``apply``.
-        ``config["lr"]`` (default 0.01): the SGD step size.
+        ``optimizer()`` -> an optax ``GradientTransformation`` (any object with
+            ``init(params)`` and ``update(grads, state, params)``), e.g.
+            ``optax.adam(self.config["lr"])``; default SGD with step ``config["lr"]``
+            (default 0.01). Its state is checkpointed with the parameters.
 
     ``self.params`` holds the parameters after ``setup()`` (or training / loading).
     """
@@ -79,6 +106,9 @@ class JaxModel(Model):
 
         out = self.apply(params, x)
         return jnp.mean((out - jnp.reshape(y, out.shape)) ** 2)
+
+    def optimizer(self) -> Any:
+        return _Sgd(float(self.config.get("lr", 0.01)))
 
     def setup(self) -> None:
         import jax
@@ -140,6 +170,41 @@ class JaxModel(Model):
                 f"saved by a model with other parameters."
             )
         self.params = jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def save_opt_state(opt_state: Any, directory: str) -> None:
+    """The optimizer state's leaves (``jax.tree_util`` order) as ``opt_state.npz``."""
+    import jax
+    import numpy as np
+
+    leaves = jax.tree_util.tree_leaves(opt_state)
+    np.savez(os.path.join(directory, OPT_STATE_NPZ), *[np.asarray(v) for v in leaves])
+
+
+def load_opt_state(model: JaxModel, opt: Any, directory: str) -> Any:
+    """The optimizer state saved in ``directory``, in the structure ``opt.init`` gives; a
+    fresh ``opt.init(model.params)``, with a warning, when there is none or it does not fit
+    (the optimizer was changed)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    fresh = opt.init(model.params)
+    path = os.path.join(directory, OPT_STATE_NPZ)
+    if not os.path.exists(path):
+        return fresh
+    leaves, treedef = jax.tree_util.tree_flatten(fresh)
+    with np.load(path) as data:
+        saved = [data[f"arr_{i}"] for i in range(len(data.files))]
+    if len(saved) != len(leaves) or any(
+            np.shape(a) != np.shape(b) for a, b in zip(saved, leaves)):
+        logger.warning(
+            "%s: the checkpoint's optimizer state (%d arrays) does not fit %s's (%d): the "
+            "optimizer was changed; it starts afresh.", type(model).__name__, len(saved),
+            type(opt).__name__, len(leaves))
+        return fresh
+    return jax.tree_util.tree_unflatten(
+        treedef, [jnp.asarray(a, dtype=jnp.asarray(b).dtype) for a, b in zip(saved, leaves)])
 
 
 def check_pure(model: JaxModel, x: Any, y: Any) -> None:
@@ -251,11 +316,14 @@ def jax_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
                 with open(os.path.join(d, fname), "wb") as fb:
                     fb.write(blob)
             model.load_weights(d)
+    opt = model.optimizer()
+    opt_state = opt.init(model.params)
     start = 0
     ckpt = train.get_checkpoint()
     if ckpt is not None:
         with ckpt.as_directory() as d:
             model.load_weights(d)
+            opt_state = load_opt_state(model, opt, d)
             with open(os.path.join(d, TRAINER_STATE_FILE)) as f:
                 start = int(json.load(f)["epoch"])
 
@@ -264,31 +332,35 @@ def jax_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
     x, y = _arrays(shards["train"])
     bs = settings.batch_size
     steps = max(1, len(x) // bs)  # even shards: the same on every worker
-    lr = float(config.get("lr", 0.01))
     devices = jax.local_devices()
     n_dev = len(devices)
 
-    def step(params: Any, xb: Any, yb: Any) -> tuple[Any, Any]:
+    def step(params: Any, state: Any, xb: Any, yb: Any) -> tuple[Any, Any, Any]:
         value, grads = jax.value_and_grad(model.loss)(params, xb, yb)
         grads = jax.lax.pmean(grads, "i")  # across every device of every worker
-        new = jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads)
-        return new, jax.lax.pmean(value, "i")
+        updates, state = opt.update(grads, state, params)
+        new = jax.tree_util.tree_map(lambda p, u: p + u, params, updates)
+        return new, state, jax.lax.pmean(value, "i")
 
     pstep = jax.pmap(step, axis_name="i")
     psum = jax.pmap(lambda v: jax.lax.psum(v, "i"), axis_name="i")
-    params = jax.tree_util.tree_map(lambda a: np.stack([np.asarray(a)] * n_dev), model.params)
+
+    def replicate(tree: Any) -> Any:
+        return jax.tree_util.tree_map(lambda a: np.stack([np.asarray(a)] * n_dev), tree)
+
+    params, state = replicate(model.params), replicate(opt_state)
     ident = identity_files(model) if rank == 0 else {}
-    rng = np.random.default_rng(payload.seed + rank)
     per = max(1, min(bs, len(x)) // n_dev)
     for epoch in range(start + 1, settings.num_epochs + 1):
         t0 = time.perf_counter()
-        order = rng.permutation(len(x))
+        # a function of (seed, rank, epoch): a resumed run reads what an uninterrupted one does
+        order = np.random.default_rng([payload.seed, rank, epoch]).permutation(len(x))
         total = 0.0
         for s in range(steps):
             idx = order[s * bs:s * bs + per * n_dev]
             xb = x[idx].reshape((n_dev, per) + x.shape[1:])
             yb = y[idx].reshape((n_dev, per) + y.shape[1:])
-            params, value = pstep(params, xb, yb)
+            params, state, value = pstep(params, state, xb, yb)
             total += float(value[0])
         train_time = time.perf_counter() - t0
         model.params = jax.tree_util.tree_map(lambda a: a[0], params)
@@ -304,6 +376,7 @@ def jax_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
             d = tempfile.mkdtemp(prefix="tandem-jax-ckpt-")
             try:
                 model.save_weights(d)
+                save_opt_state(jax.tree_util.tree_map(lambda a: a[0], state), d)
                 for fname, blob in ident.items():
                     with open(os.path.join(d, fname), "wb") as fb:
                         fb.write(blob)

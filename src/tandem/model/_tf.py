@@ -5,8 +5,9 @@ the model (``setup()``) and compiles it (``compile_settings()``) inside one
 ``MultiWorkerMirroredStrategy`` scope, so Keras' ``fit`` all-reduces the gradients across
 the gang. One report per epoch (``epoch``, Keras' logs, ``val_*``, ``epoch_time_s``,
 ``samples_per_s``); a checkpoint every ``checkpoint_every`` epochs and after the last (a
-``Model.save()`` folder plus ``trainer_state.json``); after a worker failure the gang
-restarts from it. Weights are stored as NumPy arrays (``model.weights.npz``, the order of
+``Model.save()`` folder plus ``optimizer.npz`` and ``trainer_state.json``); after a worker
+failure the gang restarts from it with the optimizer's state (Adam's moments, its step count),
+so a resumed run takes the steps an uninterrupted one takes. Weights are stored as NumPy arrays (``model.weights.npz``, the order of
 ``get_weights()``), so a model trained under Keras 2 (``tf_keras``) loads under Keras 3 and
 the other way round. TensorFlow is imported only where the model is used.
 """
@@ -14,6 +15,7 @@ the other way round. TensorFlow is imported only where the model is used.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import shutil
@@ -33,6 +35,9 @@ from tandem.model._model import (
 )
 
 WEIGHTS_NPZ = "model.weights.npz"
+OPTIMIZER_NPZ = "optimizer.npz"
+
+logger = logging.getLogger(__name__)
 
 
 class TensorflowModel(Model):
@@ -130,6 +135,57 @@ def _gather_ints(strategy: Any, value: int, world: int) -> list[int]:
     return [int(v) for v in strategy.gather(per_replica, axis=0).numpy()]
 
 
+def _optimizer_variables(net: Any) -> list[Any]:
+    opt = getattr(net, "optimizer", None)
+    variables = getattr(opt, "variables", None)
+    if callable(variables):  # the legacy optimizers' variables() method
+        variables = variables()
+    return list(variables or [])
+
+
+def save_optimizer(net: Any, directory: str) -> None:
+    """The compiled optimizer's variables (step count, slots such as Adam's moments), in
+    their order, as ``optimizer.npz``."""
+    import numpy as np
+
+    variables = _optimizer_variables(net)
+    if variables:
+        np.savez(os.path.join(directory, OPTIMIZER_NPZ),
+                 *[np.asarray(v.numpy()) for v in variables])
+
+
+def load_optimizer(net: Any, strategy: Any, directory: str) -> bool:
+    """Puts back the optimizer state ``save_optimizer`` wrote: builds the optimizer's slots
+    (inside the strategy's scope, so they are mirrored like the weights) and assigns them.
+    The learning rate stays the current config's (a PBT trial continuing a donor's
+    checkpoint with a mutated ``lr`` keeps the moments but takes the new rate). Returns
+    False, with a warning, when the checkpoint's state does not fit this optimizer."""
+    import numpy as np
+
+    path = os.path.join(directory, OPTIMIZER_NPZ)
+    opt = getattr(net, "optimizer", None)
+    if opt is None or not os.path.exists(path):
+        return False
+    if hasattr(opt, "build"):
+        with strategy.scope():
+            opt.build(net.trainable_variables)
+    variables = _optimizer_variables(net)
+    with np.load(path) as data:
+        arrays = [data[f"arr_{i}"] for i in range(len(data.files))]
+    if len(arrays) != len(variables) or any(
+            tuple(a.shape) != tuple(v.shape) for a, v in zip(arrays, variables)):
+        logger.warning(
+            "The checkpoint's optimizer state (%d arrays) does not fit %s (%d variables): "
+            "the optimizer was changed; it starts afresh.", len(arrays),
+            type(opt).__name__, len(variables))
+        return False
+    for v, a in zip(variables, arrays):
+        name = str(getattr(v, "path", None) or getattr(v, "name", ""))
+        if "learning_rate" not in name:
+            v.assign(a)
+    return True
+
+
 def _no_autoshard(ds: Any) -> Any:
     import tensorflow as tf
 
@@ -153,6 +209,7 @@ def _arrays(shard: Any) -> tuple[Any, Any]:
 def tf_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
     """The per-worker function of ``model.train`` for a ``TensorflowModel``."""
     import cloudpickle
+    import numpy as np
     import tensorflow as tf
 
     from tandem import train
@@ -190,6 +247,7 @@ def tf_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
     if ckpt is not None:
         with ckpt.as_directory() as d:
             model.load_weights(d)
+            load_optimizer(net, strategy, d)
             with open(os.path.join(d, TRAINER_STATE_FILE)) as f:
                 start = int(json.load(f)["epoch"])
 
@@ -198,10 +256,15 @@ def tf_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
     x, y = _arrays(shards["train"])
     bs = settings.batch_size
     steps = max(1, len(x) // bs)  # even shards: the same on every worker
-    # the dataset's batch is the global one; each worker's replica takes its share
-    train_ds = _no_autoshard(tf.data.Dataset.from_tensor_slices((x, y))
-                             .shuffle(len(x), seed=payload.seed + rank)
+
+    def train_ds(epoch: int) -> Any:
+        # the dataset's batch is the global one; each worker's replica takes its share. The
+        # order is a function of (seed, rank, epoch), so a run resumed at an epoch reads
+        # what an uninterrupted one reads there.
+        order = np.random.default_rng([payload.seed, rank, epoch]).permutation(len(x))
+        return _no_autoshard(tf.data.Dataset.from_tensor_slices((x[order], y[order]))
                              .repeat().batch(bs * world))
+
     valid_ds, valid_steps = None, 0
     if "valid" in shards:
         vx, vy = _arrays(shards["valid"])
@@ -211,7 +274,7 @@ def tf_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
     ident = identity_files(model) if rank == 0 else {}
     for epoch in range(start + 1, settings.num_epochs + 1):
         t0 = time.perf_counter()
-        history = net.fit(train_ds, epochs=epoch, initial_epoch=epoch - 1,
+        history = net.fit(train_ds(epoch), epochs=epoch, initial_epoch=epoch - 1,
                           steps_per_epoch=steps, verbose=0)
         train_time = time.perf_counter() - t0
         metrics: dict[str, Any] = {"epoch": epoch}
@@ -225,10 +288,11 @@ def tf_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
             d = tempfile.mkdtemp(prefix="tandem-tf-ckpt-")
             try:
                 model.save_weights(d)  # every worker reads its mirrored copy
+                save_optimizer(net, d)
                 if rank == 0:
                     for fname, blob in ident.items():
-                        with open(os.path.join(d, fname), "wb") as f:
-                            f.write(blob)
+                        with open(os.path.join(d, fname), "wb") as fb:
+                            fb.write(blob)
                     with open(os.path.join(d, TRAINER_STATE_FILE), "w") as f:
                         json.dump({"epoch": epoch, "num_epochs": settings.num_epochs,
                                    "seed": payload.seed}, f)

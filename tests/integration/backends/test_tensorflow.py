@@ -21,6 +21,12 @@ from tandem.train.tensorflow import TensorflowTrainer
 
 
 def mwms_train(config):
+    import sys
+
+    preloaded = [m for m in ("tensorflow", "tf_keras") if m in sys.modules]
+    from tensorflow.keras.callbacks import Callback  # bound when TensorFlow was imported
+
+    keras_module = Callback.__module__
     import numpy as np
     import tensorflow as tf
 
@@ -50,7 +56,8 @@ def mwms_train(config):
         json.dump({"weights": [w.ravel().tolist() for w in model.get_weights()],
                    "replicas": strategy.num_replicas_in_sync,
                    "workers": tf_config["cluster"]["worker"],
-                   "index": tf_config["task"]["index"]}, f)
+                   "index": tf_config["task"]["index"], "preloaded": preloaded,
+                   "keras_module": keras_module}, f)
 
 
 @needs_keras2
@@ -66,6 +73,9 @@ def test_two_workers_all_reduce_gradients_and_report_checkpoints(tmp_path, stora
     assert r0["replicas"] == r1["replicas"] == 2
     assert r0["workers"] == r1["workers"] and len(set(r0["workers"])) == 2
     assert (r0["index"], r1["index"]) == (0, 1)
+    # TensorFlow and Keras 2 were imported once, in the process the workers fork from
+    assert r0["preloaded"] == r1["preloaded"] == ["tensorflow", "tf_keras"]
+    assert r0["keras_module"].startswith("tf_keras")  # imported for Keras 2, as the run wants
     # different data on each worker, same weights after the steps: gradients all-reduced
     assert r0["weights"] == r1["weights"]
     assert "loss" in result.metrics

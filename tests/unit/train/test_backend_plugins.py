@@ -109,3 +109,23 @@ def test_horovod_names_raise_saying_why_and_what_to_use():
                   lambda: Trainer("horovod", num_workers=2)):
         with pytest.raises(HorovodUnavailableError, match=r"C\+\+17.*TorchTrainer"):
             build()
+
+
+def test_a_worker_refuses_tensorflow_preloaded_for_the_other_keras(monkeypatch):
+    """TensorFlow binds its Keras when imported (once per session, where workers fork from):
+    a run wanting the other Keras is refused with what to do, not run with the two mixed.
+    (A stand-in module for the preloaded TensorFlow: only its __path__ is read.)"""
+    import types
+
+    from tandem.train.backends.tensorflow import _check_inherited_keras
+
+    fake_tf = types.ModuleType("tensorflow")
+    fake_tf.__path__ = ["/site-packages/tf_keras/api/_v2", "/site-packages/tensorflow"]
+    monkeypatch.setitem(sys.modules, "tensorflow", fake_tf)
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", "1")
+    _check_inherited_keras()  # Keras 2 imported, Keras 2 wanted
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS")
+    with pytest.raises(RuntimeError, match=r"imported for Keras 2 .*wants Keras 3.*tandem.init"):
+        _check_inherited_keras()
+    fake_tf.__path__ = ["/site-packages/keras/api/_v2", "/site-packages/tensorflow"]
+    _check_inherited_keras()  # Keras 3 imported, Keras 3 wanted

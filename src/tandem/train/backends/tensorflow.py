@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -77,6 +78,10 @@ class TensorflowBackend(Backend):
     def __init__(self, legacy_keras: bool | None = None, timeout_s: float = 300.0) -> None:
         self.legacy_keras = legacy_keras
         self.timeout_s = timeout_s
+        # TensorFlow (with the Keras the workers will use) imported once in the process workers
+        # fork from, rather than by each worker of each run
+        self.preload = ("tandem.train.tensorflow._preload_keras2" if self._use_legacy_keras()
+                        else "tandem.train.tensorflow._preload",)
 
     def worker_env(self, node_ips: Sequence[str]) -> list[Mapping[str, str]]:
         return [{"TANDEM_GBDT_NODE_IP": ip} for ip in node_ips]
@@ -91,6 +96,7 @@ class TensorflowBackend(Backend):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # no per-op INFO lines in the logs
         if self._use_legacy_keras():
             os.environ["TF_USE_LEGACY_KERAS"] = "1"
+        _check_inherited_keras()
         host = node_ip()
         address = f"{host}:{free_port(host)}"
         if context.world_size == 1:
@@ -111,6 +117,27 @@ class TensorflowBackend(Backend):
 
     def on_worker_shutdown(self, context: TrainContext) -> None:
         os.environ.pop("TF_CONFIG", None)
+
+
+def _check_inherited_keras() -> None:
+    """A worker forked with TensorFlow already imported (for an earlier run of this session)
+    has the Keras TensorFlow bound at that import (``tensorflow.keras``, ``tf.optimizers``);
+    refuses to run when this run wants the other one, rather than mixing the two."""
+    tf = sys.modules.get("tensorflow")
+    if tf is None:
+        return
+    imported_keras2 = any("tf_keras" in str(p) for p in getattr(tf, "__path__", []))
+    wanted_keras2 = os.environ.get("TF_USE_LEGACY_KERAS") in ("1", "true", "True")
+    if imported_keras2 != wanted_keras2:
+        have, want = ("Keras 2 (tf_keras)", "Keras 3") if imported_keras2 else \
+            ("Keras 3", "Keras 2 (tf_keras)")
+        raise RuntimeError(
+            f"This worker's TensorFlow was imported for {have} by an earlier run of this "
+            f"session (tandem imports TensorFlow once, where workers fork from), and this run "
+            f"wants {want}; TensorFlow binds its Keras at import. Use one Keras per session "
+            f"(the same TensorflowConfig(legacy_keras=...) and TF_USE_LEGACY_KERAS), or start "
+            f"a new one (tandem.shutdown(); tandem.init()) for the other."
+        )
 
 
 def tf_config(addresses: Sequence[str], index: int) -> str:
