@@ -10,6 +10,7 @@ the audit log with its outcome (the HTTP status).
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,8 @@ from starlette.concurrency import run_in_threadpool
 from tandem.jobs.store.base import encode_json
 from tandem.server.auth import USER_KEY
 from tandem.server.users import ADMIN, AccountStore, User, decide
+
+logger = logging.getLogger(__name__)
 
 AUDIT_KEY = "tandem.audit"  # a dict in the scope: a route may set "target" (a new job's id)
 
@@ -135,13 +138,18 @@ class AccessControl:
         if action is None:
             await self.app(scope, receive, send)
             return
-        owner = await run_in_threadpool(self.owner, action)
+        try:
+            owner = await run_in_threadpool(self.owner, action)
+        except Exception as e:  # noqa: BLE001 - the store is down: nothing is decided
+            await _respond(send, 503, f"cannot check who owns {action.target or 'it'}: {e} "
+                                      f"The request was not carried out; retry later.")
+            return
         decision = decide(user, action.name, owner, action.target, action.write)
         if not decision.allowed:
             if action.audited or action.write:
-                await run_in_threadpool(self.accounts.audit, user.name, action.name,
-                                        action.target, 403, decision.reason)
-            await _forbidden(send, decision.reason)
+                await run_in_threadpool(self._audit, user.name, action.name, action.target,
+                                        403, decision.reason)
+            await _respond(send, 403, decision.reason)
             return
         audit: dict[str, Any] = {}
         scope = {**scope, AUDIT_KEY: audit}
@@ -160,19 +168,24 @@ class AccessControl:
 
     def _after(self, user: User, action: Action, status: int, audit: dict[str, Any]) -> None:
         if action.name == "models.put" and status < 400 and action.key:
-            self.accounts.claim("model", action.key, user.name)
+            try:
+                self.accounts.claim("model", action.key, user.name)
+            except Exception:  # noqa: BLE001 - stored; its owner shows as unknown
+                logger.exception("could not record the owner of model %s", action.key)
+        self._audit(user.name, action.name, audit.get("target") or action.target, status,
+                    audit.get("detail"))
+
+    def _audit(self, user: str, action: str, target: str | None, status: int,
+               detail: str | None) -> None:
         try:
-            self.accounts.audit(user.name, action.name, audit.get("target") or action.target,
-                                status, audit.get("detail"))
+            self.accounts.audit(user, action, target, status, detail)
         except Exception:  # noqa: BLE001 - the audit log is down: the answer stands
-            import logging
-
-            logging.getLogger(__name__).exception("could not write the audit log")
+            logger.exception("could not write the audit log (%s %s %s)", user, action, target)
 
 
-async def _forbidden(send: Any, reason: str) -> None:
+async def _respond(send: Any, status: int, reason: str) -> None:
     body = encode_json({"detail": reason}).encode()
-    await send({"type": "http.response.start", "status": 403,
+    await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})

@@ -101,7 +101,15 @@ class TokenAuth:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        user = await self.user_of(scope)
+        try:
+            user = await self.user_of(scope)
+        except Exception as e:  # noqa: BLE001 - the users' table is unreachable
+            body = json.dumps({"detail": f"cannot check the token now: {e} Retry later."})
+            await send({"type": "http.response.start", "status": 503,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(body.encode())).encode())]})
+            await send({"type": "http.response.body", "body": body.encode()})
+            return
         if user is not None:
             if self._accounts is not None:
                 scope = {**scope, USER_KEY: user}

@@ -47,7 +47,7 @@ def _login(page, url: str, token: str) -> None:
 def test_each_user_logs_in_sees_owners_and_stops_only_its_own_jobs(tmp_path):
     home = str(tmp_path / "home")
     os.makedirs(home)
-    srv = start_server(home, str(tmp_path / "storage"))
+    srv = start_server(home, str(tmp_path / "storage"), None, "--scheduling", "fair")
     try:
         tokens = {}
         for name, role in (("alice", "member"), ("bob", "member"), ("vic", "viewer")):
@@ -58,6 +58,10 @@ def test_each_user_logs_in_sees_owners_and_stops_only_its_own_jobs(tmp_path):
         listed = cli(srv, "users", "list")
         assert listed.returncode == 0 and "alice" in listed.stdout and "viewer" in listed.stdout
         assert tokens["alice"] not in listed.stdout
+        out = cli(srv, "quotas", "set", "alice", "--cpus", "8")
+        assert out.returncode == 0 and "alice: cpus=8" in out.stdout, out.stderr
+        out = cli(srv, "quotas", "set", "bob", "--cpus", "1", "--token", tokens["alice"])
+        assert out.returncode == 1 and "quotas.set is for admins" in out.stderr, out.stderr
         mine = _submit(srv, tokens["alice"], "alice_job")
         theirs = _submit(srv, tokens["bob"], "bob_job")
 

@@ -37,8 +37,9 @@ class _Waits(JobRunner):
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-def _job(name: str, owner: str | None = None, cpus: float = 0.5) -> dict:
-    spec = JobSpec(name=name, bundles=({"CPU": cpus},), runner=_Waits(), owner=owner)
+def _job(name: str, owner: str | None = None, cpus: float = 0.5, **metadata: str) -> dict:
+    spec = JobSpec(name=name, bundles=({"CPU": cpus},), runner=_Waits(), owner=owner,
+                   metadata=metadata)
     return {"payload": base64.b64encode(cloudpickle.dumps(spec)).decode()}
 
 
@@ -82,7 +83,7 @@ def _as(token: str) -> dict:
     return {"Authorization": f"Bearer {token}"}
 
 
-def test_roles_owners_and_the_audit_log_through_the_http_api(served):
+def test_roles_owners_and_the_audit_log_through_the_http_api(served, tmp_path):
     server, c = served
     admin = _as(ADMIN_TOKEN)
     # --- users: the server's token is the admin's; each user gets a token once
@@ -139,8 +140,18 @@ def test_roles_owners_and_the_audit_log_through_the_http_api(served):
     assert c.post(f"/api/jobs/{ja}/stop", headers=alice).status_code == 200
     assert c.post(f"/api/jobs/{jb}/stop", headers=admin).status_code == 200  # admins: all
     _wait(lambda: {j["state"] for j in c.get("/api/jobs", headers=vic).json()["jobs"]}
-          == {"STOPPED"}, "both jobs stopped")
+          == {"STOPPED"}, "every job stopped")
     assert c.get(f"/api/jobs/{ja}", headers=vic).json()["state"] == "STOPPED"
+
+    # --- an experiment folder is the user's whose trial first wrote there
+    exp = tmp_path / "results" / "sweep"
+    os.makedirs(exp / "trial_0")
+    (exp / "experiment_state.json").write_text('{"trials": [], "metric": "loss"}')
+    jt = c.post("/api/jobs", json=_job("trial_0", run_path=str(exp / "trial_0")), headers=alice)
+    assert jt.status_code == 201, jt.text
+    assert c.post(f"/api/jobs/{jt.json()['job_id']}/stop", headers=alice).status_code == 200
+    exps = c.get("/api/dashboard/experiments", headers=vic).json()["experiments"]
+    assert [(e["name"], e["owner"]) for e in exps] == [("sweep", "alice")]
 
     # --- registered models: the first to register a name owns it
     files = _model_files()
@@ -205,8 +216,13 @@ def test_quotas_set_over_http_hold_a_users_jobs_with_the_reason(served):
                   "alice's second job in the queue")
     assert [q["job_id"] for q in queue] == [second]
     assert "waits: alice's quota CPU 1/1" in queue[0]["reason"], queue
-    # kept in the store: a new app on the same server (a restart) applies it again
-    assert server._tandem_accounts.quotas() == {"alice": {"cpus": 1.0}}
+    # kept in the store: a restarted server applies it again
+    from tandem.server.users_api import apply_stored_quotas, quotas_in_force
+
+    server.service.set_quota("alice", None)
+    assert quotas_in_force(server) == {}
+    apply_stored_quotas(server, server._tandem_accounts)
+    assert quotas_in_force(server) == {"alice": {"cpus": 1.0}}
     assert c.delete("/api/quotas/alice", headers=admin).json()["quotas"] == {}
     _wait(lambda: c.get(f"/api/jobs/{second}", headers=alice).json()["state"] == "RUNNING",
           "the second job runs once the quota is gone")
@@ -227,6 +243,9 @@ def test_a_store_written_before_users_existed_opens_and_its_jobs_are_the_admins(
             assert [(j["job_id"], j["owner"]) for j in jobs] == [("job_old", "admin")]
             r = c.post("/api/jobs/job_old/stop", headers=_as(token))
             assert r.status_code == 403 and "belongs to 'admin'" in r.json()["detail"]
+            # a FIFO server has no quotas: setting one says what to do
+            r = c.put("/api/quotas/mia", json={"cpus": 1}, headers=_as(ADMIN_TOKEN))
+            assert r.status_code == 422 and "--scheduling" in r.json()["detail"]
     finally:
         server.close()
     assert os.path.exists(storage / "jobs.db")
