@@ -104,11 +104,11 @@ class TokenAuth:
         try:
             user = await self.user_of(scope)
         except Exception as e:  # noqa: BLE001 - the users' table is unreachable
-            body = json.dumps({"detail": f"cannot check the token now: {e} Retry later."})
+            down = json.dumps({"detail": f"cannot check the token now: {e} Retry later."})
             await send({"type": "http.response.start", "status": 503,
                         "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(body.encode())).encode())]})
-            await send({"type": "http.response.body", "body": body.encode()})
+                                    (b"content-length", str(len(down.encode())).encode())]})
+            await send({"type": "http.response.body", "body": down.encode()})
             return
         if user is not None:
             if self._accounts is not None:
