@@ -199,7 +199,7 @@ def cmd_jobs_show(a: argparse.Namespace) -> int:
     spec = job.get("spec") or {}
     result = job.get("result") or {}
     rows = [("job", job["job_id"]), ("name", job["name"]), ("state", job["state"]),
-            ("priority", str(job["priority"])), ("tags", ", ".join(job["tags"]) or "-"),
+            ("owner", str(job.get("owner") or "-")), ("priority", str(job["priority"])), ("tags", ", ".join(job["tags"]) or "-"),
             ("workers", str(spec.get("num_workers", "?"))),
             ("submitted", _when(job["submitted_at"])), ("started", _when(job["started_at"])),
             ("ended", _when(job["ended_at"])), ("path", str(result.get("path", "-"))),

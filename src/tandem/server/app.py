@@ -536,6 +536,7 @@ def create_app(server: TrainServer, token: str) -> Any:
 
     add_model_routes(app, server)  # /api/models... (the model registry)
     app.include_router(users_router(server, accounts))  # /api/me, users, audit, quotas
+    app.router.on_shutdown.append(accounts.close)  # its connections (it reopens if used)
     mount(app, server)
     # The token is checked first (a stranger learns nothing, not even the size limit),
     # then who may do what (and the audit log), then the body size: declared, and counted

@@ -137,6 +137,8 @@ def test_roles_owners_and_the_audit_log_through_the_http_api(served, tmp_path):
     r = c.post("/api/calls", json={"answers": [{"job_id": jb, "call_id": 1, "value": "stop"}]},
                headers=alice)
     assert r.status_code == 403 and "belongs to 'bob'" in r.json()["detail"]
+    r = c.get(f"/api/jobs/{jb}/events", params={"calls": "true"}, headers=alice)
+    assert r.status_code == 403 and "belongs to 'bob'" in r.json()["detail"]
     assert c.post(f"/api/jobs/{ja}/stop", headers=alice).status_code == 200
     assert c.post(f"/api/jobs/{jb}/stop", headers=admin).status_code == 200  # admins: all
     _wait(lambda: {j["state"] for j in c.get("/api/jobs", headers=vic).json()["jobs"]}
