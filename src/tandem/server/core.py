@@ -183,6 +183,9 @@ class TrainServer:
         shut = getattr(self.cluster, "shutdown", None)
         if shut is not None:
             shut()
+        accounts = getattr(self, "_tandem_accounts", None)  # users, owners, audit log
+        if accounts is not None:
+            accounts.close()  # before the store: the last connection out checkpoints SQLite
         self.lock.release()
         self.store.close()
 
