@@ -33,7 +33,7 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
 
-from tandem._core.errors import ConfigError, TandemError
+from tandem._core.errors import TandemError
 from tandem.jobs.store.sql import normalize_url
 
 __all__ = [
@@ -282,7 +282,6 @@ class AccountStore:
                 conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
         self._lock = threading.Lock()
-        self._serial = threading.Lock()
         self._cache: dict[str, tuple[User, float]] = {}
         self._run(self._create, write=True)
 
@@ -531,10 +530,7 @@ def accounts_store(server: Any, admin_token: str | None = None) -> AccountStore:
         with _open_lock:
             store = getattr(server, "_tandem_accounts", None)
             if store is None:
-                try:
-                    store = AccountStore(server.config.db_url, admin_token)
-                except ConfigError:
-                    raise
+                store = AccountStore(server.config.db_url, admin_token)
                 server._tandem_accounts = store
     return store
 
