@@ -393,11 +393,17 @@ def create_app(server: TrainServer, token: str) -> Any:
                 "limit": limit, "offset": offset}
 
     @app.get("/api/jobs/{job_id}", response_model=JobDetail, responses=_answers(404, 422, 503))
-    def get_job(job_id: str = JobIdPath) -> Any:
+    def get_job(request: Request, job_id: str = JobIdPath) -> Any:
         rec, live = server.get_settled(job_id)
         out = _job_out(rec, live)
+        spec = rec.spec_json or {}
+        user = current_user(request)
+        if spec.get("env_vars") and not user.is_admin and out["owner"] != user.name:
+            # environment variables often hold credentials: only the owner reads values
+            spec = {**spec, "env_vars": {k: "(hidden: only its owner and admins see it)"
+                                         for k in spec["env_vars"]}}
         out.update(
-            traceback=rec.traceback, result=rec.result, spec=rec.spec_json,
+            traceback=rec.traceback, result=rec.result, spec=spec,
             transitions=[{"from_state": t.from_state, "to_state": t.to_state, "time": t.time,
                           "reason": t.reason or ("submitted" if t.from_state is None else None)}
                          for t in server.store.transitions(job_id)],

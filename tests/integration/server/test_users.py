@@ -117,13 +117,19 @@ def test_roles_owners_and_the_audit_log_through_the_http_api(served, tmp_path):
 
     # --- jobs: everyone sees every job with its owner; members stop only their own
     ja = c.post("/api/jobs", json=_job("a"), headers=alice)
-    jb = c.post("/api/jobs", json=_job("b"), headers=bob)
+    jb = c.post("/api/jobs", json={**_job("b"), "runtime_env": {"env_vars": {"KEY": "s3cr3t"}}},
+                headers=bob)
     assert ja.status_code == jb.status_code == 201, (ja.text, jb.text)
     ja, jb = ja.json()["job_id"], jb.json()["job_id"]
     for who in (vic, alice, admin):
         owners = {j["job_id"]: j["owner"] for j in c.get("/api/jobs", headers=who).json()["jobs"]}
         assert owners == {ja: "alice", jb: "bob"}
     assert c.get(f"/api/jobs/{jb}", headers=vic).json()["owner"] == "bob"
+    # environment variables (often credentials) are read by the owner and admins only
+    assert c.get(f"/api/jobs/{jb}", headers=bob).json()["spec"]["env_vars"] == {"KEY": "s3cr3t"}
+    assert c.get(f"/api/jobs/{jb}", headers=admin).json()["spec"]["env_vars"] == {"KEY": "s3cr3t"}
+    for who in (alice, vic):
+        assert "s3cr3t" not in c.get(f"/api/jobs/{jb}", headers=who).text
     r = c.post(f"/api/jobs/{jb}/stop", headers=alice)
     assert r.status_code == 403, r.text
     assert "belongs to 'bob'" in r.json()["detail"] and "alice" in r.json()["detail"]
