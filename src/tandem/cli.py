@@ -9,6 +9,9 @@
     tandem dashboard [PATH ...] [--open] [--port P]
     tandem models list [NAME] | show NAME[@V] | alias NAME ALIAS V | delete NAME@V
     tandem serve NAME[@V|@ALIAS] [--port P] [--replicas N] [--max-batch-size B]
+    tandem users add NAME [--role admin|member|viewer] | list | revoke NAME
+    tandem audit [--user U] [--action A] [--limit N]
+    tandem quotas list | set NAME [--cpus N] [--gpus N] [--memory BYTES] [--queued-jobs N] | delete NAME
 
 Commands that talk to a server find it through ``--address``, ``$TANDEM_ADDRESS``, or the
 local server's ``~/.tandem/server.json``. ``--json`` prints machine-readable output.
@@ -169,10 +172,11 @@ def cmd_jobs_list(a: argparse.Namespace) -> int:
     from rich.table import Table
 
     t = Table(box=None, header_style="bold")
-    for col in ("JOB ID", "STATE", "NAME", "PRIORITY", "SUBMITTED", "DURATION", "TAGS"):
+    for col in ("JOB ID", "STATE", "NAME", "OWNER", "PRIORITY", "SUBMITTED", "DURATION", "TAGS"):
         t.add_column(col, no_wrap=True, overflow="ignore")
     for j in jobs:
-        t.add_row(j["job_id"], j["state"], j["name"], str(j["priority"]),
+        t.add_row(j["job_id"], j["state"], j["name"], str(j.get("owner") or "-"),
+                  str(j["priority"]),
                   _when(j["submitted_at"]), _duration(j), ",".join(j["tags"]))
     _console().print(t)
     if not jobs:
@@ -195,7 +199,7 @@ def cmd_jobs_show(a: argparse.Namespace) -> int:
     spec = job.get("spec") or {}
     result = job.get("result") or {}
     rows = [("job", job["job_id"]), ("name", job["name"]), ("state", job["state"]),
-            ("priority", str(job["priority"])), ("tags", ", ".join(job["tags"]) or "-"),
+            ("owner", str(job.get("owner") or "-")), ("priority", str(job["priority"])), ("tags", ", ".join(job["tags"]) or "-"),
             ("workers", str(spec.get("num_workers", "?"))),
             ("submitted", _when(job["submitted_at"])), ("started", _when(job["started_at"])),
             ("ended", _when(job["ended_at"])), ("path", str(result.get("path", "-"))),
@@ -538,6 +542,130 @@ def cmd_serve(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_users_add(a: argparse.Namespace) -> int:
+    out = _conn(a).json("POST", "/api/users", json={"name": a.name, "role": a.role})
+    if a.json:
+        _print_json(out)
+    else:
+        print(f"user {out['name']} ({out['role']}) added; its token, shown only now:")
+        print(out["token"])
+        print("(give it to them: TANDEM_TOKEN=... or tandem.init(token=...); the dashboard "
+              "takes it at /login)", file=sys.stderr)
+    return 0
+
+
+def cmd_users_list(a: argparse.Namespace) -> int:
+    users = _conn(a).json("GET", "/api/users")["users"]
+    if a.json:
+        _print_json(users)
+        return 0
+    from rich.table import Table
+
+    t = Table(box=None, header_style="bold")
+    for col in ("NAME", "ROLE", "ADDED", "BY", "REVOKED"):
+        t.add_column(col, no_wrap=True, overflow="ignore")
+    for u in users:
+        t.add_row(u["name"], u["role"], _when(u["created_at"]), u["created_by"] or "-",
+                  _when(u["revoked_at"]) if u["revoked_at"] else "")
+    _console().print(t)
+    return 0
+
+
+def cmd_users_revoke(a: argparse.Namespace) -> int:
+    out = _conn(a).json("DELETE", f"/api/users/{a.name}")
+    print(json.dumps(out) if a.json else f"user {a.name}: token revoked")
+    return 0
+
+
+def cmd_audit(a: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"limit": a.limit}
+    if a.user:
+        params["user"] = a.user
+    if a.action:
+        params["action"] = a.action
+    entries = _conn(a).json("GET", "/api/audit", params=params)["entries"]
+    if a.json:
+        _print_json(entries)
+        return 0
+    from rich.table import Table
+
+    t = Table(box=None, header_style="bold")
+    for col in ("WHEN", "USER", "ACTION", "OBJECT", "OUTCOME", "DETAIL"):
+        t.add_column(col, no_wrap=True, overflow="ignore")
+    for e in entries:
+        t.add_row(_when(e["time"]), e["user"], e["action"], e["target"] or "-",
+                  f"{e['outcome']} ({e['status']})", (e["detail"] or "")[:80])
+    _console().print(t)
+    if not entries:
+        print("(no entries)")
+    return 0
+
+
+def _print_quotas(out: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        _print_json(out)
+        return
+    quotas = out.get("quotas") or {}
+    for name, q in quotas.items():
+        print(f"{name}: " + ", ".join(f"{k}={v:g}" for k, v in q.items()))
+    if not quotas:
+        print("(no quotas)")
+
+
+def cmd_quotas_list(a: argparse.Namespace) -> int:
+    _print_quotas(_conn(a).json("GET", "/api/quotas"), a.json)
+    return 0
+
+
+def cmd_quotas_set(a: argparse.Namespace) -> int:
+    body = {k: v for k, v in (("cpus", a.cpus), ("gpus", a.gpus), ("memory", a.memory),
+                              ("queued_jobs", a.queued_jobs)) if v is not None}
+    if not body:
+        print("error: give at least one of --cpus, --gpus, --memory, --queued-jobs",
+              file=sys.stderr)
+        return 2
+    _print_quotas(_conn(a).json("PUT", f"/api/quotas/{a.name}", json=body), a.json)
+    return 0
+
+
+def cmd_quotas_delete(a: argparse.Namespace) -> int:
+    _print_quotas(_conn(a).json("DELETE", f"/api/quotas/{a.name}"), a.json)
+    return 0
+
+
+def add_user_commands(sub: Any, client: argparse.ArgumentParser) -> None:
+    users = sub.add_parser("users", help="users of the train server (admin)").add_subparsers(
+        dest="users_command", required=True, metavar="add|list|revoke")
+    add = users.add_parser("add", parents=[client], help="add a user; prints its token once")
+    add.add_argument("name")
+    add.add_argument("--role", choices=["admin", "member", "viewer"], default="member")
+    add.set_defaults(fn=cmd_users_add)
+    users.add_parser("list", parents=[client], help="users and roles").set_defaults(
+        fn=cmd_users_list)
+    rv = users.add_parser("revoke", parents=[client], help="revoke a user's token")
+    rv.add_argument("name")
+    rv.set_defaults(fn=cmd_users_revoke)
+    audit = sub.add_parser("audit", parents=[client], help="the audit log, newest first (admin)")
+    audit.add_argument("--user", default=None)
+    audit.add_argument("--action", default=None, help="e.g. jobs.stop, models.alias")
+    audit.add_argument("--limit", type=int, default=50)
+    audit.set_defaults(fn=cmd_audit)
+    quotas = sub.add_parser("quotas", help="per-user quotas (set: admin)").add_subparsers(
+        dest="quotas_command", required=True, metavar="list|set|delete")
+    quotas.add_parser("list", parents=[client], help="quotas in force").set_defaults(
+        fn=cmd_quotas_list)
+    qs = quotas.add_parser("set", parents=[client], help="set NAME's quota ('*': everyone else)")
+    qs.add_argument("name")
+    qs.add_argument("--cpus", type=float, default=None)
+    qs.add_argument("--gpus", type=float, default=None)
+    qs.add_argument("--memory", type=float, default=None, help="bytes")
+    qs.add_argument("--queued-jobs", type=int, default=None)
+    qs.set_defaults(fn=cmd_quotas_set)
+    qd = quotas.add_parser("delete", parents=[client], help="remove NAME's quota")
+    qd.add_argument("name")
+    qd.set_defaults(fn=cmd_quotas_delete)
+
+
 def add_model_commands(sub: Any, client: argparse.ArgumentParser) -> None:
     models = sub.add_parser("models", help="the model registry").add_subparsers(
         dest="models_command", required=True, metavar="list|show|alias|delete")
@@ -646,6 +774,7 @@ def build_parser() -> argparse.ArgumentParser:
     dash.add_argument("--port", type=int, default=0, help="with PATH: the port (default: a free one)")
     dash.set_defaults(fn=cmd_dashboard)
     add_model_commands(sub, client)  # tandem models ..., tandem serve
+    add_user_commands(sub, client)  # tandem users ..., tandem audit, tandem quotas ...
     return p
 
 

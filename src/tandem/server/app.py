@@ -17,10 +17,13 @@
 ``GET  /api/jobs/{id}/usage``              resource-use samples per worker
 ``GET  /api/cluster``                      resources, what is free, running jobs' usage
 ``PUT  /api/packages/{id}``                upload a working_dir (zip)
+``/api/me``, ``/api/users``, ``/api/audit``, ``/api/quotas``: users, the audit log and
+quotas (``users_api.py``); who may do what: ``access.py``
 ``GET  /``                                 the dashboard (``dashboard/``; login at ``/login``)
 =========================================  =============================================
 
-Every request needs ``Authorization: Bearer <token>`` (see ``auth.py``).
+Every request needs ``Authorization: Bearer <token>`` (see ``auth.py``): the server's own
+token (the admin's) or a user's (``tandem users add``).
 """
 
 from __future__ import annotations
@@ -43,8 +46,10 @@ from tandem._core.errors import ConfigError, JobNotFoundError, ResourcesUnavaila
 from tandem.jobs.spec import JobStatus
 from tandem.jobs.store import JobRecord, JobStoreError
 from tandem.jobs.store.base import encode_json
+from tandem.server.access import AccessControl, current_user, job_owner, note_target
 from tandem.server.auth import TokenAuth
 from tandem.server.core import (
+    OwnerMismatchError,
     PayloadError,
     RunFolderBusyError,
     SpecError,
@@ -55,6 +60,8 @@ from tandem.server.events import StreamItem
 from tandem.server.loader import check_env_vars
 from tandem.server.models_api import add_model_routes
 from tandem.server.usage import usage_dict
+from tandem.server.users import accounts_store, claim_run_folder, decide
+from tandem.server.users_api import apply_stored_quotas, users_router
 from tandem.server.vocabulary import shown_job_state
 
 JobIdPath = Path(..., min_length=1, max_length=128, description="a job id, e.g. job_1a2b3c4d5e6f_0001")
@@ -139,6 +146,7 @@ class CallsAnswered(BaseModel):
 class JobOut(BaseModel):
     job_id: str
     name: str
+    owner: str | None = None
     state: str
     priority: int
     tags: list[str]
@@ -202,7 +210,7 @@ class PackageOut(BaseModel):
 def _job_out(rec: JobRecord, live: str | None = None) -> dict[str, Any]:
     state = shown_job_state(live or rec.state, (rec.spec_json or {}).get("metadata"))
     return {
-        "job_id": rec.job_id, "name": rec.name, "state": state,
+        "job_id": rec.job_id, "name": rec.name, "owner": job_owner(rec), "state": state,
         "priority": rec.priority, "tags": list(rec.tags), "submitted_at": rec.submitted_at,
         "started_at": rec.started_at, "ended_at": rec.ended_at, "error": rec.error,
     }
@@ -258,6 +266,8 @@ def create_app(server: TrainServer, token: str) -> Any:
         default_response_class=TandemJSONResponse,
     )
     limit_bytes = server.config.max_upload_bytes
+    accounts = accounts_store(server, token)
+    apply_stored_quotas(server, accounts)
 
     def err(status: int, detail: Any) -> TandemJSONResponse:
         return TandemJSONResponse({"detail": detail}, status_code=status)
@@ -278,6 +288,10 @@ def create_app(server: TrainServer, token: str) -> Any:
     async def _spec(_: Request, e: SpecError) -> Response:
         loc = list(e.loc) if e.loc and e.loc[0] == "body" else ["body", *e.loc]
         return err(422, [{"loc": loc, "msg": str(e), "type": "value_error"}])
+
+    @app.exception_handler(OwnerMismatchError)
+    async def _owner(_: Request, e: OwnerMismatchError) -> Response:
+        return err(403, str(e))
 
     @app.exception_handler(RunFolderBusyError)
     async def _busy(_: Request, e: RunFolderBusyError) -> Response:
@@ -354,11 +368,15 @@ def create_app(server: TrainServer, token: str) -> Any:
 
     @app.post("/api/jobs", status_code=201, response_model=JobOut,
               responses=_answers(400, 409, 413, 422, 503))
-    def submit(body: SubmitIn) -> Any:
+    def submit(body: SubmitIn, request: Request) -> Any:
+        user = current_user(request)
         rec = server.submit(
             body.payload, priority=body.priority, tags=body.tags, name=body.name,
             runtime_env=body.runtime_env.model_dump() if body.runtime_env else None,
+            owner=user.name, may_assign_owner=user.is_admin,
         )
+        note_target(request, f"job {rec.job_id}")
+        claim_run_folder(accounts, rec)
         return _job_out(rec, server.live_state(rec.job_id))
 
     @app.get("/api/jobs", response_model=JobList, responses=_answers(422, 503))
@@ -376,11 +394,17 @@ def create_app(server: TrainServer, token: str) -> Any:
                 "limit": limit, "offset": offset}
 
     @app.get("/api/jobs/{job_id}", response_model=JobDetail, responses=_answers(404, 422, 503))
-    def get_job(job_id: str = JobIdPath) -> Any:
+    def get_job(request: Request, job_id: str = JobIdPath) -> Any:
         rec, live = server.get_settled(job_id)
         out = _job_out(rec, live)
+        spec = rec.spec_json or {}
+        user = current_user(request)
+        if spec.get("env_vars") and not user.is_admin and out["owner"] != user.name:
+            # environment variables often hold credentials: only the owner reads values
+            spec = {**spec, "env_vars": {k: "(hidden: only its owner and admins see it)"
+                                         for k in spec["env_vars"]}}
         out.update(
-            traceback=rec.traceback, result=rec.result, spec=rec.spec_json,
+            traceback=rec.traceback, result=rec.result, spec=spec,
             transitions=[{"from_state": t.from_state, "to_state": t.to_state, "time": t.time,
                           "reason": t.reason or ("submitted" if t.from_state is None else None)}
                          for t in server.store.transitions(job_id)],
@@ -498,9 +522,17 @@ def create_app(server: TrainServer, token: str) -> Any:
         return err(409, f"job {job_id} is {rec.state} but not known to the job service")
 
     @app.post("/api/calls", response_model=CallsAnswered, responses=_answers(422))
-    def answer_calls(body: CallAnswersIn) -> Any:
+    def answer_calls(body: CallAnswersIn, request: Request) -> Any:
         """Answers of the client following jobs to their questions (call events); one
         request carries every answer the client has ready (several trials at once)."""
+        user = current_user(request)
+        if not user.is_admin:
+            for job_id in sorted({a.job_id for a in body.answers}):
+                rec = server.store.get_job(job_id)
+                owner = job_owner(rec) if rec is not None else user.name
+                decision = decide(user, "calls.answer", owner, f"job {job_id}")
+                if not decision.allowed:
+                    return err(403, decision.reason)
         unknown = [{"job_id": a.job_id, "call_id": a.call_id} for a in body.answers
                    if not server.hub.answer(a.job_id, a.call_id, a.ok, a.value)]
         return {"answered": len(body.answers) - len(unknown), "unknown": unknown}
@@ -510,12 +542,15 @@ def create_app(server: TrainServer, token: str) -> Any:
     from tandem.server.dashboard import DashboardGate, mount
 
     add_model_routes(app, server)  # /api/models... (the model registry)
+    app.include_router(users_router(server, accounts))  # /api/me, users, audit, quotas
+    app.router.on_shutdown.append(accounts.close)  # its connections (it reopens if used)
     mount(app, server)
     # The token is checked first (a stranger learns nothing, not even the size limit),
-    # then the body size: declared, and counted while it streams in. The dashboard's
-    # login gate sits outside both (its login form is the one page without the token).
-    return DashboardGate(TokenAuth(_BodyLimit(app, int(limit_bytes * 4 / 3) + 65536), token),
-                         token)
+    # then who may do what (and the audit log), then the body size: declared, and counted
+    # while it streams in. The dashboard's login gate sits outside them all (its login
+    # form is the one page without a token).
+    inner = AccessControl(_BodyLimit(app, int(limit_bytes * 4 / 3) + 65536), server, accounts)
+    return DashboardGate(TokenAuth(inner, token, accounts), token, accounts=accounts)
 
 
 class _BodyLimit:

@@ -64,7 +64,7 @@ from tandem.server.recovery import ACTIVE_STATES, recover
 from tandem.server.usage import UsageSampler
 from tandem.server.writer import StoreWriter, replay_journal
 
-__all__ = ["ACTIVE_STATES", "PayloadError", "RunFolderBusyError", "SpecError",
+__all__ = ["ACTIVE_STATES", "OwnerMismatchError", "PayloadError", "RunFolderBusyError", "SpecError",
            "StoreOwnedError", "TrainServer", "UploadTooLargeError"]
 
 logger = logging.getLogger(__name__)
@@ -72,6 +72,10 @@ logger = logging.getLogger(__name__)
 
 class RunFolderBusyError(TandemError, ValueError):
     """A job would write into the run folder of a job that is still live (HTTP 409)."""
+
+
+class OwnerMismatchError(TandemError, PermissionError):
+    """A non-admin submitted a job whose spec names another owner (HTTP 403)."""
 
 
 class TrainServer:
@@ -179,6 +183,9 @@ class TrainServer:
         shut = getattr(self.cluster, "shutdown", None)
         if shut is not None:
             shut()
+        accounts = getattr(self, "_tandem_accounts", None)  # users, owners, audit log
+        if accounts is not None:
+            accounts.close()  # before the store: the last connection out checkpoints SQLite
         self.lock.release()
         self.store.close()
 
@@ -230,14 +237,21 @@ class TrainServer:
         tags: list[str] | None = None,
         name: str | None = None,
         runtime_env: dict[str, Any] | None = None,
+        owner: str | None = None,
+        may_assign_owner: bool = True,
     ) -> JobRecord:
         """Loads, checks, records and queues a job. Nothing is recorded for a refused one.
+
+        ``owner`` is the authenticated user submitting it: the job's owner, unless the spec
+        names one (``tandem.init(owner=...)``) and ``may_assign_owner`` (an admin).
 
         Raises:
             UploadTooLargeError: the payload is over the limit.
             PayloadError: it does not load here (a missing module, not a JobSpec, ...).
             SpecError: a field no job may have (named).
             RunFolderBusyError: a live job writes into the same run folder.
+            OwnerMismatchError: the spec names another owner and ``may_assign_owner`` is
+                False.
             ConfigError: an unknown working_dir package, or a job that can never fit.
             JobStoreError: the store cannot record it (HTTP 503).
         """
@@ -258,6 +272,13 @@ class TrainServer:
             tags=tuple(dict.fromkeys(tuple(spec.tags) + tuple(tags or ()))),
             name=name or spec.name,
         )
+        if owner is not None:
+            if spec.owner and spec.owner != owner and not may_assign_owner:
+                raise OwnerMismatchError(
+                    f"job {spec.name!r} names the owner {spec.owner!r}, but it is submitted "
+                    f"by user {owner!r}; only an admin submits for someone else. Drop "
+                    f"tandem.init(owner=...) (the job is then {owner!r}'s).")
+            spec = dataclasses.replace(spec, owner=spec.owner or owner)
         self.cluster.check_feasible(spec.bundles, spec.strategy)
         job_id = new_id("job_")
         record = JobRecord(
@@ -308,6 +329,7 @@ class TrainServer:
             "num_workers": len(spec.bundles),
             "strategy": spec.strategy,
             "runner": type(spec.runner).__name__,
+            "owner": spec.owner,
             "metadata": meta,
             "runtime_env": {"working_dir": env.get("working_dir"),
                             "env_vars": sorted(env.get("env_vars") or {})},

@@ -80,7 +80,8 @@ def recover(server: RecoveringServer) -> list[str]:
             working_dir = server.packages.working_dir(env.get("working_dir"))
             spec = load_spec(full.spec, working_dir)
             spec = dataclasses.replace(spec, priority=full.priority, tags=full.tags,
-                                       name=full.name)
+                                       name=full.name,
+                                       owner=(full.spec_json or {}).get("owner") or spec.owner)
         except Exception as e:  # noqa: BLE001
             store.set_state(rec.job_id, "FAILED", now,
                             f"could not re-queue the job after a server restart: {e}",

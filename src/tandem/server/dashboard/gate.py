@@ -194,26 +194,45 @@ def _secure(scope: Scope) -> str:
 
 class DashboardGate:
     """See the module docstring. ``token`` is the server's token; ``limiter`` counts failed
-    log-ins (default: 10 per client per minute)."""
+    log-ins (default: 10 per client per minute); ``accounts`` (a train server's
+    ``AccountStore``): any user's token logs in, as that user (the session cookie holds
+    that token, and the CSRF value is derived from it)."""
 
-    def __init__(self, app: Any, token: str, limiter: LoginLimiter | None = None) -> None:
+    def __init__(self, app: Any, token: str, limiter: LoginLimiter | None = None,
+                 accounts: Any = None) -> None:
         self.app = app
         self._token = token
         self._csrf = csrf_value(token)
         self.limiter = limiter or LoginLimiter()
+        self._accounts = accounts
 
     def _ok(self, given: str | None) -> bool:
         return bool(given) and secrets.compare_digest(
             (given or "").encode("utf-8", "replace"), self._token.encode())
 
-    def _cookie_ok(self, scope: Scope) -> bool:
-        return self._ok(_cookies(scope).get(TOKEN_COOKIE))
+    async def _valid(self, given: str | None) -> bool:
+        """True for the server's token, or (with ``accounts``) any user's."""
+        if not given:
+            return False
+        if self._ok(given):
+            return True
+        if self._accounts is None or len(given) > 512:
+            return False
+        from starlette.concurrency import run_in_threadpool
 
-    def _session_cookies(self, scope: Scope) -> list[tuple[bytes, bytes]]:
+        try:
+            return await run_in_threadpool(self._accounts.authenticate, given) is not None
+        except Exception:  # noqa: BLE001 - the users' table is unreachable: not logged in
+            return False
+
+    async def _cookie_ok(self, scope: Scope) -> bool:
+        return await self._valid(_cookies(scope).get(TOKEN_COOKIE))
+
+    def _session_cookies(self, scope: Scope, token: str) -> list[tuple[bytes, bytes]]:
         common = f"Path=/; SameSite=Strict{_secure(scope)}"
         return [
-            (b"set-cookie", f"{TOKEN_COOKIE}={self._token}; {common}; HttpOnly".encode()),
-            (b"set-cookie", f"{CSRF_COOKIE}={self._csrf}; {common}".encode()),
+            (b"set-cookie", f"{TOKEN_COOKIE}={token}; {common}; HttpOnly".encode()),
+            (b"set-cookie", f"{CSRF_COOKIE}={csrf_value(token)}; {common}".encode()),
         ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -238,21 +257,23 @@ class DashboardGate:
                 (b"set-cookie", f"{TOKEN_COOKIE}=; {gone}; HttpOnly".encode()),
                 (b"set-cookie", f"{CSRF_COOKIE}=; {gone}".encode())])
             return
-        if path == "/" and method in ("GET", "HEAD") and not self._cookie_ok(scope) and (
-                _header(scope, b"authorization") is None):
+        if path == "/" and method in ("GET", "HEAD") and (
+                _header(scope, b"authorization") is None) and not await self._cookie_ok(scope):
             await _respond(send, 303, b"", headers=[(b"location", b"/login")])
             return
         if method not in ("GET", "HEAD", "OPTIONS") and _header(scope, b"authorization") is None \
-                and self._cookie_ok(scope):
+                and await self._cookie_ok(scope):
+            session = _cookies(scope)[TOKEN_COOKIE]
             given = _header(scope, CSRF_HEADER) or b""
-            if not (secrets.compare_digest(given, self._csrf.encode()) and _same_origin(scope)):
+            if not (secrets.compare_digest(given, csrf_value(session).encode())
+                    and _same_origin(scope)):
                 await _respond(send, 403, (
                     b'{"detail": "cross-site request refused: a write from the dashboard '
                     b'needs its X-Tandem-CSRF header and a same-origin Origin; reload the '
                     b'page (or log in again) and retry"}'), b"application/json")
                 return
             headers = list(scope.get("headers") or [])
-            headers.append((b"authorization", b"Bearer " + self._token.encode()))
+            headers.append((b"authorization", b"Bearer " + session.encode()))
             scope = {**scope, "headers": headers}
         await self.app(scope, receive, send)
 
@@ -297,11 +318,12 @@ class DashboardGate:
         except (UnicodeDecodeError, ValueError):
             form = {}
         token = (form.get("token") or [""])[0].strip()
-        if not self._ok(token):
+        if not await self._valid(token):
             self.limiter.failed(client)
             await _respond(send, 401, login_page(
-                "That token is not this server's. A local server keeps it in "
-                "~/.tandem/server.json; `tandem dashboard --open` logs you in."))
+                "That token is not this server's (nor a user's). A local server keeps its "
+                "own in ~/.tandem/server.json; `tandem dashboard --open` logs you in; an "
+                "admin gives a user a token with `tandem users add NAME`."))
             return
         await _respond(send, 303, b"", headers=[(b"location", b"/"),
-                                                *self._session_cookies(scope)])
+                                                *self._session_cookies(scope, token)])

@@ -29,10 +29,14 @@ def models_router(server: Any, live: DashboardLive) -> APIRouter:
         503: {"description": "the registry's database is unreachable; retry later"}})
     def models() -> Any:
         from tandem.server.models_api import models_store
+        from tandem.server.users import ADMIN, accounts_store
 
         store = models_store(server)
+        entries = store.names()
+        owners = accounts_store(server).owners("model", [e["name"] for e in entries])
         out = []
-        for entry in store.names():
+        for entry in entries:
+            entry = {**entry, "owner": owners.get(entry["name"], ADMIN)}
             versions = store.versions(entry["name"])[-VERSIONS_SHOWN:]
             out.append({**entry, "detail": [
                 {"version": v.version, "created": v.created, "aliases": v.aliases,
@@ -45,6 +49,7 @@ def models_router(server: Any, live: DashboardLive) -> APIRouter:
             last = live.last_report(rec.job_id)
             served.append({
                 "job_id": rec.job_id, "name": rec.name,
+                "owner": (rec.spec_json or {}).get("owner") or ADMIN,
                 "state": server.live_state(rec.job_id) or rec.state,
                 "model": meta.get("model"), "route_prefix": meta.get("route_prefix"),
                 "url": last.get("url"), "replicas": last.get("replicas"),

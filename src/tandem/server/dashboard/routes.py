@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 
 from tandem.jobs.spec import JobStatus
@@ -79,9 +79,17 @@ def _not_found(what: str, ident: str) -> _JSON:
 _ID = re.compile(r"[0-9a-f]{16}")
 
 
-def disk_router(index: ResultsIndex) -> APIRouter:
-    """Routes over experiments and runs on disk (shared by the server and the local app)."""
+def disk_router(index: ResultsIndex, owners: Any = None) -> APIRouter:
+    """Routes over experiments and runs on disk (shared by the server and the local app).
+    ``owners`` (the server's): ``paths -> {path: owner}``, shown as each one's owner."""
     r = APIRouter()
+
+    def with_owners(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if owners is None or not items:
+            return items
+        found = owners([str(i["path"]) for i in items])
+        return [{**i, "owner": found.get(str(i["path"]))} for i in items]
+
     def id_path() -> Any:
         # checked in the route: a malformed id is "no such experiment" (404 with a message),
         # not a validation error
@@ -89,7 +97,7 @@ def disk_router(index: ResultsIndex) -> APIRouter:
 
     @r.get("/api/dashboard/experiments", responses=_documented())
     def experiments() -> Any:
-        return _JSON({"experiments": index.list_experiments()})
+        return _JSON({"experiments": with_owners(index.list_experiments())})
 
     @r.get("/api/dashboard/experiments/{exp_id}", responses=_documented(404, 422))
     def experiment(exp_id: str = id_path(),
@@ -99,7 +107,7 @@ def disk_router(index: ResultsIndex) -> APIRouter:
 
     @r.get("/api/dashboard/runs", responses=_documented())
     def runs() -> Any:
-        return _JSON({"runs": index.list_runs()})
+        return _JSON({"runs": with_owners(index.list_runs())})
 
     @r.get("/api/dashboard/runs/{run_id}", responses=_documented(404, 422))
     def run(run_id: str = id_path()) -> Any:
@@ -172,7 +180,10 @@ def server_router(server: Any, live: DashboardLive, index: ResultsIndex) -> APIR
         return page_response()
 
     @r.get("/api/dashboard/summary", responses=_documented())
-    def summary() -> Any:
+    def summary(request: Request) -> Any:
+        from tandem.server.access import current_user
+
+        user = current_user(request)
         counts: dict[str, int] = {}
         for j in server.service.list():
             if live._tracked(j.job_id):
@@ -180,7 +191,8 @@ def server_router(server: Any, live: DashboardLive, index: ResultsIndex) -> APIR
         return _JSON({"mode": "server", "version": __version__, "active": counts,
                       "cluster": type(server.cluster).__name__,
                       "resources": server.cluster.resources(),
-                      "models": has_models})
+                      "models": has_models,
+                      "user": {"name": user.name, "role": user.role.value}})
 
     @r.get("/api/dashboard/jobs", responses=_documented(422))
     def jobs(
@@ -217,6 +229,7 @@ def server_router(server: Any, live: DashboardLive, index: ResultsIndex) -> APIR
                 "job_id": rec.job_id, "name": rec.name,
                 "state": shown_job_state(st, (rec.spec_json or {}).get("metadata")),
                 "priority": rec.priority,
+                "owner": (rec.spec_json or {}).get("owner") or "admin",
                 "tags": list(rec.tags), "submitted_at": rec.submitted_at,
                 "started_at": start, "ended_at": end,
                 "age_s": now - rec.submitted_at,
@@ -283,8 +296,21 @@ def server_router(server: Any, live: DashboardLive, index: ResultsIndex) -> APIR
                                  headers={"Cache-Control": "no-cache",
                                           "X-Accel-Buffering": "no"})
 
-    r.include_router(disk_router(index))
+    r.include_router(disk_router(index, owners=_folder_owners(server)))
     return r
+
+
+def _folder_owners(server: Any) -> Any:
+    """``paths -> {path: owner}`` of experiment/run folders (the user whose job first
+    wrote there; see ``users.claim_run_folder``)."""
+    def owners(paths: list[str]) -> dict[str, str]:
+        from tandem.server.users import accounts_store, experiment_key
+
+        keys = {experiment_key(p): p for p in paths}
+        found = accounts_store(server).owners("folder", list(keys))
+        return {keys[k]: o for k, o in found.items()}
+
+    return owners
 
 
 async def _stream(live: DashboardLive, stream: Any) -> AsyncIterator[str]:

@@ -113,6 +113,16 @@
       dlg.showModal();
     });
   }
+  // Who is logged in (summary.user) may stop a job: an admin any, a member its own, a viewer none.
+  function mayStop(job) {
+    var u = summary.user;
+    if (!u) return true;
+    return u.role === "admin" || (u.role === "member" && (job.owner || "admin") === u.name);
+  }
+  function whyNot(job) {
+    var u = summary.user || {};
+    return u.role === "viewer" ? "viewers only read" : "this job belongs to " + (job.owner || "admin") + "; members stop only their own";
+  }
   function stopJob(job) {
     var pending = job.state === "PENDING";
     var what = pending ? "Cancel the pending job " : "Stop the running job ";
@@ -228,7 +238,7 @@
     } }, stateBoxes.concat([nameIn, tagIn, el("button", { type: "submit", text: "Filter" })]));
     main.appendChild(form);
     var table = el("table", { id: "jobs" });
-    var thead = el("tr", {}, ["Job", "State", "Priority", "Progress", "Resources", "Age", "Duration", "Error", ""].map(function (h) { return el("th", { text: h }); }));
+    var thead = el("tr", {}, ["Job", "State", "Owner", "Priority", "Progress", "Resources", "Age", "Duration", "Error", ""].map(function (h) { return el("th", { text: h }); }));
     table.appendChild(el("thead", {}, [thead]));
     var tbody = el("tbody");
     table.appendChild(tbody);
@@ -245,6 +255,11 @@
     function actionCell(td, job) {
       clear(td);
       if (!ACTIVE[job.state]) return;
+      if (!mayStop(job)) {
+        td.appendChild(el("button", { cls: "danger", text: job.state === "PENDING" ? "Cancel" : "Stop",
+          "data-stop": job.job_id, disabled: "disabled", title: whyNot(job) }));
+        return;
+      }
       td.appendChild(el("button", { cls: "danger", text: job.state === "PENDING" ? "Cancel" : "Stop",
         "data-stop": job.job_id, onclick: function () {
           stopJob(job).then(function (r) { if (r) { job.state = r.state; render(job); } })
@@ -261,6 +276,7 @@
       var tds = {
         name: el("td", {}, [el("a", { href: "#/job/" + encodeURIComponent(job.job_id), text: job.name }), el("div", { cls: "muted mono", text: job.job_id })]),
         state: el("td", {}, [badge(job.state)]),
+        owner: el("td", { cls: "owner", text: job.owner || "" }),
         priority: el("td", { cls: "num", text: job.priority }),
         progress: el("td"),
         res: el("td", { text: fmtRes(job.resources) }),
@@ -293,7 +309,7 @@
       return api("/api/dashboard/jobs?" + query()).then(function (page) {
         clear(tbody); state.rows = {};
         page.jobs.forEach(function (j) { tbody.appendChild(row(j)); });
-        if (!page.jobs.length) tbody.appendChild(el("tr", {}, [el("td", { colspan: 9, cls: "muted", text: "No jobs match." })]));
+        if (!page.jobs.length) tbody.appendChild(el("tr", {}, [el("td", { colspan: 10, cls: "muted", text: "No jobs match." })]));
         tick();
         clear(pager);
         pager.appendChild(el("button", { text: "← Newer", disabled: state.offset ? null : "disabled", onclick: function () { state.offset = Math.max(0, state.offset - state.limit); load(); } }));
@@ -455,14 +471,14 @@
     }
     function renderHead() {
       clear(head);
-      var stop = ACTIVE[job.state] ? el("button", { cls: "danger", id: "stop-job", text: job.state === "PENDING" ? "Cancel" : "Stop",
+      var stop = ACTIVE[job.state] && !mayStop(job) ? el("button", { cls: "danger", id: "stop-job", disabled: "disabled", title: whyNot(job), text: job.state === "PENDING" ? "Cancel" : "Stop" }) : ACTIVE[job.state] ? el("button", { cls: "danger", id: "stop-job", text: job.state === "PENDING" ? "Cancel" : "Stop",
         onclick: function () { stopJob(job).then(function (r) { if (r) { job.state = r.state; renderHead(); } }).catch(function (e) { alert(e.message); }); } }) : null;
       head.appendChild(el("div", { cls: "row" }, [el("h1", { text: job.name }), badge(job.state), el("span", { cls: "muted mono", text: job.job_id }), stop]));
     }
     function renderSummary() {
       clear(sum);
       var res = {}; (job.spec.bundles || []).forEach(function (b) { for (var k in b) res[k] = (res[k] || 0) + b[k]; });
-      var items = [["state", job.state], ["priority", job.priority], ["tags", (job.tags || []).join(", ")],
+      var items = [["state", job.state], ["owner", job.owner || ""], ["priority", job.priority], ["tags", (job.tags || []).join(", ")],
         ["submitted", fmtTime(job.submitted_at)], ["started", fmtTime(job.started_at)], ["ended", fmtTime(job.ended_at)],
         ["duration", job.started_at ? fmtDur((job.ended_at || Date.now() / 1000) - job.started_at) : ""],
         ["workers", (job.spec.num_workers || "") + " × " + fmtRes((job.spec.bundles || [])[0])], ["holds", fmtRes(res)],
@@ -688,10 +704,11 @@
     main.appendChild(el("h2", { text: "Runs" }));
     var runDiv = el("div", { id: "runs" }); main.appendChild(runDiv);
     api("/api/dashboard/experiments").then(function (d) {
-      exDiv.appendChild(table(["experiment", "trials", "states", "metric", "best", "updated", "folder"], d.experiments.map(function (e) {
-        return [el("a", { href: "#/experiment/" + e.id, text: e.name }), e.num_trials,
+      var owned = d.experiments.some(function (e) { return "owner" in e; });
+      exDiv.appendChild(table(["experiment"].concat(owned ? ["owner"] : []).concat(["trials", "states", "metric", "best", "updated", "folder"]), d.experiments.map(function (e) {
+        return [el("a", { href: "#/experiment/" + e.id, text: e.name })].concat(owned ? [e.owner || ""] : []).concat([e.num_trials,
           Object.keys(e.status).map(function (s) { return s + " " + e.status[s]; }).join(", "),
-          e.metric ? e.metric + " (" + e.mode + ")" : "", e.best, fmtTime(e.updated), el("span", { cls: "mono muted", text: e.path })];
+          e.metric ? e.metric + " (" + e.mode + ")" : "", e.best, fmtTime(e.updated), el("span", { cls: "mono muted", text: e.path })]);
       }), "experiments-table"));
     }).catch(function (e) { exDiv.appendChild(el("p", { cls: "error", text: e.message })); });
     api("/api/dashboard/runs").then(function (d) {
@@ -911,8 +928,8 @@
     }
     function load() {
       return api("/api/dashboard/models").then(function (d) {
-        clear(servedDiv).appendChild(table(["model", "job", "state", "where", "replicas ready"], d.served.map(function (s) {
-          return [s.model || s.name, el("a", { href: "#/job/" + encodeURIComponent(s.job_id), text: s.job_id }), badge(s.state),
+        clear(servedDiv).appendChild(table(["model", "job", "owner", "state", "where", "replicas ready"], d.served.map(function (s) {
+          return [s.model || s.name, el("a", { href: "#/job/" + encodeURIComponent(s.job_id), text: s.job_id }), s.owner || "", badge(s.state),
             el("span", { cls: "mono", text: (s.url || "") + (s.url ? "" : (s.route_prefix || "")) }),
             (s.replicas_ready === null || s.replicas_ready === undefined ? "" : s.replicas_ready) + (s.replicas ? " / " + s.replicas : "")];
         }), "served-table"));
@@ -921,7 +938,8 @@
         d.models.forEach(function (m) {
           var aliases = Object.keys(m.aliases || {}).map(function (a) { return a + " → v" + m.aliases[a]; }).join(", ");
           regDiv.appendChild(el("div", { cls: "row" }, [el("h2", { text: m.name }),
-            el("span", { cls: "muted", text: m.versions + " version(s), latest v" + m.latest + (aliases ? " · " + aliases : "") })]));
+            el("span", { cls: "muted", text: m.versions + " version(s), latest v" + m.latest + (aliases ? " · " + aliases : "") }),
+            m.owner ? el("span", { cls: "owner", "data-model-owner": m.name, text: "owner: " + m.owner }) : null]));
           regDiv.appendChild(table(["version", "aliases", "created", "metrics", "config", "from", "class"], m.detail.map(function (v) {
             return ["v" + v.version, (v.aliases || []).join(", "), fmtTime(v.created), short(v.metrics), short(v.config), lineage(v.lineage),
               el("span", { cls: "mono", text: (v.model_class || {}).name || (v.model_class || {}).qualname || "" })];
@@ -970,6 +988,10 @@
       var live = document.getElementById("live"); live.textContent = "results on disk"; live.className = "live";
     }
     if (s.models) document.getElementById("nav-models").hidden = false;
+    if (s.user) {
+      var who = document.getElementById("whoami");
+      who.textContent = s.user.name + " (" + s.user.role + ")"; who.hidden = false;
+    }
     route();
   }).catch(function (e) { clear(main).appendChild(el("p", { cls: "error", text: "Cannot reach the server: " + e.message })); });
   window.addEventListener("hashchange", route);
