@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 AWAIT_VERDICT = "__tandem_await_verdict__"
+# a tune trial's resources (a PlacementGroupFactory as data), for tune.get_context()
+TRIAL_RESOURCES = "__tandem_trial_resources__"
 """Metadata key a tuner sets on a trial's run: rank 0 waits, after each report, for the
 tuner's verdict on it (driver call ``tune_verdict``), so a stop, pause or exploit decided at
 a result takes effect there."""
@@ -87,7 +89,7 @@ class TrainContext:
         return self.storage.run_path if self.storage else None
 
     def get_metadata(self) -> Mapping[str, Any]:
-        return {k: v for k, v in self.metadata.items() if k != AWAIT_VERDICT}
+        return {k: v for k, v in self.metadata.items() if k not in (AWAIT_VERDICT, TRIAL_RESOURCES)}
 
 
 def get_context() -> TrainContext:

@@ -16,6 +16,7 @@ from tandem.tune._run import run, run_experiments
 from tandem.tune.analysis import ExperimentAnalysis
 from tandem.tune.callback import Callback, LoggerCallback, TBXLoggerCallback
 from tandem.tune.controller import TuneError
+from tandem.tune.execution.placement_groups import PlacementGroupFactory
 from tandem.tune.experiment import Experiment
 from tandem.tune.experiment.experiment import register_trainable
 from tandem.tune.integration.mlflow import MLflowLoggerCallback
@@ -54,6 +55,7 @@ __all__ = [
     "JupyterNotebookReporter",
     "LoggerCallback",
     "MLflowLoggerCallback",
+    "PlacementGroupFactory",
     "ProgressReporter",
     "Result",
     "ResultGrid",

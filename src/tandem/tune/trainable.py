@@ -432,22 +432,26 @@ class _WithResources:
 def with_resources(trainable: Any, resources: Any) -> Any:
     """Sets each trial's resources: a dict (``{"CPU": 2, "GPU": 0.5}``; lowercase ``cpu``/
     ``gpu`` accepted as Ray does), a ``ScalingConfig`` (a gang of workers per trial), or a
-    function ``config -> dict``."""
+    function ``config -> dict``, or a ``tune.PlacementGroupFactory`` (the trial's one worker
+    holds the sum of its bundles; a function of the config may return one too)."""
     return _WithResources(trainable, resources)
 
 
 def normalize_resources(resources: Any, config: Mapping[str, Any] | None = None) -> Any:
-    """A resources spec → a per-worker bundle dict, or a ScalingConfig (returned as is)."""
+    """A resources spec → a per-worker bundle dict, or a ScalingConfig or
+    PlacementGroupFactory (returned as is)."""
     from tandem.train.api.config import ScalingConfig
+    from tandem.tune.execution.placement_groups import PlacementGroupFactory
 
-    if callable(resources) and not isinstance(resources, Mapping):
+    if callable(resources) and not isinstance(resources, (Mapping, PlacementGroupFactory)):
         resources = resources(config or {})
-    if resources is None or isinstance(resources, ScalingConfig):
+    if resources is None or isinstance(resources, (ScalingConfig, PlacementGroupFactory)):
         return resources
     if not isinstance(resources, Mapping):
         raise ConfigError(
             f"tune.with_resources(): resources must be a dict such as {{'CPU': 2, 'GPU': 1}}, "
-            f"a ScalingConfig, or a function of the config returning one; got "
+            f"a ScalingConfig, a PlacementGroupFactory, or a function of the config returning "
+            f"one; got "
             f"{type(resources).__name__}."
         )
     out = {}

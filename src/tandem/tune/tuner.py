@@ -23,7 +23,7 @@ from tandem.train.api.files import join_path, make_dirs, read_file, remove_dir, 
 from tandem.train.api.result import Result, kept_checkpoints
 from tandem.train.api.run import AskSubmitter, RunDescription, job_spec, pickle_train_fn
 from tandem.train.api.trainer import DataParallelTrainer
-from tandem.train.context import AWAIT_VERDICT, StorageContext
+from tandem.train.context import AWAIT_VERDICT, TRIAL_RESOURCES, StorageContext
 from tandem.tune.callback import Callback, LoggerCallback
 from tandem.tune.controller import (
     SCHEDULER_FILE,
@@ -33,6 +33,10 @@ from tandem.tune.controller import (
     TuneTrial,
     load_searcher,
     trial_from_state,
+)
+from tandem.tune.execution.placement_groups import (
+    PlacementGroupFactory,
+    as_placement_group_factory,
 )
 from tandem.tune.progress import ProgressReporter, UserReporterDisplay
 from tandem.tune.result_grid import ResultGrid
@@ -239,6 +243,13 @@ class Tuner:
                 "algorithm's search space if necessary."
             )
         scheduler.set_search_properties(tc.metric, tc.mode, config=self.param_space)
+        if self._kind == "trainer" and hasattr(scheduler, "bind_controller_view"):
+            raise ConfigError(
+                f"{type(scheduler).__name__} changes the resources of a function or Trainable "
+                f"class trial; a {type(self._fn).__name__} trial takes its resources from its "
+                "ScalingConfig. Tune the train function itself with tune.with_resources("
+                "train_fn, {'CPU': n}), or sample param_space={'scaling_config': ...} instead."
+            )
         searcher_counts = bool(r.get("searcher_counts")) if r is not None else \
             searcher.set_num_samples(tc.num_samples if tc.num_samples != -1 else 10**12)
         metric = scheduler.metric or searcher.metric or tc.metric
@@ -290,6 +301,9 @@ class Tuner:
             fail_fast=rc.failure_config.fail_fast if rc.failure_config is not None else False,
             trial_name_creator=tc.trial_name_creator,
             trial_dirname_creator=tc.trial_dirname_creator,
+            resources_of=self._resources_of(),
+            cluster_resources=lambda: dict(service.cluster.resources()) if service.cluster
+            is not None else {},
         )
         if r is not None:
             controller._created = r.get("created", len(restored))
@@ -318,6 +332,20 @@ class Tuner:
             best = kept_checkpoints(t.path)
         return Result(metrics=metrics, checkpoint=t.checkpoint, path=t.path, error=t.error,
                       best_checkpoints=best, config=t.config)
+
+    def _resources_of(self) -> Callable[[dict], Any] | None:
+        """config -> a trial's resources, for a function/class trainable: what
+        ``tune.with_resources`` (or ``Trainable.default_resource_request``) says, else one
+        CPU. None for a Trainer (its ScalingConfig decides)."""
+        if self._kind == "trainer":
+            return None
+        spec = self.trainable.resources if isinstance(self.trainable, _WithResources) else None
+
+        def resources_of(config: dict) -> Any:
+            res = normalize_resources(spec, config)
+            return res if isinstance(res, ScalingConfig) else as_placement_group_factory(res)
+
+        return resources_of
 
     def _param_keys(self) -> list[str]:
         from tandem.tune.search.space import Domain
@@ -364,13 +392,19 @@ class Tuner:
             if kind == "trainer":
                 fields = self._trial_fields(base, trial.config, space_keys)
             else:
-                res = normalize_resources(resources, trial.config)
+                res = trial.resources if trial.resources is not None else normalize_resources(
+                    resources, trial.config)
+                if isinstance(res, PlacementGroupFactory):  # one worker holds all bundles
+                    res = res.required_resources
                 scaling = res if isinstance(res, ScalingConfig) else ScalingConfig(
                     num_workers=1, resources_per_worker=res)
-                fields = {"config": trial.config, "scaling_config": scaling}
+                fields = {"config": trial.config, "scaling_config": scaling,
+                          "metadata": {**base.metadata, TRIAL_RESOURCES:
+                                       _resources_state(trial.placement_group_factory)}}
             handlers: dict[str, Any] = {}
             if verdicts:
-                fields["metadata"] = {**base.metadata, AWAIT_VERDICT: True}
+                fields["metadata"] = {**fields.get("metadata", base.metadata),
+                                      AWAIT_VERDICT: True}
                 # answered by this tuner, also across a train server's connection; a trial
                 # nobody follows any more (the client gone) goes on
                 handlers["tune_verdict"] = AskSubmitter("verdict", default="continue")
@@ -485,6 +519,14 @@ class Tuner:
         rc = saved.get("run_config") or RunConfig()
         tc = saved.get("tune_config") or TuneConfig()
         return cls(trainable, param_space=ps, tune_config=tc, run_config=rc, _restore=restore)
+
+
+def _resources_state(pgf: PlacementGroupFactory) -> dict[str, Any]:
+    """A factory as plain data, for the trial's worker (``tune.get_context()``)."""
+    bundles = pgf.bundles
+    if pgf.head_bundle_is_empty:
+        bundles = [{}, *bundles]
+    return {"bundles": bundles, "strategy": pgf.strategy}
 
 
 def _scheduler_label(scheduler: Any) -> str:
