@@ -91,6 +91,21 @@ class Trainable:
     def reset_config(self, new_config: dict[str, Any]) -> bool:
         return False
 
+    @classmethod
+    def default_resource_request(cls, config: dict[str, Any]) -> Any:
+        """The resources a trial of this class needs for ``config`` (Ray's hook): a dict
+        such as ``{"CPU": 2}``, a ``tune.PlacementGroupFactory``, or None for one CPU.
+        ``tune.with_resources`` overrides it."""
+        return None
+
+    @property
+    def trial_resources(self) -> Any:
+        """The resources this trial holds, as a ``tune.PlacementGroupFactory`` (they change
+        under ``ResourceChangingScheduler``)."""
+        from tandem.tune.session import get_context
+
+        return get_context().get_trial_resources()
+
     # -- properties the older API exposed -----------------------------------------------
     @property
     def iteration(self) -> int:

@@ -50,6 +50,7 @@ from tandem.tune.stopper import make_stopper
 from tandem.tune.trainable import (
     ClassTrainableRunner,
     FunctionTrainableRunner,
+    Trainable,
     _ClassWithParameters,
     _WithResources,
     check_function_trainable,
@@ -340,6 +341,10 @@ class Tuner:
         if self._kind == "trainer":
             return None
         spec = self.trainable.resources if isinstance(self.trainable, _WithResources) else None
+        if spec is None and isinstance(self._fn, ClassTrainableRunner):
+            hook = self._fn.cls.default_resource_request
+            if getattr(hook, "__func__", None) is not Trainable.default_resource_request.__func__:
+                spec = hook  # Ray's hook: config -> resources
 
         def resources_of(config: dict) -> Any:
             res = normalize_resources(spec, config)

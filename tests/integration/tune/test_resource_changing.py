@@ -67,3 +67,31 @@ def test_trial_gets_the_cpus_a_finished_trial_gave_back(storage):
     assert sum(1 for a, b in zip(cpus, cpus[1:]) if a != b) == \
         len({r["resumed_from"] for r in rows}) - 1
     assert by_kind["short"].metrics["step"] == 3
+
+
+class _Sized(tune.Trainable):
+    @classmethod
+    def default_resource_request(cls, config):
+        # a head bundle for the trainable, one more for what it would start (Ray's pattern)
+        return tune.PlacementGroupFactory([{"CPU": 1}, {"CPU": config["extra"]}])
+
+    def step(self):
+        return {"threads": int(os.environ.get("OMP_NUM_THREADS", "0")),
+                "cpus": self.trial_resources.required_resources["CPU"], "done": True}
+
+    def save_checkpoint(self, checkpoint_dir):
+        return {}
+
+    def load_checkpoint(self, checkpoint):
+        pass
+
+
+def test_default_resource_request_sizes_each_trial(storage):
+    tandem.init(num_cpus=3)
+    grid = tune.Tuner(
+        _Sized, param_space={"extra": tune.grid_search([1, 2])},
+        run_config=tune.RunConfig(name="sized", storage_path=storage, verbose=0),
+    ).fit()
+    assert grid.num_errors == 0
+    got = sorted((r.config["extra"], r.metrics["cpus"], r.metrics["threads"]) for r in grid)
+    assert got == [(1, 2.0, 2), (2, 3.0, 3)]  # the worker held the sum of the bundles
