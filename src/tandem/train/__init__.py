@@ -19,7 +19,12 @@ from tandem.train.api.config import (
     RunConfig,
     ScalingConfig,
 )
-from tandem.train.api.errors import TrainingFailedError
+from tandem.train.api.errors import (
+    ControllerError,
+    NCCLHangError,
+    TrainingFailedError,
+    WorkerGroupError,
+)
 from tandem.train.api.preemption import PreemptionError, PreemptionInfo
 from tandem.train.api.result import Result
 from tandem.train.api.run import RunDescription, submit
@@ -50,7 +55,6 @@ TRAIN_DATASET_KEY = "train"
 """The dataset name trainers treat as the training set (Ray's constant)."""
 
 __all__ = [
-    "TRAIN_DATASET_KEY",
     "Backend",
     "BackendConfig",
     "Callback",
@@ -60,9 +64,11 @@ __all__ = [
     "CheckpointConsistencyMode",
     "CheckpointStrategy",
     "CheckpointUploadMode",
+    "ControllerError",
     "DataConfig",
     "DataParallelTrainer",
     "FailureConfig",
+    "NCCLHangError",
     "PreemptionError",
     "PreemptionInfo",
     "ReportedCheckpoint",
@@ -73,10 +79,12 @@ __all__ = [
     "RunDescription",
     "ScalingConfig",
     "StorageContext",
+    "TRAIN_DATASET_KEY",
     "TrainContext",
     "Trainer",
     "TrainingFailedError",
     "UserCallback",
+    "WorkerGroupError",
     "get_all_reported_checkpoints",
     "get_checkpoint",
     "get_context",

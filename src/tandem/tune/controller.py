@@ -444,7 +444,10 @@ class TuneController:
         if status is JobStatus.FAILED:
             trial.error = outcome.error if outcome is not None else TuneError("trial failed")
             trial.num_failures += 1
-            first = str(trial.error).strip().splitlines()[0] if str(trial.error).strip() else ""
+            lines = str(trial.error).strip().splitlines()
+            if len(lines) > 1 and lines[0].startswith("Training failed due to"):
+                lines = lines[1:]  # WorkerGroupError's header: the note says what failed
+            first = lines[0] if lines else ""
             self._end_trial(trial, TrialStatus.ERROR, note=first[:200])
             if self.fail_fast:
                 self._fail_fast(trial)

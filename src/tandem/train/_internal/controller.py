@@ -57,7 +57,7 @@ from tandem.train.api.callback import (
 )
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, FailureConfig
-from tandem.train.api.errors import TrainingFailedError
+from tandem.train.api.errors import ControllerError, TrainingFailedError, WorkerGroupError
 from tandem.train.api.files import remove_dir
 from tandem.train.api.preemption import PreemptionError, PreemptionInfo
 from tandem.train.api.result import Result
@@ -279,8 +279,7 @@ class TrainController(JobRunner):
                     error, self.state = self._on_failure()
         except BaseException as e:  # our own bug: never leave workers behind
             self._kill_gang()
-            error = TrainingFailedError(f"tandem's controller failed: {type(e).__name__}: {e}",
-                                        exc_type=type(e).__name__, exc_message=str(e), cause=e)
+            error = ControllerError(e)
             self.state = TrainControllerState.ERRORED
             logger.exception("controller failure")
         finally:
@@ -883,13 +882,16 @@ class TrainController(JobRunner):
         m = self.policy.config.max_failures
         setting = self.spec.failure_setting.format(m)
         budget = (f"{setting}: no restarts allowed" if m == 0 else f"{setting} restarts spent")
-        msg = (f"Training failed: {where} {'raised' if failure.kind == 'error' else 'died:'} "
+        msg = (f"{where} {'raised' if failure.kind == 'error' else 'died:'} "
                f"{failure.exc_type}: {failure.message} "
                f"(failure {self.num_failures}; {budget}). Run folder: {self.spec.storage.run_path}")
         if failure.traceback:
             msg += f"\n\nWorker traceback ({where}):\n{failure.traceback.rstrip()}"
-        error = TrainingFailedError(
-            msg, rank=failure.rank, exc_type=failure.exc_type, exc_message=failure.message,
+        cause = failure.cause if failure.cause is not None else RuntimeError(
+            f"{failure.exc_type}: {failure.message}")
+        error = WorkerGroupError(
+            msg, {failure.rank if failure.rank is not None else -1: cause},
+            rank=failure.rank, exc_type=failure.exc_type, exc_message=failure.message,
             worker_traceback=failure.traceback or None, cause=failure.cause,
             num_failures=self.num_failures,
         )
