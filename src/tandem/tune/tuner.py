@@ -49,6 +49,7 @@ from tandem.tune.search.variant_generator import flatten_dict, has_search_space
 from tandem.tune.stopper import make_stopper
 from tandem.tune.trainable import (
     ClassTrainableRunner,
+    FunctionTrainable,
     FunctionTrainableRunner,
     Trainable,
     _ClassWithParameters,
@@ -72,7 +73,8 @@ class TuneConfig:
             and ``get_best_result``.
         num_samples: how many times to sample the space (each ``grid_search`` combination
             ``num_samples`` times); -1 samples until the searcher or a stopper ends it.
-        search_alg: a ``Searcher`` (default: random and grid search).
+        search_alg: a ``Searcher``, or Ray's ``SearchGenerator(searcher)`` (default: random
+            and grid search).
         scheduler: a ``TrialScheduler`` (default: FIFO, every trial runs to its end).
         max_concurrent_trials: an optional cap; not needed to avoid starvation.
         time_budget_s: stop the whole experiment after this many seconds.
@@ -112,6 +114,18 @@ class TuneConfig:
         if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
             raise ConfigError(
                 f"TuneConfig(max_concurrent_trials={m!r}) is invalid: use None or an integer >= 1."
+            )
+        from tandem.tune.search.search_algorithm import SearchAlgorithm
+        from tandem.tune.search.search_generator import SearchGenerator
+
+        if isinstance(self.search_alg, SearchGenerator):  # Ray's wrapper: run its searcher
+            object.__setattr__(self, "search_alg", self.search_alg.searcher)
+        elif isinstance(self.search_alg, SearchAlgorithm):
+            raise ConfigError(
+                f"TuneConfig(search_alg={type(self.search_alg).__name__}(...)): a SearchAlgorithm "
+                "subclass of your own (one that builds trials in next_trial) has no counterpart "
+                "in tandem; subclass tandem.tune.search.Searcher and return each trial's config "
+                "from suggest(trial_id), or wrap a Searcher in SearchGenerator."
             )
         if self.search_alg is not None and not isinstance(self.search_alg, Searcher):
             raise ConfigError(
@@ -172,6 +186,8 @@ class Tuner:
 
             trainable = get_trainable(trainable)
         inner = trainable.trainable if isinstance(trainable, _WithResources) else trainable
+        if isinstance(inner, type) and issubclass(inner, FunctionTrainable):
+            inner = inner._train_func  # wrap_function(fn): run fn as a function trainable
         if isinstance(inner, DataParallelTrainer):
             allowed = ("train_loop_config", "scaling_config", "datasets",
                        *inner.param_space_keys)

@@ -140,14 +140,21 @@ class ReportCheckpointCallback(_Callback):
                 d = tempfile.mkdtemp(prefix="tandem-keras-ckpt-")
                 try:
                     self.model.save(os.path.join(d, "model.keras"))
-                    train.report(metrics, checkpoint=Checkpoint.from_directory(d))
+                    self._save_and_report_checkpoint(metrics, Checkpoint.from_directory(d))
                 finally:
                     shutil.rmtree(d, ignore_errors=True)
             else:
                 self._save_elsewhere()
-                train.report(metrics)
+                self._report_metrics(metrics)
         else:
-            train.report(metrics)
+            self._report_metrics(metrics)
+
+    # Ray's hooks (RayReportCallback): where the metrics and checkpoint go
+    def _save_and_report_checkpoint(self, metrics: dict[str, Any], checkpoint: Checkpoint) -> None:
+        train.report(metrics, checkpoint=checkpoint)
+
+    def _report_metrics(self, metrics: dict[str, Any]) -> None:
+        train.report(metrics)
 
     def _save_elsewhere(self) -> None:
         """Non-zero ranks save too (and throw it away): saving a distributed model may be a
