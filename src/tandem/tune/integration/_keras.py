@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tandem.air.integrations.keras import ReportCheckpointCallback
+from tandem.train.tensorflow.keras import ReportCheckpointCallback
 
 __all__ = ["TuneReportCheckpointCallback"]
 

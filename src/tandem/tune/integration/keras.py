@@ -25,7 +25,7 @@ _DEPRECATION_MESSAGE = (
 class TuneReportCallback:
     """Deprecated in Ray: creating one raises ``DeprecationWarning`` (Ray's message). Use
     ``TuneReportCheckpointCallback`` (``checkpoint_on=[]`` to report only) or
-    ``tandem.air.integrations.keras.ReportCheckpointCallback``."""
+    ``tandem.train.tensorflow.keras.ReportCheckpointCallback``."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> TuneReportCallback:
         raise DeprecationWarning(_DEPRECATION_MESSAGE)
