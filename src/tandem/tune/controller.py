@@ -302,6 +302,9 @@ class TuneController:
                 self._stop_everything()
                 return
             self.scheduler.on_trial_add(trial)
+            initial = getattr(self.scheduler, "initial_config", None)
+            if initial is not None:  # e.g. PopulationBasedTrainingReplay's first config
+                trial.config = initial(trial)
             self._start(trial, None)
 
     def _act_on_suggestion(self, trial: TuneTrial, suggestion: Any) -> None:
@@ -652,6 +655,7 @@ class ControllerView:
     def __init__(self, controller: TuneController) -> None:
         self._controller = controller
         self._resource_updater = _ResourceUpdater(controller._cluster_resources)
+        self.experiment_path = controller.experiment_path
 
     def get_trials(self) -> list[TuneTrial]:
         return list(self._controller.trials)

@@ -260,7 +260,7 @@ class Tuner:
                 "algorithm's search space if necessary."
             )
         scheduler.set_search_properties(tc.metric, tc.mode, config=self.param_space)
-        if self._kind == "trainer" and hasattr(scheduler, "bind_controller_view"):
+        if self._kind == "trainer" and type(scheduler).__name__ == "ResourceChangingScheduler":
             raise ConfigError(
                 f"{type(scheduler).__name__} changes the resources of a function or Trainable "
                 f"class trial; a {type(self._fn).__name__} trial takes its resources from its "
