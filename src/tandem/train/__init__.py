@@ -16,8 +16,10 @@ from tandem.train.api.config import (
     CheckpointConfig,
     DataConfig,
     FailureConfig,
+    LoggingConfig,
     RunConfig,
     ScalingConfig,
+    SyncConfig,
 )
 from tandem.train.api.errors import (
     ControllerError,
@@ -68,6 +70,7 @@ __all__ = [
     "DataConfig",
     "DataParallelTrainer",
     "FailureConfig",
+    "LoggingConfig",
     "NCCLHangError",
     "PreemptionError",
     "PreemptionInfo",
@@ -79,6 +82,7 @@ __all__ = [
     "RunDescription",
     "ScalingConfig",
     "StorageContext",
+    "SyncConfig",
     "TRAIN_DATASET_KEY",
     "TrainContext",
     "Trainer",

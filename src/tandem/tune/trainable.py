@@ -477,7 +477,7 @@ def wrap_function(train_func: Callable[..., Any], name: str | None = None) -> ty
             "Unknown argument found in the Trainable function. The function args must "
             f"include a single 'config' positional parameter.\n{e}"
         ) from None
-    label = name or getattr(train_func, "__name__", "func")
+    label: str = str(name or getattr(train_func, "__name__", "func"))
     resources = getattr(train_func, "_resources", None)
 
     class ImplicitFunc(FunctionTrainable):

@@ -359,7 +359,8 @@ class Tuner:
         spec = self.trainable.resources if isinstance(self.trainable, _WithResources) else None
         if spec is None and isinstance(self._fn, ClassTrainableRunner):
             hook = self._fn.cls.default_resource_request
-            if getattr(hook, "__func__", None) is not Trainable.default_resource_request.__func__:
+            if getattr(hook, "__func__", None) is not getattr(
+                    Trainable.default_resource_request, "__func__", None):
                 spec = hook  # Ray's hook: config -> resources
 
         def resources_of(config: dict) -> Any:

@@ -203,7 +203,9 @@ class TrainController(JobRunner):
         cloudpickle.loads(self.spec.fn_bytes)
 
     def apply_runtime_env(self, working_dir: str | None, env_vars: Mapping[str, str]) -> None:
-        self.spec = replace(self.spec, working_dir=working_dir, env_vars=dict(env_vars))
+        # the run's own RunConfig(worker_runtime_env=...) env vars win over the job's
+        self.spec = replace(self.spec, working_dir=working_dir,
+                            env_vars={**dict(env_vars), **self.spec.env_vars})
 
     def on_requeue(self, checkpoint_path: str | None) -> None:
         import os

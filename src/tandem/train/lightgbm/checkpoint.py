@@ -35,7 +35,7 @@ def normalize_pandas_for_lightgbm(df: Any) -> Any:
     """Maps Arrow-backed numeric/boolean pandas dtypes (``int64[pyarrow]``...) to NumPy
     nullable ones, which LightGBM accepts (Ray's helper); other columns are unchanged."""
     import pandas as pd
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
     mapping: dict[Any, str] = {}
     for column, dtype in df.dtypes.items():
