@@ -79,3 +79,34 @@ def test_refused_and_checked_parameters():
         tune.register_env("bad", 3)
     with pytest.raises(ConfigError, match="No environment registered"):
         get_env_creator("missing")
+
+
+def _fails(config):
+    raise ValueError("bad trial")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_tune_run_fail_fast_and_checkpoint_config(storage):
+    tandem.init(num_cpus=1)
+    with pytest.raises(Exception, match="bad trial"):
+        tune.run(_fails, storage_path=storage, name="ff", verbose=0, fail_fast="raise",
+                 checkpoint_config=tune.CheckpointConfig(num_to_keep=1))
+
+
+def test_deprecated_and_refused_tune_parameters(storage):
+    with pytest.raises(DeprecationWarning, match="RunConfig\\(storage_path\\)"):
+        tune.RunConfig(local_dir="/tmp/x")
+    with pytest.raises(DeprecationWarning, match="chdir_to_trial_dir"):
+        tune.TuneConfig(chdir_to_trial_dir=False)
+    with pytest.raises(DeprecationWarning, match="chdir_to_trial_dir"):
+        tune.run(_fails, chdir_to_trial_dir=False)
+    with pytest.raises(ConfigError, match="export_formats"):
+        tune.run(_fails, export_formats=["h5"])
+    with pytest.raises(ConfigError, match="checkpoint_config only"):
+        tune.run(_fails, checkpoint_freq=2, checkpoint_config=tune.CheckpointConfig())
+    with pytest.raises(ConfigError, match="progress_reporter"):
+        tune.RunConfig(progress_reporter="table")
+    with pytest.raises(DeprecationWarning, match="progress_reporter"):
+        DataParallelTrainer(_loop, run_config=RunConfig(
+            storage_path=storage, progress_reporter=tune.CLIReporter()))

@@ -173,6 +173,8 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "owner": R(f"{_TRAIN}.run:job_spec"),
         "worker_runtime_env": R(f"{_TRAIN}.run:job_spec"),
         "logging_config": R(f"{_TRAIN}.run:job_spec"),
+        "progress_reporter": R("tandem.tune.tuner:Tuner.fit"),
+        "local_dir": Refused("/tmp/somewhere"),
     },
     "tandem.train.LoggingConfig": {"log_level": R(f"{_TRAIN}.run:job_spec")},
     "tandem.train.SyncConfig": {
@@ -244,6 +246,7 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "config": R("tandem.tune.trainable:Trainable.__init__"),
     },
     "tandem.tune.TuneConfig": {
+        "chdir_to_trial_dir": Refused(False),
         "metric": R("tandem.tune.tuner:Tuner.fit"),
         "mode": R("tandem.tune.tuner:Tuner.fit"),
         "num_samples": R("tandem.tune.tuner:Tuner.fit"),

@@ -62,6 +62,12 @@ from tandem.tune.trainable import (
 
 logger = logging.getLogger(__name__)
 TUNER_FILE = "tuner.pkl"
+_CHDIR_DEPRECATED = (
+    "`chdir_to_trial_dir` is deprecated. Use the RAY_CHDIR_TO_TRIAL_DIR environment variable "
+    "instead. Set it to 0 to disable the default behavior of changing the working directory."
+    " (tandem never changes it: open files by absolute path, or under "
+    "tune.get_context().get_trial_dir().)"
+)
 
 
 @dataclass(frozen=True)
@@ -100,8 +106,13 @@ class TuneConfig:
     trial_name_creator: Callable[[Any], str] | None = None
     trial_dirname_creator: Callable[[Any], str] | None = None
     seed: int | None = None
+    chdir_to_trial_dir: Any = "DEPRECATED"
+    """Deprecated in Ray (2.8): any value raises ``DeprecationWarning``; tandem never
+    changes a trial's working directory (its folder is ``tune.get_context().get_trial_dir()``)."""
 
     def __post_init__(self) -> None:
+        if self.chdir_to_trial_dir != "DEPRECATED":
+            raise DeprecationWarning(_CHDIR_DEPRECATED)
         if self.mode is not None:
             check_mode(self.mode, "TuneConfig(mode=...)")
         n = self.num_samples

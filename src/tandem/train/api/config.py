@@ -480,6 +480,8 @@ class RunConfig:
     storage_filesystem: Any = None
     worker_runtime_env: Mapping[str, Any] | None = None
     logging_config: LoggingConfig | None = None
+    progress_reporter: Any = None
+    local_dir: str | None = None
 
     def log_files(self) -> tuple[str | None, str | None]:
         """``log_to_file`` as (stdout file, stderr file) names in the run folder, as Ray's
@@ -500,6 +502,19 @@ class RunConfig:
         )
 
     def __post_init__(self) -> None:
+        if self.local_dir is not None:  # Ray's message
+            raise DeprecationWarning(
+                "The `RunConfig(local_dir)` argument is deprecated. You should set the "
+                "`RunConfig(storage_path)` instead."
+            )
+        pr = self.progress_reporter
+        if pr is not None and not (callable(getattr(pr, "should_report", None))
+                                   and callable(getattr(pr, "report", None))):
+            raise ConfigError(
+                f"RunConfig(progress_reporter={pr!r}): give a tune.ProgressReporter "
+                "(tune.CLIReporter(...), tune.JupyterNotebookReporter(...) or a subclass with "
+                "should_report() and report())."
+            )
         if self.worker_runtime_env is not None:
             from tandem.jobs.client.packaging import check_runtime_env
 
