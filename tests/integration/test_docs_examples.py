@@ -139,3 +139,14 @@ def test_backends_doc_tensorflow_block_runs(tmp_path):
     script = tmp_path / "backends_tf.py"
     script.write_text(code)
     assert "loss after 2 epochs:" in run([str(script)], tmp_path)
+
+
+@pytest.mark.slow
+def test_tune_resources_doc_runs(tmp_path):
+    """docs/tune_resources.md: the ResourceChangingScheduler example runs as written and the
+    long trial ends holding all 4 CPUs."""
+    code = "\n".join(python_blocks(os.path.join(ROOT, "docs", "tune_resources.md")))
+    script = tmp_path / "tune_resources_doc.py"
+    script.write_text(code)
+    out = run([str(script)], tmp_path)
+    assert "long trial ended with 4.0 CPUs" in out, out[-2000:]

@@ -58,6 +58,7 @@ HOOKS = {
     "after_training", "before_training", "configure_optimizers", "preprocess", "postprocess",
     "setup_data", "log_trial_result", "log_trial_start", "log_trial_end",
     "init_params", "apply",  # JaxModel's hooks: the user's model defines them
+    "initial_config",  # PopulationBasedTrainingReplay: the tune controller asks it
 }
 
 _TRAIN = "tandem.train.api"
@@ -149,6 +150,10 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "max_preemption_failures": R(
             "tandem.train._internal.failure:FailurePolicy.within_preemption_budget"),
         "preemption_grace_s": R(f"{_CTRL}._on_preempt"),
+        "controller_failure_limit": Same(
+            "tandem's controller is code in the driver process, not an actor on a node that "
+            "can be lost: its failure is a bug that a restart would repeat, so the run ends "
+            "with ControllerError whatever the limit"),
         "relax_collectives_on_preemption": Same(
             "tandem stops a preempted gang whole (a scheduler preemption takes every rank), "
             "so no collective ever waits on a lost rank: there is nothing to relax"),
@@ -167,7 +172,49 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "log_to_file": R(f"{_TRAIN}.config:RunConfig.log_files"),
         "priority": R(f"{_TRAIN}.run:job_spec"),
         "owner": R(f"{_TRAIN}.run:job_spec"),
+        "worker_runtime_env": R(f"{_TRAIN}.run:job_spec"),
+        "logging_config": R(f"{_TRAIN}.run:job_spec"),
+        "progress_reporter": R("tandem.tune.tuner:Tuner.fit"),
+        "local_dir": Refused("/tmp/somewhere"),
     },
+    "tandem.train.LoggingConfig": {"log_level": R(f"{_TRAIN}.run:job_spec")},
+    "tandem.train.SyncConfig": {
+        "sync_artifacts": R(f"{_TRAIN}.config:RunConfig.__post_init__"),
+        **{name: Same("workers write results and checkpoints straight to storage_path, so "
+                      "nothing is ever left to sync: there is no sync for these to time")
+           for name in ("sync_period", "sync_timeout", "sync_artifacts_on_checkpoint")},
+    },
+    **{f"tandem.train.{mod}.{cls}": {"path": R(f"{_TRAIN}.checkpoint:Checkpoint.as_directory")}
+       for mod, cls in (("torch", "TorchCheckpoint"), ("xgboost", "XGBoostCheckpoint"),
+                        ("lightgbm", "LightGBMCheckpoint"))},
+    "tandem.train.torch.accelerate": {"amp": Same(_DEPRECATED)},
+    "tandem.train.torch.backward": {"tensor": Same(_DEPRECATED)},
+    "tandem.train.torch.prepare_optimizer": {"optimizer": Same(_DEPRECATED)},
+    "tandem.tune.PlacementGroupFactory": {
+        "strategy": R("tandem.tune.execution.placement_groups:PlacementGroupFactory.strategy",
+                      attr="_strategy"),
+        "*args": R("tandem.tune.execution.placement_groups:PlacementGroupFactory._key",
+                   attr="_args"),
+        "**kwargs": R("tandem.tune.execution.placement_groups:PlacementGroupFactory._key",
+                      attr="_kwargs"),
+    },
+    **{f"{_SCHED}.{cls}": {
+        "add_bundles": R(f"{_SCHED}.resource_changing_scheduler:DistributeResources._validate"),
+        "increase_by": R(f"{_SCHED}.resource_changing_scheduler:DistributeResources.__call__"),
+        "increase_by_times": R(
+            f"{_SCHED}.resource_changing_scheduler:DistributeResources._add_two_bundles"),
+        "reserve_resources": R(f"{_SCHED}.resource_changing_scheduler:"
+                               "DistributeResources._get_total_available_resources"),
+        **({"metric": R(f"{_SCHED}.resource_changing_scheduler:"
+                        "DistributeResourcesToTopJob._get_new_added_bundles"),
+            "mode": R(f"{_SCHED}.resource_changing_scheduler:"
+                      "DistributeResourcesToTopJob._metric_op")} if "Top" in cls else {}),
+    } for cls in ("DistributeResources", "DistributeResourcesToTopJob")},
+    "tandem.tune.search.SearchGenerator": {
+        "searcher": R("tandem.tune.tuner:TuneConfig.__post_init__"),
+    },
+    "tandem.tune.search.SearchGenerator.add_configurations": {"experiments": Same(
+        "tandem's loop takes the param space from the Tuner: the call raises, saying so")},
     "tandem.train.ScalingConfig": {
         "num_workers": R(f"{_TRAIN}.config:ScalingConfig.max_workers"),
         "elastic_resize_monitor_interval_s": R(f"{_TRAIN}.run:job_spec"),
@@ -175,6 +222,10 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "resources_per_worker": R(f"{_TRAIN}.config:ScalingConfig.worker_bundle"),
         "placement_strategy": R(f"{_TRAIN}.run:job_spec"),
         "trainer_resources": Refused({"CPU": 1}),
+        "accelerator_type": R(f"{_TRAIN}.config:ScalingConfig._with_accelerator"),
+        "label_selector": Refused({"zone": "a"}),
+        "use_tpu": Refused(True),
+        "topology": Refused("2x2"),
     },
     "tandem.train.Trainer": {
         "max_retries": R("tandem.train.legacy._trainer:Trainer._start", attr="_max_retries"),
@@ -196,6 +247,7 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "config": R("tandem.tune.trainable:Trainable.__init__"),
     },
     "tandem.tune.TuneConfig": {
+        "chdir_to_trial_dir": Refused(False),
         "metric": R("tandem.tune.tuner:Tuner.fit"),
         "mode": R("tandem.tune.tuner:Tuner.fit"),
         "num_samples": R("tandem.tune.tuner:Tuner.fit"),

@@ -16,10 +16,17 @@ from tandem.train.api.config import (
     CheckpointConfig,
     DataConfig,
     FailureConfig,
+    LoggingConfig,
     RunConfig,
     ScalingConfig,
+    SyncConfig,
 )
-from tandem.train.api.errors import TrainingFailedError
+from tandem.train.api.errors import (
+    ControllerError,
+    NCCLHangError,
+    TrainingFailedError,
+    WorkerGroupError,
+)
 from tandem.train.api.preemption import PreemptionError, PreemptionInfo
 from tandem.train.api.result import Result
 from tandem.train.api.run import RunDescription, submit
@@ -50,7 +57,6 @@ TRAIN_DATASET_KEY = "train"
 """The dataset name trainers treat as the training set (Ray's constant)."""
 
 __all__ = [
-    "TRAIN_DATASET_KEY",
     "Backend",
     "BackendConfig",
     "Callback",
@@ -60,9 +66,12 @@ __all__ = [
     "CheckpointConsistencyMode",
     "CheckpointStrategy",
     "CheckpointUploadMode",
+    "ControllerError",
     "DataConfig",
     "DataParallelTrainer",
     "FailureConfig",
+    "LoggingConfig",
+    "NCCLHangError",
     "PreemptionError",
     "PreemptionInfo",
     "ReportedCheckpoint",
@@ -73,10 +82,13 @@ __all__ = [
     "RunDescription",
     "ScalingConfig",
     "StorageContext",
+    "SyncConfig",
+    "TRAIN_DATASET_KEY",
     "TrainContext",
     "Trainer",
     "TrainingFailedError",
     "UserCallback",
+    "WorkerGroupError",
     "get_all_reported_checkpoints",
     "get_checkpoint",
     "get_context",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from tandem.train._internal.run_context import (  # noqa: F401 - their public path
     AWAIT_VERDICT,
     AskSubmitter,
+    TRIAL_RESOURCES,
     StorageContext,
     TrainContext,
     VerdictGate,

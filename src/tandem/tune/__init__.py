@@ -9,15 +9,16 @@ Every trial is a train job on the same job service as ``trainer.fit()``::
 """
 
 from tandem.train.api.checkpoint import Checkpoint
-from tandem.train.api.config import CheckpointConfig, FailureConfig, RunConfig
+from tandem.train.api.config import CheckpointConfig, FailureConfig, RunConfig, SyncConfig
 from tandem.train.api.result import Result
 from tandem.tune._factories import create_scheduler, create_searcher
 from tandem.tune._run import run, run_experiments
 from tandem.tune.analysis import ExperimentAnalysis
 from tandem.tune.callback import Callback, LoggerCallback, TBXLoggerCallback
 from tandem.tune.controller import TuneError
+from tandem.tune.execution.placement_groups import PlacementGroupFactory
 from tandem.tune.experiment import Experiment
-from tandem.tune.experiment.experiment import register_trainable
+from tandem.tune.experiment.experiment import register_env, register_trainable
 from tandem.tune.integration.mlflow import MLflowLoggerCallback
 from tandem.tune.integration.wandb import WandbLoggerCallback
 from tandem.tune.progress_reporter import CLIReporter, JupyterNotebookReporter, ProgressReporter
@@ -54,12 +55,14 @@ __all__ = [
     "JupyterNotebookReporter",
     "LoggerCallback",
     "MLflowLoggerCallback",
+    "PlacementGroupFactory",
     "ProgressReporter",
     "Result",
     "ResultGrid",
     "ResumeConfig",
     "RunConfig",
     "Stopper",
+    "SyncConfig",
     "TBXLoggerCallback",
     "Trainable",
     "TuneConfig",
@@ -83,6 +86,7 @@ __all__ = [
     "quniform",
     "randint",
     "randn",
+    "register_env",
     "register_trainable",
     "report",
     "run",

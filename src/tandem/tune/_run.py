@@ -57,6 +57,13 @@ def run(
     sync_config: Any = None,
     progress_reporter: Any = None,
     log_to_file: bool | str | tuple[str, str] = False,
+    checkpoint_config: CheckpointConfig | None = None,
+    storage_filesystem: Any = None,
+    fail_fast: bool | str = False,
+    restore: str | None = None,
+    resume_config: Any = None,
+    export_formats: Sequence[str] | None = None,
+    chdir_to_trial_dir: Any = "DEPRECATED",
 ) -> ExperimentAnalysis:
     """Runs an experiment the older way; returns an ``ExperimentAnalysis``.
 
@@ -110,6 +117,25 @@ def run(
                 local[key] = value
         return run(exp.run, **{k: local[k] for k in inspect.signature(run).parameters
                                if k != "run_or_experiment"})
+    if chdir_to_trial_dir != "DEPRECATED":
+        from tandem.tune.tuner import _CHDIR_DEPRECATED
+
+        raise DeprecationWarning(_CHDIR_DEPRECATED)
+    if export_formats:
+        raise ConfigError(
+            f"tune.run(export_formats={export_formats!r}): tandem exports no models at the end "
+            "of a trial; save the model in the trainable (a checkpoint, or a file in "
+            "tune.get_context().get_trial_dir()) and export it from the best result's "
+            "checkpoint."
+        )
+    if checkpoint_config is not None and (checkpoint_freq or checkpoint_at_end
+                                          or keep_checkpoints_num is not None
+                                          or checkpoint_score_attr is not None):
+        raise ConfigError(
+            "tune.run(checkpoint_config=...) was given with checkpoint_freq/"
+            "checkpoint_at_end/keep_checkpoints_num/checkpoint_score_attr; these are the "
+            "same settings (the older spellings): set them in checkpoint_config only."
+        )
     if progress_reporter is not None and not (
             callable(getattr(progress_reporter, "should_report", None))
             and callable(getattr(progress_reporter, "report", None))):
@@ -150,16 +176,26 @@ def run(
         score_attr = score_attr[len("max-"):]
     run_config = RunConfig(
         name=name, storage_path=storage_path or local_dir, stop=stop, callbacks=callbacks,
-        failure_config=FailureConfig(max_failures=max_failures),
-        checkpoint_config=CheckpointConfig(
+        failure_config=FailureConfig(max_failures=max_failures, fail_fast=fail_fast),
+        checkpoint_config=checkpoint_config or CheckpointConfig(
             num_to_keep=keep_checkpoints_num, checkpoint_score_attribute=score_attr,
             checkpoint_score_order=score_order, checkpoint_frequency=checkpoint_freq,
             checkpoint_at_end=checkpoint_at_end,
         ),
         verbose=_verbosity(verbose), sync_config=sync_config, log_to_file=log_to_file,
+        storage_filesystem=storage_filesystem,
     )
     exp_path = os.path.join(run_config.resolved_storage_path(), name) if name else None
-    if resume_kw is not None and exp_path is not None and Tuner.can_restore(exp_path):
+    if restore is not None:  # Ray's: continue the experiment in that folder
+        logger.info("tune.run(restore=%r): continuing that experiment", restore)
+        tuner = Tuner.restore(restore, trainable, param_space=config,
+                              storage_filesystem=storage_filesystem,
+                              **({"resume_config": resume_config} if resume_config is not None
+                                 else resume_kw or {}))
+    elif resume_config is not None and exp_path is not None and Tuner.can_restore(exp_path):
+        tuner = Tuner.restore(exp_path, trainable, param_space=config,
+                              resume_config=resume_config)
+    elif resume_kw is not None and exp_path is not None and Tuner.can_restore(exp_path):
         logger.info("tune.run(resume=%r): continuing the experiment in %s", resume, exp_path)
         tuner = Tuner.restore(exp_path, trainable, param_space=config, **resume_kw)
     else:

@@ -13,7 +13,7 @@ import json
 import logging
 import queue
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import cloudpickle
@@ -127,10 +127,15 @@ class TuneController:
         trial_name_creator: Callable[[Any], str] | None = None,
         trial_dirname_creator: Callable[[Any], str] | None = None,
         done_ends_job: bool = False,
+        resources_of: Callable[[dict], Any] | None = None,
+        cluster_resources: Callable[[], Mapping[str, float]] | None = None,
     ) -> None:
         # a result with done=True ends its job by itself (a Trainable class's runner): the
         # trial ends there and its job is not stopped, so its worker can be reused
         self.done_ends_job = done_ends_job
+        # config -> the trial's resources (None: the trainable decides them at launch)
+        self._resources_of = resources_of
+        self._cluster_resources = cluster_resources or (lambda: {})
         self.trial_name_creator = trial_name_creator
         self.trial_dirname_creator = trial_dirname_creator
         self._launch_job = launch
@@ -179,12 +184,19 @@ class TuneController:
         self._checkpoint_asked: set[str] = set()
         # scheduler suggestions for trials told to pause whose job has not ended yet
         self._after_pause: dict[str, Any] = {}
+        if resources_of is not None:
+            for t in self.trials:
+                if t.resources is None:
+                    t.resources = resources_of(t.config)
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> list[TuneTrial]:
         for cb in self.callbacks:  # before any trial starts: a callback may refuse the run
             cb.setup(stop=self.stopper, num_samples=self.num_samples,
                      total_num_samples=self.num_samples)
+        bind = getattr(self.scheduler, "bind_controller_view", None)
+        if bind is not None:  # e.g. ResourceChangingScheduler's allocation function
+            bind(ControllerView(self))
         self.reporter.start(self.trials)
         for t in self.trials:
             if t.status is TrialStatus.PENDING:
@@ -296,12 +308,19 @@ class TuneController:
                 self._stop_everything()
                 return
             self.scheduler.on_trial_add(trial)
+            initial = getattr(self.scheduler, "initial_config", None)
+            if initial is not None:  # e.g. PopulationBasedTrainingReplay's first config
+                trial.config = initial(trial)
             self._start(trial, None)
 
     def _act_on_suggestion(self, trial: TuneTrial, suggestion: Any) -> None:
         self._paused.discard(trial.trial_id)
         if suggestion.action.name == "RESUME":
             self.searcher.on_unpause(trial.trial_id)
+            if getattr(suggestion, "resources", None) is not None:
+                trial.resources = suggestion.resources  # ResourceChangingScheduler's
+                trial.decisions.append({"iteration": trial.iteration, "time": time.time(),
+                                        "action": "RESOURCES", "reason": suggestion.reason})
             trial.status = TrialStatus.PENDING
             self._start(trial, trial.checkpoint)
         elif suggestion.action.name == "RESTART":  # e.g. synchronous PBT's exploit step
@@ -334,6 +353,8 @@ class TuneController:
                           path=self.experiment_path.rstrip("/") + "/" + name,
                           experiment_tag=f"{index}_{tag}" if tag else str(index),
                           trainable_name=self.name_prefix)
+        if self._resources_of is not None:
+            trial.resources = self._resources_of(config)
         if self.trial_name_creator is not None:
             trial.name = _created_name(self.trial_name_creator, trial, "trial_name_creator")
         dirname = trial.name
@@ -432,7 +453,10 @@ class TuneController:
         if status is JobStatus.FAILED:
             trial.error = outcome.error if outcome is not None else TuneError("trial failed")
             trial.num_failures += 1
-            first = str(trial.error).strip().splitlines()[0] if str(trial.error).strip() else ""
+            lines = str(trial.error).strip().splitlines()
+            if len(lines) > 1 and lines[0].startswith("Training failed due to"):
+                lines = lines[1:]  # WorkerGroupError's header: the note says what failed
+            first = lines[0] if lines else ""
             self._end_trial(trial, TrialStatus.ERROR, note=first[:200])
             if self.fail_fast:
                 self._fail_fast(trial)
@@ -634,6 +658,43 @@ class TuneController:
                            cloudpickle.dumps(self.scheduler))
             except Exception as e:  # noqa: BLE001 - restore then starts them afresh
                 logger.warning("could not save the searcher/scheduler state: %s", e)
+
+
+class ControllerView:
+    """What a scheduler's helper may read of the running experiment (Ray's
+    ``tune_controller`` argument of a resources allocation function): the trials and the
+    cluster's resources. Read only."""
+
+    def __init__(self, controller: TuneController) -> None:
+        self._controller = controller
+        self._resource_updater = _ResourceUpdater(controller._cluster_resources)
+        self.experiment_path = controller.experiment_path
+
+    def get_trials(self) -> list[TuneTrial]:
+        return list(self._controller.trials)
+
+    def get_live_trials(self) -> list[TuneTrial]:
+        """The trials not yet TERMINATED or ERROR."""
+        return [t for t in self._controller.trials if not t.status.is_terminal]
+
+    def get_trial(self, trial_id: str) -> TuneTrial | None:
+        return self._controller._by_id.get(trial_id)
+
+
+class _ResourceUpdater:
+    """Ray's ``tune_controller._resource_updater``: the cluster's total resources."""
+
+    def __init__(self, resources: Callable[[], Mapping[str, float]]) -> None:
+        self._resources = resources
+
+    def get_num_cpus(self) -> float:
+        return float(self._resources().get("CPU", 0))
+
+    def get_num_gpus(self) -> float:
+        return float(self._resources().get("GPU", 0))
+
+    def get_resources(self) -> dict[str, float]:
+        return dict(self._resources())
 
 
 class _Stopped:

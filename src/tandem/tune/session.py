@@ -93,7 +93,19 @@ def get_context() -> TuneContext:
         trial_name=ctx.trial_name,
         trial_dir=ctx.trial_dir,
         experiment_name=storage.experiment_name if storage else None,
+        trial_resources=_trial_resources(ctx),
     )
+
+
+def _trial_resources(ctx: Any) -> Any:
+    """The trial's resources as a ``PlacementGroupFactory`` (what its worker holds)."""
+    from tandem.train.context import TRIAL_RESOURCES
+    from tandem.tune.execution.placement_groups import PlacementGroupFactory
+
+    state = (getattr(ctx, "metadata", None) or {}).get(TRIAL_RESOURCES)
+    if not state:
+        return None
+    return PlacementGroupFactory(state["bundles"], state.get("strategy", "PACK"))
 
 
 def is_session_enabled() -> bool:

@@ -91,6 +91,21 @@ class Trainable:
     def reset_config(self, new_config: dict[str, Any]) -> bool:
         return False
 
+    @classmethod
+    def default_resource_request(cls, config: dict[str, Any]) -> Any:
+        """The resources a trial of this class needs for ``config`` (Ray's hook): a dict
+        such as ``{"CPU": 2}``, a ``tune.PlacementGroupFactory``, or None for one CPU.
+        ``tune.with_resources`` overrides it."""
+        return None
+
+    @property
+    def trial_resources(self) -> Any:
+        """The resources this trial holds, as a ``tune.PlacementGroupFactory`` (they change
+        under ``ResourceChangingScheduler``)."""
+        from tandem.tune.session import get_context
+
+        return get_context().get_trial_resources()
+
     # -- properties the older API exposed -----------------------------------------------
     @property
     def iteration(self) -> int:
@@ -460,6 +475,69 @@ class _ClassWithParameters:
         self.__name__ = cls.__name__
 
 
+class FunctionTrainable(Trainable):
+    """Ray's ``Trainable`` around a train function; ``wrap_function(fn)`` makes one.
+
+    Given to ``tune.Tuner`` / ``tune.run``, it runs its function as a function trainable:
+    ``tune.report`` calls, a returned or yielded dict (or number, the unnamed metric) and
+    checkpoints behave as for ``fn`` itself. tandem runs trials as worker processes, not
+    Trainable actors, so the class is not instantiated by hand: that raises, saying so.
+    """
+
+    _name = "func"
+
+    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        raise ConfigError(
+            f"{type(self).__name__}(...): a FunctionTrainable runs only as a trial; give the "
+            "class (or the function itself) to tune.Tuner(...) or tune.run(...)."
+        )
+
+    @staticmethod
+    def _train_func(config: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def _trainable_func(self, config: dict[str, Any]) -> Any:
+        """Runs the function on ``config`` (what a trial of this class runs)."""
+        return FunctionTrainableRunner(type(self)._train_func)(config)
+
+
+def wrap_function(train_func: Callable[..., Any], name: str | None = None) -> type[FunctionTrainable]:
+    """A :class:`FunctionTrainable` subclass running ``train_func`` (Ray's ``wrap_function``).
+
+    Raises:
+        ValueError: ``train_func`` does not take a single ``config`` parameter (Ray's check).
+    """
+    if not callable(train_func):
+        raise ValueError(
+            f"wrap_function({train_func!r}): give a function f(config) that calls tune.report."
+        )
+    try:
+        check_function_trainable(train_func)
+    except ConfigError as e:
+        raise ValueError(
+            "Unknown argument found in the Trainable function. The function args must "
+            f"include a single 'config' positional parameter.\n{e}"
+        ) from None
+    label: str = str(name or getattr(train_func, "__name__", "func"))
+    resources = getattr(train_func, "_resources", None)
+
+    class ImplicitFunc(FunctionTrainable):
+        _name = label
+        _train_func = staticmethod(train_func)
+
+        def __repr__(self) -> str:
+            return self._name
+
+        @classmethod
+        def default_resource_request(cls, config: dict[str, Any]) -> Any:
+            if callable(resources) and not isinstance(resources, Mapping):
+                return resources(config)
+            return resources
+
+    ImplicitFunc.__name__ = ImplicitFunc.__qualname__ = label
+    return ImplicitFunc
+
+
 class _WithResources:
     def __init__(self, trainable: Any, resources: Any) -> None:
         self.trainable = trainable
@@ -473,22 +551,26 @@ class _WithResources:
 def with_resources(trainable: Any, resources: Any) -> Any:
     """Sets each trial's resources: a dict (``{"CPU": 2, "GPU": 0.5}``; lowercase ``cpu``/
     ``gpu`` accepted as Ray does), a ``ScalingConfig`` (a gang of workers per trial), or a
-    function ``config -> dict``."""
+    function ``config -> dict``, or a ``tune.PlacementGroupFactory`` (the trial's one worker
+    holds the sum of its bundles; a function of the config may return one too)."""
     return _WithResources(trainable, resources)
 
 
 def normalize_resources(resources: Any, config: Mapping[str, Any] | None = None) -> Any:
-    """A resources spec → a per-worker bundle dict, or a ScalingConfig (returned as is)."""
+    """A resources spec → a per-worker bundle dict, or a ScalingConfig or
+    PlacementGroupFactory (returned as is)."""
     from tandem.train.api.config import ScalingConfig
+    from tandem.tune.execution.placement_groups import PlacementGroupFactory
 
-    if callable(resources) and not isinstance(resources, Mapping):
+    if callable(resources) and not isinstance(resources, (Mapping, PlacementGroupFactory)):
         resources = resources(config or {})
-    if resources is None or isinstance(resources, ScalingConfig):
+    if resources is None or isinstance(resources, (ScalingConfig, PlacementGroupFactory)):
         return resources
     if not isinstance(resources, Mapping):
         raise ConfigError(
             f"tune.with_resources(): resources must be a dict such as {{'CPU': 2, 'GPU': 1}}, "
-            f"a ScalingConfig, or a function of the config returning one; got "
+            f"a ScalingConfig, a PlacementGroupFactory, or a function of the config returning "
+            f"one; got "
             f"{type(resources).__name__}."
         )
     out = {}

@@ -86,6 +86,14 @@ class Trial:
         self.resources = resources
         self.num_failures = 0
 
+    @property
+    def placement_group_factory(self) -> Any:
+        """The trial's resources as a ``PlacementGroupFactory`` (Ray's attribute); one CPU
+        when none were given."""
+        from tandem.tune.execution.placement_groups import as_placement_group_factory
+
+        return as_placement_group_factory(self.resources)
+
     def is_finished(self) -> bool:
         """True if the trial is TERMINATED or ERROR."""
         return self.status.is_terminal

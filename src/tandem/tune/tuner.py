@@ -23,7 +23,7 @@ from tandem.train.api.files import join_path, make_dirs, read_file, remove_dir, 
 from tandem.train.api.result import Result, kept_checkpoints
 from tandem.train.api.run import AskSubmitter, RunDescription, job_spec, pickle_train_fn
 from tandem.train.api.trainer import DataParallelTrainer
-from tandem.train.context import AWAIT_VERDICT, StorageContext
+from tandem.train.context import AWAIT_VERDICT, TRIAL_RESOURCES, StorageContext
 from tandem.tune._verdicts import GateOf, verdict_gate
 from tandem.tune.callback import Callback, LoggerCallback
 from tandem.tune.controller import (
@@ -34,6 +34,10 @@ from tandem.tune.controller import (
     TuneTrial,
     load_searcher,
     trial_from_state,
+)
+from tandem.tune.execution.placement_groups import (
+    PlacementGroupFactory,
+    as_placement_group_factory,
 )
 from tandem.tune.progress import ProgressReporter, UserReporterDisplay
 from tandem.tune.result_grid import ResultGrid
@@ -46,7 +50,9 @@ from tandem.tune.search.variant_generator import flatten_dict, has_search_space
 from tandem.tune.stopper import make_stopper
 from tandem.tune.trainable import (
     ClassTrainableRunner,
+    FunctionTrainable,
     FunctionTrainableRunner,
+    Trainable,
     _ClassWithParameters,
     _WithResources,
     check_function_trainable,
@@ -57,6 +63,12 @@ from tandem.tune.trainable import (
 
 logger = logging.getLogger(__name__)
 TUNER_FILE = "tuner.pkl"
+_CHDIR_DEPRECATED = (
+    "`chdir_to_trial_dir` is deprecated. Use the RAY_CHDIR_TO_TRIAL_DIR environment variable "
+    "instead. Set it to 0 to disable the default behavior of changing the working directory."
+    " (tandem never changes it: open files by absolute path, or under "
+    "tune.get_context().get_trial_dir().)"
+)
 
 
 @dataclass(frozen=True)
@@ -68,7 +80,8 @@ class TuneConfig:
             and ``get_best_result``.
         num_samples: how many times to sample the space (each ``grid_search`` combination
             ``num_samples`` times); -1 samples until the searcher or a stopper ends it.
-        search_alg: a ``Searcher`` (default: random and grid search).
+        search_alg: a ``Searcher``, or Ray's ``SearchGenerator(searcher)`` (default: random
+            and grid search).
         scheduler: a ``TrialScheduler`` (default: FIFO, every trial runs to its end).
         max_concurrent_trials: an optional cap; not needed to avoid starvation.
         time_budget_s: stop the whole experiment after this many seconds.
@@ -97,8 +110,13 @@ class TuneConfig:
     trial_name_creator: Callable[[Any], str] | None = None
     trial_dirname_creator: Callable[[Any], str] | None = None
     seed: int | None = None
+    chdir_to_trial_dir: Any = "DEPRECATED"
+    """Deprecated in Ray (2.8): any value raises ``DeprecationWarning``; tandem never
+    changes a trial's working directory (its folder is ``tune.get_context().get_trial_dir()``)."""
 
     def __post_init__(self) -> None:
+        if self.chdir_to_trial_dir != "DEPRECATED":
+            raise DeprecationWarning(_CHDIR_DEPRECATED)
         if self.mode is not None:
             check_mode(self.mode, "TuneConfig(mode=...)")
         n = self.num_samples
@@ -111,6 +129,18 @@ class TuneConfig:
         if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
             raise ConfigError(
                 f"TuneConfig(max_concurrent_trials={m!r}) is invalid: use None or an integer >= 1."
+            )
+        from tandem.tune.search.search_algorithm import SearchAlgorithm
+        from tandem.tune.search.search_generator import SearchGenerator
+
+        if isinstance(self.search_alg, SearchGenerator):  # Ray's wrapper: run its searcher
+            object.__setattr__(self, "search_alg", self.search_alg.searcher)
+        elif isinstance(self.search_alg, SearchAlgorithm):
+            raise ConfigError(
+                f"TuneConfig(search_alg={type(self.search_alg).__name__}(...)): a SearchAlgorithm "
+                "subclass of your own (one that builds trials in next_trial) has no counterpart "
+                "in tandem; subclass tandem.tune.search.Searcher and return each trial's config "
+                "from suggest(trial_id), or wrap a Searcher in SearchGenerator."
             )
         if self.search_alg is not None and not isinstance(self.search_alg, Searcher):
             raise ConfigError(
@@ -171,6 +201,8 @@ class Tuner:
 
             trainable = get_trainable(trainable)
         inner = trainable.trainable if isinstance(trainable, _WithResources) else trainable
+        if isinstance(inner, type) and issubclass(inner, FunctionTrainable):
+            inner = inner._train_func  # wrap_function(fn): run fn as a function trainable
         if isinstance(inner, DataParallelTrainer):
             allowed = ("train_loop_config", "scaling_config", "datasets",
                        *inner.param_space_keys)
@@ -243,6 +275,13 @@ class Tuner:
                 "algorithm's search space if necessary."
             )
         scheduler.set_search_properties(tc.metric, tc.mode, config=self.param_space)
+        if self._kind == "trainer" and type(scheduler).__name__ == "ResourceChangingScheduler":
+            raise ConfigError(
+                f"{type(scheduler).__name__} changes the resources of a function or Trainable "
+                f"class trial; a {type(self._fn).__name__} trial takes its resources from its "
+                "ScalingConfig. Tune the train function itself with tune.with_resources("
+                "train_fn, {'CPU': n}), or sample param_space={'scaling_config': ...} instead."
+            )
         searcher_counts = bool(r.get("searcher_counts")) if r is not None else \
             searcher.set_num_samples(tc.num_samples if tc.num_samples != -1 else 10**12)
         metric = scheduler.metric or searcher.metric or tc.metric
@@ -297,6 +336,9 @@ class Tuner:
             trial_name_creator=tc.trial_name_creator,
             trial_dirname_creator=tc.trial_dirname_creator,
             done_ends_job=tc.reuse_actors and isinstance(self._fn, ClassTrainableRunner),
+            resources_of=self._resources_of(),
+            cluster_resources=lambda: dict(service.cluster.resources()) if service.cluster
+            is not None else {},
         )
         if r is not None:
             controller._created = r.get("created", len(restored))
@@ -325,6 +367,25 @@ class Tuner:
             best = kept_checkpoints(t.path)
         return Result(metrics=metrics, checkpoint=t.checkpoint, path=t.path, error=t.error,
                       best_checkpoints=best, config=t.config)
+
+    def _resources_of(self) -> Callable[[dict], Any] | None:
+        """config -> a trial's resources, for a function/class trainable: what
+        ``tune.with_resources`` (or ``Trainable.default_resource_request``) says, else one
+        CPU. None for a Trainer (its ScalingConfig decides)."""
+        if self._kind == "trainer":
+            return None
+        spec = self.trainable.resources if isinstance(self.trainable, _WithResources) else None
+        if spec is None and isinstance(self._fn, ClassTrainableRunner):
+            hook = self._fn.cls.default_resource_request
+            if getattr(hook, "__func__", None) is not getattr(
+                    Trainable.default_resource_request, "__func__", None):
+                spec = hook  # Ray's hook: config -> resources
+
+        def resources_of(config: dict) -> Any:
+            res = normalize_resources(spec, config)
+            return res if isinstance(res, ScalingConfig) else as_placement_group_factory(res)
+
+        return resources_of
 
     def _param_keys(self) -> list[str]:
         from tandem.tune.search.space import Domain
@@ -372,13 +433,19 @@ class Tuner:
             if kind == "trainer":
                 fields = self._trial_fields(base, trial.config, space_keys)
             else:
-                res = normalize_resources(resources, trial.config)
+                res = trial.resources if trial.resources is not None else normalize_resources(
+                    resources, trial.config)
+                if isinstance(res, PlacementGroupFactory):  # one worker holds all bundles
+                    res = res.required_resources
                 scaling = res if isinstance(res, ScalingConfig) else ScalingConfig(
                     num_workers=1, resources_per_worker=res)
-                fields = {"config": trial.config, "scaling_config": scaling}
+                fields = {"config": trial.config, "scaling_config": scaling,
+                          "metadata": {**base.metadata, TRIAL_RESOURCES:
+                                       _resources_state(trial.placement_group_factory)}}
             handlers: dict[str, Any] = {}
             if verdicts is not None:
-                fields["metadata"] = {**base.metadata, AWAIT_VERDICT: verdicts(trial)}
+                fields["metadata"] = {**fields.get("metadata", base.metadata),
+                                      AWAIT_VERDICT: verdicts(trial)}
                 # answered by this tuner, also across a train server's connection; a trial
                 # nobody follows any more (the client gone) goes on
                 handlers["tune_verdict"] = AskSubmitter("verdict", default="continue")
@@ -493,6 +560,14 @@ class Tuner:
         rc = saved.get("run_config") or RunConfig()
         tc = saved.get("tune_config") or TuneConfig()
         return cls(trainable, param_space=ps, tune_config=tc, run_config=rc, _restore=restore)
+
+
+def _resources_state(pgf: PlacementGroupFactory) -> dict[str, Any]:
+    """A factory as plain data, for the trial's worker (``tune.get_context()``)."""
+    bundles = pgf.bundles
+    if pgf.head_bundle_is_empty:
+        bundles = [{}, *bundles]
+    return {"bundles": bundles, "strategy": pgf.strategy}
 
 
 def _scheduler_label(scheduler: Any) -> str:

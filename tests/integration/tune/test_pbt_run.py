@@ -13,7 +13,7 @@ import pytest
 
 import tandem
 from tandem import tune
-from tandem.tune.schedulers import PopulationBasedTraining
+from tandem.tune.schedulers import PopulationBasedTraining, PopulationBasedTrainingReplay
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -70,3 +70,12 @@ def test_pbt_with_paused_trials_runs_to_the_end(storage):
             iters = [json.loads(line)["training_iteration"] for line in f if line.strip()]
         assert len(iters) == len(set(iters)), "duplicate rows"
     assert pbt._num_checkpoints >= 1  # perturbation points were reached and judged
+    # each exploit is logged as Ray does, and a replay of a logged trial can read it
+    exp = os.path.dirname(grid[0].path)
+    with open(os.path.join(exp, "pbt_global.txt")) as f:
+        logged = [json.loads(line) for line in f if line.strip()]
+    assert len(logged) == len(pbt.perturbations) >= 1
+    policies = [n for n in os.listdir(exp) if n.startswith("pbt_policy_")]
+    assert policies
+    replay = PopulationBasedTrainingReplay(os.path.join(exp, policies[0]))
+    assert set(replay.config) >= {"lr", "some_other_factor"}

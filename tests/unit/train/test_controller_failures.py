@@ -225,3 +225,29 @@ def test_stop_during_a_failure_ends_stopped(tmp_path, stop_first):
         assert c._on_failure() == (None, S.STOPPED)
         assert len(cluster.gangs) == 1
     c._kill_gang(wait_s=1)
+
+
+def test_worker_and_controller_failures_raise_rays_error_classes(tmp_path):
+    """A worker's failure ends the run with Ray's WorkerGroupError (worker_failures by
+    rank), a failure of the controller itself with ControllerError; both are
+    TrainingFailedError and keep their fields through pickling (the server sends them)."""
+    import pickle
+
+    from tandem.train import ControllerError, WorkerGroupError
+
+    c, cluster, _ = started(tmp_path, 0, ONE_HOST)
+    error(cluster.gangs[0][1][1], "bad batch")
+    c.step(timeout_s=1)
+    err, _ = c._on_failure()
+    assert isinstance(err, WorkerGroupError) and isinstance(err, TrainingFailedError)
+    assert list(err.worker_failures) == [1]
+    assert str(err).startswith("Training failed due to worker errors:\nrank 1 raised ValueError")
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is WorkerGroupError and back.rank == 1 and str(back) == str(err)
+    assert "bad batch" in str(back.worker_failures[1])
+
+    cause = KeyError("lost placement")
+    ce = ControllerError(cause)
+    assert isinstance(ce, TrainingFailedError) and ce.controller_failure is cause
+    assert str(ce) == "Training failed due to controller error:\n'lost placement'"
+    assert str(pickle.loads(pickle.dumps(ce))) == str(ce)

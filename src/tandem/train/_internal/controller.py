@@ -58,7 +58,7 @@ from tandem.train.api.callback import (
 )
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, FailureConfig
-from tandem.train.api.errors import TrainingFailedError
+from tandem.train.api.errors import ControllerError, TrainingFailedError, WorkerGroupError
 from tandem.train.api.files import remove_dir
 from tandem.train.api.preemption import PreemptionError, PreemptionInfo
 from tandem.train.api.result import Result
@@ -211,7 +211,9 @@ class TrainController(JobRunner):
         cloudpickle.loads(self.spec.fn_bytes)
 
     def apply_runtime_env(self, working_dir: str | None, env_vars: Mapping[str, str]) -> None:
-        self.spec = replace(self.spec, working_dir=working_dir, env_vars=dict(env_vars))
+        # the run's own RunConfig(worker_runtime_env=...) env vars win over the job's
+        self.spec = replace(self.spec, working_dir=working_dir,
+                            env_vars={**dict(env_vars), **self.spec.env_vars})
 
     def on_requeue(self, checkpoint_path: str | None) -> None:
         import os
@@ -287,8 +289,7 @@ class TrainController(JobRunner):
                     error, self.state = self._on_failure()
         except BaseException as e:  # our own bug: never leave workers behind
             self._kill_gang()
-            error = TrainingFailedError(f"tandem's controller failed: {type(e).__name__}: {e}",
-                                        exc_type=type(e).__name__, exc_message=str(e), cause=e)
+            error = ControllerError(e)
             self.state = TrainControllerState.ERRORED
             logger.exception("controller failure")
         finally:
@@ -892,13 +893,16 @@ class TrainController(JobRunner):
         m = self.policy.config.max_failures
         setting = self.spec.failure_setting.format(m)
         budget = (f"{setting}: no restarts allowed" if m == 0 else f"{setting} restarts spent")
-        msg = (f"Training failed: {where} {'raised' if failure.kind == 'error' else 'died:'} "
+        msg = (f"{where} {'raised' if failure.kind == 'error' else 'died:'} "
                f"{failure.exc_type}: {failure.message} "
                f"(failure {self.num_failures}; {budget}). Run folder: {self.spec.storage.run_path}")
         if failure.traceback:
             msg += f"\n\nWorker traceback ({where}):\n{failure.traceback.rstrip()}"
-        error = TrainingFailedError(
-            msg, rank=failure.rank, exc_type=failure.exc_type, exc_message=failure.message,
+        cause = failure.cause if failure.cause is not None else RuntimeError(
+            f"{failure.exc_type}: {failure.message}")
+        error = WorkerGroupError(
+            msg, {failure.rank if failure.rank is not None else -1: cause},
+            rank=failure.rank, exc_type=failure.exc_type, exc_message=failure.message,
             worker_traceback=failure.traceback or None, cause=failure.cause,
             num_failures=self.num_failures,
         )

@@ -17,6 +17,10 @@ a result takes effect there. The value is ``True`` (every report waits) or a
 :class:`VerdictGate` (only the reports it names wait)."""
 
 
+TRIAL_RESOURCES = "__tandem_trial_resources__"
+"""Metadata key: a tune trial's resources (a ``PlacementGroupFactory`` as data), for
+``tune.get_context().get_trial_resources()``."""
+
 @dataclass(frozen=True)
 class VerdictGate:
     """Which reports of a tuning trial can change its outcome, so that rank 0 waits for the
@@ -181,5 +185,5 @@ class TrainContext:
         return self.storage.run_path if self.storage else None
 
     def get_metadata(self) -> Mapping[str, Any]:
-        return {k: v for k, v in self.metadata.items() if k != AWAIT_VERDICT}
+        return {k: v for k, v in self.metadata.items() if k not in (AWAIT_VERDICT, TRIAL_RESOURCES)}
 

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tandem.train.api.result import Result
 
-__all__ = ["Callback", "CallbackDispatcher", "CallbackSite", "RunCallbackContext", "UserCallback"]
+__all__ = ["Callback", "CallbackDispatcher", "CallbackSite", "RayTrainCallback", "RunCallbackContext",
+           "UserCallback"]
 
 
 class CallbackSite(str, enum.Enum):
@@ -77,6 +78,11 @@ class Callback:
 
     def on_end(self, result: Result) -> None:
         """The run is over; ``result.error`` is set if it failed."""
+
+
+#: Ray's ``RayTrainCallback``, the base of every run callback (``UserCallback`` included):
+#: tandem's :class:`Callback`, which ``RunConfig(callbacks=[...])`` checks for, as Ray's does.
+RayTrainCallback = Callback
 
 
 class UserCallback(Callback):

@@ -58,8 +58,38 @@ class ScalingConfig:
     driver and holds none: ``None`` or all-zero amounts (``{"CPU": 0}``, what Ray programs
     pass to fit small machines) mean exactly that; anything else is refused."""
     elastic_resize_monitor_interval_s: float = 60.0
+    accelerator_type: str | None = None
+    """Ray's: each worker also asks for ``{"accelerator_type:<type>": 0.001}``, a resource a
+    node declares (``tandem.init(resources={"accelerator_type:A100": 1})`` or a node
+    agent's ``--resources``) to say it has that accelerator."""
+    label_selector: Any = None
+    """Ray's node-label selector; tandem's nodes have no labels: refused unless None (ask
+    for a custom resource the nodes declare in ``resources_per_worker`` instead)."""
+    use_tpu: bool = False
+    """Refused when True: there are no TPUs here (use ``use_gpu`` or CPUs)."""
+    topology: str | None = None
+    """A TPU slice topology; refused unless None, as ``use_tpu``."""
 
     def __post_init__(self) -> None:
+        if self.use_tpu or self.topology is not None:
+            raise ConfigError(
+                f"ScalingConfig(use_tpu={self.use_tpu!r}, topology={self.topology!r}): tandem "
+                "cannot place workers on TPUs (no TPU devices or TPU slices exist here). Train "
+                "on CPUs, or on GPUs with use_gpu=True."
+            )
+        if self.label_selector is not None:
+            raise ConfigError(
+                f"ScalingConfig(label_selector={self.label_selector!r}): tandem's nodes carry "
+                "no labels. Have the nodes declare a custom resource (tandem.init(resources="
+                "{'my_pool': 8}) or the node agent's --resources) and ask for it in "
+                "resources_per_worker={'my_pool': 1}."
+            )
+        at = self.accelerator_type
+        if at is not None and (not isinstance(at, str) or not at.strip()):
+            raise ConfigError(
+                f"ScalingConfig(accelerator_type={at!r}) is invalid: give the accelerator's "
+                "name, e.g. 'A100', or None."
+            )
         tr = self.trainer_resources
         if tr is not None and not is_search_space(tr) and (
                 not isinstance(tr, Mapping) or any(
@@ -126,13 +156,19 @@ class ScalingConfig:
     def worker_bundle(self) -> dict[str, float]:
         """One worker's resources."""
         if self.resources_per_worker is None:
-            return {"CPU": 1.0, "GPU": 1.0} if self.use_gpu else {"CPU": 1.0}
+            return self._with_accelerator(
+                {"CPU": 1.0, "GPU": 1.0} if self.use_gpu else {"CPU": 1.0})
         given = dict(self.resources_per_worker)
         bundle = validate_bundle(given, "ScalingConfig(resources_per_worker)")
         if "CPU" not in given:
             bundle["CPU"] = 1.0
         if self.use_gpu and "GPU" not in given:
             bundle["GPU"] = 1.0
+        return self._with_accelerator(bundle)
+
+    def _with_accelerator(self, bundle: dict[str, float]) -> dict[str, float]:
+        if self.accelerator_type:  # Ray's resource name and amount
+            bundle[f"accelerator_type:{self.accelerator_type}"] = 0.001
         return bundle
 
     @property
@@ -216,10 +252,20 @@ class FailureConfig:
     max_preemption_failures: int = -1
     relax_collectives_on_preemption: bool = False
     preemption_grace_s: float = 0.0
+    controller_failure_limit: int = -1
+    """Ray's limit on restarts of the run's controller after it fails itself. tandem's
+    controller runs in the driver and is not restarted: its failure ends the run with
+    ``ControllerError``; the value is checked (an int >= -1) and kept."""
 
     RAISE = "RAISE"
 
     def __post_init__(self) -> None:
+        cl = self.controller_failure_limit
+        if isinstance(cl, bool) or not isinstance(cl, int) or cl < -1:
+            raise ConfigError(
+                f"FailureConfig(controller_failure_limit={cl!r}) is invalid: use -1, 0 or a "
+                "positive integer."
+            )
         m = self.max_failures
         if isinstance(m, bool) or not isinstance(m, int) or m < -1:
             raise ConfigError(
@@ -351,6 +397,38 @@ def storage_url(filesystem: Any, path: str | None) -> str:
     )
 
 
+@dataclass
+class SyncConfig:
+    """Ray's (deprecated there) sync settings. tandem's workers write results and
+    checkpoints straight to ``storage_path``, so there is never anything left to sync:
+    ``RunConfig(sync_config=SyncConfig(...))`` is accepted and the periods have nothing to
+    act on; ``sync_artifacts=True`` is refused, saying where artifacts go instead."""
+
+    sync_period: int = 300
+    sync_timeout: int = 1800
+    sync_artifacts: bool = False
+    sync_artifacts_on_checkpoint: bool = True
+
+
+@dataclass
+class LoggingConfig:
+    """Ray Train's logging settings: ``log_level`` of the ``tandem.train`` logger (its
+    controller's messages) while the run is submitted and runs in this process."""
+
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        import logging
+
+        valid_levels = set(logging._nameToLevel)
+        if not isinstance(self.log_level, str) or self.log_level.upper() not in valid_levels:
+            raise ValueError(
+                f"Invalid log_level: {self.log_level!r}. "
+                f"Must be one of: {', '.join(repr(x) for x in sorted(valid_levels))}."
+            )
+        self.log_level = self.log_level.upper()
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Where a run's results go and how it behaves.
@@ -400,6 +478,10 @@ class RunConfig:
     priority: int | None = None
     owner: str | None = None
     storage_filesystem: Any = None
+    worker_runtime_env: Mapping[str, Any] | None = None
+    logging_config: LoggingConfig | None = None
+    progress_reporter: Any = None
+    local_dir: str | None = None
 
     def log_files(self) -> tuple[str | None, str | None]:
         """``log_to_file`` as (stdout file, stderr file) names in the run folder, as Ray's
@@ -420,11 +502,38 @@ class RunConfig:
         )
 
     def __post_init__(self) -> None:
+        if self.local_dir is not None:  # Ray's message
+            raise DeprecationWarning(
+                "The `RunConfig(local_dir)` argument is deprecated. You should set the "
+                "`RunConfig(storage_path)` instead."
+            )
+        pr = self.progress_reporter
+        if pr is not None and not (callable(getattr(pr, "should_report", None))
+                                   and callable(getattr(pr, "report", None))):
+            raise ConfigError(
+                f"RunConfig(progress_reporter={pr!r}): give a tune.ProgressReporter "
+                "(tune.CLIReporter(...), tune.JupyterNotebookReporter(...) or a subclass with "
+                "should_report() and report())."
+            )
+        if self.worker_runtime_env is not None:
+            from tandem.jobs.client.packaging import check_runtime_env
+
+            check_runtime_env(self.worker_runtime_env)  # refused before any work
+        if self.logging_config is not None and not isinstance(self.logging_config, LoggingConfig):
+            raise ConfigError(
+                f"RunConfig(logging_config={self.logging_config!r}) must be a "
+                "train.LoggingConfig(log_level=...)."
+            )
+        sc = self.sync_config
+        if isinstance(sc, SyncConfig) and not sc.sync_artifacts:
+            object.__setattr__(self, "sync_config", None)  # nothing to sync: see SyncConfig
         if self.sync_config is not None:
             raise ConfigError(
                 f"RunConfig(sync_config={self.sync_config!r}) is not supported: tandem writes "
                 f"results and checkpoints to storage_path directly (a local folder or an "
-                f"fsspec URL such as s3://...), so there is nothing to sync; remove it."
+                f"fsspec URL such as s3://...), so there is nothing to sync; remove it "
+                f"(SyncConfig(sync_artifacts=True): write artifacts into the trial folder, "
+                f"tune.get_context().get_trial_dir(), or report them in a checkpoint)."
             )
         self.log_files()  # refuses a value Ray refuses, before any work
         p = self.priority

@@ -228,6 +228,15 @@ def job_spec(
         ) from e
     rc = run.run_config
     backend_config = run.backend_config if run.backend_config is not None else BackendConfig()
+    if rc.logging_config is not None:  # Ray's LoggingConfig: the train logger's level
+        import logging
+
+        logging.getLogger("tandem.train").setLevel(rc.logging_config.log_level)
+    worker_env: dict[str, Any] = {}
+    if rc.worker_runtime_env:
+        from tandem.jobs.client.packaging import check_runtime_env
+
+        worker_env = check_runtime_env(rc.worker_runtime_env)
     spec = RunSpec(
         fn_bytes=fn_bytes,
         pass_config=run._takes_config,
@@ -260,6 +269,8 @@ def job_spec(
         # a run whose (storage_path, name) holds an earlier run resumes it, as Ray Train's
         # fit() does; a trial's restarts are the tuner's business
         resume_latest_in_run_path=run.trial_id is None,
+        env_vars=dict(worker_env.get("env_vars") or {}),
+        working_dir=worker_env.get("working_dir"),
     )
     defaults = job_defaults()
     priority = run.priority

@@ -97,6 +97,12 @@ class DataParallelTrainer:
                 f"Call train.report(metrics, checkpoint=...) every N steps and at the end "
                 f"of the function instead, and remove them."
             )
+        if run_config.progress_reporter is not None:
+            raise DeprecationWarning(
+                "`RunConfig(progress_reporter)` is deprecated in Ray Train (V2), and a "
+                "trainer's fit() refuses it as Ray's does: give the reporter to the Tuner "
+                "(tune.RunConfig(progress_reporter=...)) or to tune.run(progress_reporter=...)."
+            )
         if run_config.stop is not None:
             raise ConfigError(
                 f"{type(self).__name__}(run_config=RunConfig(stop={run_config.stop!r})): stop "

@@ -7,12 +7,29 @@ forked from a process that has imported torch once, so they start without paying
 from __future__ import annotations
 
 from tandem.train.backends.torch import TorchConfig
+from tandem.train.torch.checkpoint import TorchCheckpoint
 from tandem.train.torch.trainer import TorchTrainer
 from tandem.train.torch.utils import (
+    accelerate,
+    backward,
     enable_reproducibility,
     get_device,
+    get_devices,
     prepare_data_loader,
     prepare_model,
+    prepare_optimizer,
 )
 
-__all__ = ["TorchConfig", "TorchTrainer", "enable_reproducibility", "get_device", "prepare_data_loader", "prepare_model"]
+__all__ = [
+    "TorchCheckpoint",
+    "TorchConfig",
+    "TorchTrainer",
+    "accelerate",
+    "backward",
+    "enable_reproducibility",
+    "get_device",
+    "get_devices",
+    "prepare_data_loader",
+    "prepare_model",
+    "prepare_optimizer",
+]

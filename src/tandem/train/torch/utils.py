@@ -18,6 +18,43 @@ def get_device() -> Any:
     return torch.device("cpu")
 
 
+def get_devices() -> list[Any]:
+    """Every ``torch.device`` this worker was given (Ray's ``get_devices``): one CUDA device
+    per GPU of its bundle (``resources_per_worker={"GPU": 2}`` gives two), else the CPU."""
+    import torch
+
+    visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+               if v.strip() and v != "NoDevFiles"]
+    if visible and torch.cuda.is_available():
+        return [torch.device(f"cuda:{i}") for i in range(len(visible))]
+    return [torch.device("cpu")]
+
+
+_TORCH_AMP_DEPRECATION_MESSAGE = (
+    "The `accelerate`, `backward`, and `prepare_optimizer` utility methods in the "
+    "`ray.train.torch` module are deprecated and will be removed in a future release. "
+    "Please use the native PyTorch mixed precision API directly, or a library such as "
+    "Lightning or HuggingFace Transformers/Accelerate. See this issue for more context: "
+    "https://github.com/ray-project/ray/issues/49454"
+)
+
+
+def accelerate(amp: bool = False) -> None:
+    """Deprecated in Ray: raises ``DeprecationWarning`` (Ray's message); use
+    ``torch.autocast`` / ``torch.amp.GradScaler`` in the train function."""
+    raise DeprecationWarning(_TORCH_AMP_DEPRECATION_MESSAGE)
+
+
+def prepare_optimizer(optimizer: Any) -> Any:
+    """Deprecated in Ray: raises ``DeprecationWarning``; use the optimizer as is."""
+    raise DeprecationWarning(_TORCH_AMP_DEPRECATION_MESSAGE)
+
+
+def backward(tensor: Any) -> None:
+    """Deprecated in Ray: raises ``DeprecationWarning``; call ``tensor.backward()``."""
+    raise DeprecationWarning(_TORCH_AMP_DEPRECATION_MESSAGE)
+
+
 def prepare_model(
     model: Any,
     move_to_device: bool = True,

@@ -4,6 +4,13 @@
 """
 
 from tandem.train.xgboost.callback import RayTrainReportCallback, ReportCallback
+from tandem.train.xgboost.checkpoint import XGBoostCheckpoint
 from tandem.train.xgboost.trainer import XGBoostConfig, XGBoostTrainer
 
-__all__ = ["RayTrainReportCallback", "ReportCallback", "XGBoostConfig", "XGBoostTrainer"]
+__all__ = [
+    "RayTrainReportCallback",
+    "ReportCallback",
+    "XGBoostCheckpoint",
+    "XGBoostConfig",
+    "XGBoostTrainer",
+]

@@ -36,6 +36,30 @@ def register_trainable(name: str, trainable: Callable[..., Any] | type,
     _REGISTRY[name] = trainable
 
 
+_ENVS: dict[str, Callable[..., Any]] = {}
+
+
+def register_env(name: str, env_creator: Callable[..., Any]) -> None:
+    """Registers an environment creator under ``name`` (Ray's ``tune.register_env``):
+    ``env_creator(env_config)`` builds the environment; :func:`get_env_creator` finds it.
+    tandem has no RLlib, so nothing here builds environments by itself: a trainable that
+    needs one calls ``get_env_creator(name)(env_config)``."""
+    if not callable(env_creator):
+        raise TypeError("Second argument must be callable.", env_creator)
+    _ENVS[name] = env_creator
+
+
+def get_env_creator(name: str) -> Callable[..., Any]:
+    """The creator :func:`register_env` stored under ``name``."""
+    try:
+        return _ENVS[name]
+    except KeyError:
+        raise ConfigError(
+            f"No environment registered under {name!r}; registered: {sorted(_ENVS) or 'none'}. "
+            "Call tune.register_env(name, creator) first (in the process that uses it)."
+        ) from None
+
+
 def get_trainable(name: str) -> Any:
     """The trainable registered under ``name``.
 

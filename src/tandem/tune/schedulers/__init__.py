@@ -15,7 +15,12 @@ from tandem.tune.schedulers.fifo import FIFOScheduler
 from tandem.tune.schedulers.hb_bohb import HyperBandForBOHB
 from tandem.tune.schedulers.hyperband import HyperBandScheduler
 from tandem.tune.schedulers.median import MedianStoppingRule
-from tandem.tune.schedulers.pbt import PopulationBasedTraining
+from tandem.tune.schedulers.pbt import PopulationBasedTraining, PopulationBasedTrainingReplay
+from tandem.tune.schedulers.resource_changing_scheduler import (
+    DistributeResources,
+    DistributeResourcesToTopJob,
+    ResourceChangingScheduler,
+)
 
 __all__ = [
     "CONTINUE",
@@ -23,11 +28,15 @@ __all__ = [
     "Action",
     "AsyncHyperBandScheduler",
     "Decision",
+    "DistributeResources",
+    "DistributeResourcesToTopJob",
     "FIFOScheduler",
     "HyperBandForBOHB",
     "HyperBandScheduler",
     "MedianStoppingRule",
     "PopulationBasedTraining",
+    "PopulationBasedTrainingReplay",
+    "ResourceChangingScheduler",
     "SuggestionAction",
     "TrialScheduler",
     "TrialSuggestion",

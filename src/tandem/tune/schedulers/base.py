@@ -125,10 +125,13 @@ class TrialSuggestion:
     reason: str = ""
     config: dict[str, Any] | None = None
     checkpoint: Any = None
+    #: RESUME only: the resources the trial runs with from now on (a
+    #: ``PlacementGroupFactory``; ``ResourceChangingScheduler``), None to keep its own.
+    resources: Any = None
 
     @staticmethod
-    def resume(trial_id: str, reason: str = "") -> TrialSuggestion:
-        return TrialSuggestion(SuggestionAction.RESUME, trial_id, reason)
+    def resume(trial_id: str, reason: str = "", resources: Any = None) -> TrialSuggestion:
+        return TrialSuggestion(SuggestionAction.RESUME, trial_id, reason, resources=resources)
 
     @staticmethod
     def stop(trial_id: str, reason: str) -> TrialSuggestion:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import math
+import os
 import random
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,10 +17,11 @@ import numpy as np
 from tandem._core.errors import ConfigError
 from tandem.tune.schedulers._paused import PausedTrials
 from tandem.tune.schedulers.base import CONTINUE, Decision, TrialScheduler, TrialSuggestion
+from tandem.tune.schedulers.fifo import FIFOScheduler
 from tandem.tune.search.space import Categorical, Domain, Function, is_grid_search
 from tandem.tune.trial import Trial
 
-__all__ = ["PopulationBasedTraining", "explore"]
+__all__ = ["PopulationBasedTraining", "PopulationBasedTrainingReplay", "explore"]
 
 logger = logging.getLogger(__name__)
 
@@ -424,6 +428,43 @@ class PopulationBasedTraining(TrialScheduler):
             self._custom_explore_fn,
         )
 
+    def bind_controller_view(self, view: Any) -> None:
+        """Called by the tune controller: where the experiment folder is, for the policy
+        files (``pbt_global.txt``, ``pbt_policy_<trial_id>.txt``, Ray's)."""
+        self._experiment_path = getattr(view, "experiment_path", None)
+
+    def _log_policy(self, state: _PBTTrialState, donor: _PBTTrialState,
+                    new_config: dict[str, Any]) -> None:
+        """Ray's policy log: one JSON row ``[trial tag, donor tag, trial iteration, donor
+        iteration, donor config, new config]`` in ``pbt_global.txt``; the donor's policy
+        file copied to the trial's, then the row appended to it (what
+        ``PopulationBasedTrainingReplay`` replays)."""
+        path = getattr(self, "_experiment_path", None)
+        if not path or "://" in path:
+            return
+        import json
+        import os
+        import shutil
+
+        trial, donor_trial = state.trial, donor.trial
+        row = [trial.experiment_tag, donor_trial.experiment_tag,
+               (state.last_result or {}).get("training_iteration", 0),
+               (donor.last_result or {}).get("training_iteration", 0),
+               donor_trial.config, new_config]
+        line = json.dumps(row, default=str)
+        try:
+            os.makedirs(path, exist_ok=True)
+            with open(os.path.join(path, "pbt_global.txt"), "a") as f:
+                print(line, file=f)
+            mine = os.path.join(path, f"pbt_policy_{trial.trial_id}.txt")
+            theirs = os.path.join(path, f"pbt_policy_{donor_trial.trial_id}.txt")
+            if os.path.exists(theirs):
+                shutil.copyfile(theirs, mine)
+            with open(mine, "a") as f:
+                print(line, file=f)
+        except OSError as e:  # the experiment goes on without its policy log
+            logger.warning("PBT: could not write the policy log in %s: %s", path, e)
+
     def _quantiles(self) -> tuple[list[str], list[str]]:
         """(bottom, top) trial ids among unfinished trials with a score, worst first.
 
@@ -474,6 +515,7 @@ class PopulationBasedTraining(TrialScheduler):
                     "operations": operations,
                 }
             )
+            self._log_policy(state, donor, new_config)
         self._num_perturbations += 1
         # The clone continues from the donor's point in time.
         state.last_perturbation_time = donor.last_perturbation_time
@@ -537,3 +579,94 @@ def _check_keys_in_space(
                     f"mutations, but param_space[{where!r}] is {sub!r}, not a dict."
                 )
             _check_keys_in_space(value, sub, (*path, str(key)))
+
+
+class PopulationBasedTrainingReplay(FIFOScheduler):
+    """Replays the config schedule a PBT run found for one trial (Ray's).
+
+    ``policy_file`` is a ``pbt_policy_<trial_id>.txt`` that ``PopulationBasedTraining``
+    (with ``log_config=True``, the default) wrote in the experiment folder. The one trial
+    of the replay run starts with the schedule's first config, whatever ``param_space``
+    says; at each recorded step it is restarted from its latest checkpoint with the next
+    config (Ray pauses it, saves and changes the config). Use ``num_samples=1``.
+    """
+
+    def __init__(self, policy_file: str) -> None:
+        super().__init__()
+        path = Path(policy_file).expanduser()
+        if not path.exists():
+            raise ValueError(f"Policy file not found: {path.as_posix()}")
+        self.policy_file = path.as_posix()
+        initial_config, self._policy = self._load_policy(self.policy_file)
+        self.experiment_tag = f"replay_{os.path.basename(self.policy_file)}"
+        self.config = initial_config
+        self.current_config = self.config
+        self._trial: Trial | None = None
+        self._current_step = 0
+        self._num_perturbations = 0
+        self._policy_iter = iter(self._policy)
+        self._next_policy = next(self._policy_iter, None)
+
+    def _load_policy(self, policy_file: str) -> tuple[dict[str, Any], list[tuple[int, dict]]]:
+        raw_policy = []
+        with open(policy_file) as fp:
+            for row in fp.readlines():
+                try:
+                    parsed_row = json.loads(row)
+                except json.JSONDecodeError:
+                    raise ValueError(f"Could not read PBT policy file: {policy_file}.") from None
+                raw_policy.append(tuple(parsed_row))
+        # Loop through policy from end to start to obtain the trial's own schedule
+        policy: list[tuple[int, dict]] = []
+        last_new_tag = None
+        last_old_conf: dict[str, Any] = {}
+        for old_tag, new_tag, _old_step, new_step, old_conf, new_conf in reversed(raw_policy):
+            if last_new_tag and old_tag != last_new_tag:
+                break  # a donor's earlier history: this trial's schedule starts here
+            last_new_tag = new_tag
+            last_old_conf = old_conf
+            policy.append((new_step, new_conf))
+        return last_old_conf, list(reversed(policy))
+
+    def on_trial_add(self, trial: Trial) -> None:
+        if self._trial is not None:
+            raise ValueError(
+                "More than one trial added to PBT replay run. This means the same schedule "
+                "will be trained multiple times. Do you want to set `n_samples=1`?"
+            )
+        self._trial = trial
+        if trial.config and self._policy:
+            logger.warning("Trial was initialized with a config, which was overwritten. Did "
+                           "you start the PBT replay with a `config` parameter?")
+        elif trial.config and not self._policy:
+            self.config = trial.config
+        elif not trial.config and not self._policy:
+            raise ValueError(
+                "No replay policy found and trial initialized without a valid config. Either "
+                "pass a `config` argument to `tune.Tuner()` or consider not using PBT replay "
+                "for this run."
+            )
+
+    def initial_config(self, trial: Trial) -> dict[str, Any]:
+        """The config the trial starts with (the controller asks before launching it)."""
+        return copy.deepcopy(self.config)
+
+    def on_trial_result(self, trial: Trial, result: dict[str, Any]) -> Decision:
+        if "training_iteration" not in result or not self._next_policy:
+            return CONTINUE
+        step = result["training_iteration"]
+        self._current_step = step
+        change_at, new_config = self._next_policy
+        if step < change_at:
+            return CONTINUE
+        logger.info("Population Based Training replay is now at step %s. Configuration will "
+                    "be changed to %s.", step, new_config)
+        self.current_config = new_config
+        self._num_perturbations += 1
+        self._next_policy = next(self._policy_iter, None)
+        return Decision.restart(dict(new_config), trial.checkpoint,
+                                f"PBT replay: config changed at step {step}")
+
+    def debug_string(self) -> str:
+        return (f"PopulationBasedTraining replay: Step {self._current_step}, perturb "
+                f"{self._num_perturbations}")

@@ -17,6 +17,8 @@ from tandem.tune.search._ray_compat import (
 from tandem.tune.search.basic_variant import BasicVariantGenerator
 from tandem.tune.search.concurrency import ConcurrencyLimiter
 from tandem.tune.search.repeater import Repeater
+from tandem.tune.search.search_algorithm import SearchAlgorithm
+from tandem.tune.search.search_generator import SearchGenerator
 from tandem.tune.search.searcher import Searcher
 from tandem.tune.search.space import (
     Categorical,
@@ -78,6 +80,8 @@ __all__ = [
     "Normal",
     "OptunaSearch",
     "Repeater",
+    "SearchAlgorithm",
+    "SearchGenerator",
     "Searcher",
     "TuneBOHB",
     "Variant",

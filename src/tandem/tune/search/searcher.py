@@ -174,3 +174,11 @@ def merge_metric_mode(
                 "TuneConfig(...))."
             )
     return (own_metric if own_metric is not None else metric, own_mode or mode)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ConcurrencyLimiter":  # Ray defines it in this module; tandem's own is next door
+        from tandem.tune.search.concurrency import ConcurrencyLimiter
+
+        return ConcurrencyLimiter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
-from tandem.train.api.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+from tandem.train.api.config import (
+    CheckpointConfig,
+    FailureConfig,
+    LoggingConfig,
+    RunConfig,
+    ScalingConfig,
+)
 
-__all__ = ["CheckpointConfig", "FailureConfig", "RunConfig", "ScalingConfig"]
+__all__ = [
+    "CheckpointConfig",
+    "FailureConfig",
+    "LoggingConfig",
+    "RunConfig",
+    "ScalingConfig",
+]

@@ -7,7 +7,9 @@ from tandem.train.session import (
     get_checkpoint,
     get_context,
     get_dataset_shard,
+    get_preemption_info,
     report,
 )
 
-__all__ = ["get_all_reported_checkpoints", "get_checkpoint", "get_context", "get_dataset_shard", "report"]
+__all__ = ["get_all_reported_checkpoints", "get_checkpoint", "get_context", "get_dataset_shard",
+           "get_preemption_info", "report"]
