@@ -259,8 +259,10 @@ def test_dashboard_end_to_end(srv, tmp_path):
 
         # ---- the history: finished trials, the stopped and the cancelled job
         page.click('#nav a[data-view="jobs"]')
-        page.wait_for_selector(f'tr[data-job="{job_id}"]')
-        assert page.locator("#jobs tbody tr[data-job]").count() == 6
+        page.wait_for_selector(f'#jobs tbody tr[data-job="{job_id}"]')
+        # the table fills from the list and the live stream: wait for it, don't sample it
+        _poll(lambda: page.locator("#jobs tbody tr[data-job]").count() == 6, 30,
+              "the six jobs in the history")
         assert "STOPPED" in page.inner_text(f'tr[data-job="{job_id}"]')
         _shot(page, "9_jobs_history")
 
