@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from tandem.train._internal.run_context import (  # noqa: F401 - their public path
     AWAIT_VERDICT,
-    AskSubmitter,
     TRIAL_RESOURCES,
+    AskSubmitter,
     StorageContext,
     TrainContext,
     VerdictGate,
