@@ -58,7 +58,7 @@ class _Param:
 def _to_param(optuna: Any, path: Path, domain: Domain) -> _Param:
     name = path_str(path)
     dists = optuna.distributions
-    if isinstance(domain, Float):
+    if isinstance(domain, Float) and domain.mean is None:  # normal floats: not in Optuna
         if domain.log:
             dist = dists.FloatDistribution(domain.lower, domain.upper, log=True)
             if domain.q is not None:
