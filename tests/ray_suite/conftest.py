@@ -25,7 +25,7 @@ else:
         """Ray's tests run on ``ray.init(num_cpus=2)``; tandem's cluster gets the same."""
         import tandem
 
-        tandem.init(num_cpus=2)
+        tandem.init(num_cpus=2, ignore_reinit_error=True)  # a module fixture may have started it
         yield
 
 
