@@ -195,8 +195,10 @@ class _EnvConfig(backend.BackendConfig):
 
 
 def _loop_env(config):
+    # with a checkpoint: Ray V2's Result.metrics are those of the last reported checkpoint
     train.report({"env": os.environ.get("RAY_SUITE_BACKEND"),
-                  "started": os.environ.get("RAY_SUITE_STARTED")})
+                  "started": os.environ.get("RAY_SUITE_STARTED")},
+                 checkpoint=_write_checkpoint(0))
 
 
 def test_backend_hooks(tmp_path):
