@@ -11,7 +11,7 @@ import tempfile
 
 import pytest
 
-from tests.ray_suite.swap import train, tune
+from tests.ray_suite.swap import tune
 
 
 def _three_steps(config):
@@ -21,8 +21,8 @@ def _three_steps(config):
                 json.dump({"step": step}, f)
             # the score peaks at step 1, so the best and the last checkpoint differ
             score = config["x"] * (1 if step == 1 else 0.5)
-            train.report({"score": score, "step": step},
-                         checkpoint=train.Checkpoint.from_directory(d))
+            tune.report({"score": score, "step": step},
+                         checkpoint=tune.Checkpoint.from_directory(d))
 
 
 def _step_of(checkpoint):

@@ -12,7 +12,7 @@ import tempfile
 
 import numpy as np
 
-from tests.ray_suite.swap import target, train, tune
+from tests.ray_suite.swap import target, tune
 
 DEFAULT_METRIC = target("tune.result").DEFAULT_METRIC
 
@@ -36,7 +36,7 @@ def test_return_value_is_the_last_result():
 
 
 def _reports_special_values(config):
-    train.report({"mean_accuracy": float("inf"), "nested": {"sub": 4, "deep": {"x": 1}}})
+    tune.report({"mean_accuracy": float("inf"), "nested": {"sub": 4, "deep": {"x": 1}}})
 
 
 def test_infinite_and_nested_results():
@@ -47,7 +47,7 @@ def test_infinite_and_nested_results():
 
 
 def _uses_data(config, data=None):
-    train.report({"total": float(data.sum()), "size": int(data.size)})
+    tune.report({"total": float(data.sum()), "size": int(data.size)})
 
 
 def test_with_parameters_large_object_two_runs():
@@ -61,7 +61,7 @@ def test_with_parameters_large_object_two_runs():
 
 def _checkpoints_each_step(config):
     start = 0
-    checkpoint = train.get_checkpoint()
+    checkpoint = tune.get_checkpoint()
     if checkpoint:
         with checkpoint.as_directory() as d, open(os.path.join(d, "state.json")) as f:
             start = json.load(f)["step"] + 1
@@ -69,7 +69,7 @@ def _checkpoints_each_step(config):
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "state.json"), "w") as f:
                 json.dump({"step": step}, f)
-            train.report({"step": step}, checkpoint=train.Checkpoint.from_directory(d))
+            tune.report({"step": step}, checkpoint=tune.Checkpoint.from_directory(d))
 
 
 def test_reported_checkpoint_is_the_trials():

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.ray_suite.swap import target, train, tune
+from tests.ray_suite.swap import target, tune
 
 _SPACE_INVALID = {"report": tune.uniform(0.0, 5.0), "list": [1, 2, 3], "num": 4}
 _METRIC = "_metric"  # Ray's anonymous metric name, which the objective reports
@@ -41,7 +41,7 @@ def _score_for(x: float) -> float:
 
 
 def _reports_invalid_values(config: dict) -> None:
-    train.report({_METRIC: _score_for(config["report"])})
+    tune.report({_METRIC: _score_for(config["report"])})
 
 
 def _check_best(analysis: Any) -> None:
@@ -213,7 +213,7 @@ def test_searcher_save_restore_ax(tmp_path):
 
 
 def _three_objectives(config: dict) -> None:
-    train.report({"a": 100 * config["a"], "b": -100 * config["b"], "c": config["c"]})
+    tune.report({"a": 100 * config["a"], "b": -100 * config["b"], "c": config["c"]})
 
 
 def test_optuna_multi_objective():
