@@ -250,3 +250,54 @@ def test_grid_search_and_nested_sample_from():
              "nested": {"b": tune.sample_from(lambda config: config["a"] * 10)}}
     results = tune.Tuner(objective, param_space=space).fit()
     assert sorted(r.metrics["b"] for r in results) == [10, 20]
+
+
+def test_sampler_objects():
+    """Ray's samplers (``ray.tune.search.sample``): each domain's ``get_sampler()`` is a
+    ``Uniform``/``LogUniform``/``Normal``/``BaseSampler``, wrapped in ``Quantized`` by
+    ``.quantized(q)``; builders return configured copies; one sampler per domain."""
+    base = sample.Float(0, 1)
+    assert base.sampler is None and isinstance(base.get_sampler(), sample.Uniform)
+    built = base.uniform().quantized(0.1)
+    assert base.sampler is None  # the builders copy
+    outer = built.get_sampler()
+    assert isinstance(outer, sample.Quantized) and outer.q == 0.1
+    assert isinstance(outer.get_sampler(), sample.Uniform)
+    values = built.sample(size=50, random_state=0)
+    assert all(0 <= v <= 1 and v / 0.1 == pytest.approx(round(v / 0.1)) for v in values)
+    assert isinstance(tune.uniform(0, 1).get_sampler(), sample.Uniform)
+    assert str(tune.uniform(0, 1).get_sampler()) == "Uniform"
+    assert isinstance(tune.loguniform(1e-3, 1).get_sampler(), sample.LogUniform)
+    q = tune.qloguniform(1e-3, 1, 1e-3).get_sampler()
+    assert isinstance(q, sample.Quantized) and isinstance(q.sampler, sample.LogUniform)
+    normal = tune.randn(1.0, 2.0)
+    assert isinstance(normal, sample.Float)
+    assert isinstance(normal.get_sampler(), sample.Normal)
+    assert (normal.get_sampler().mean, normal.get_sampler().sd) == (1.0, 2.0)
+    qn = tune.qrandn(0, 1, 0.5).get_sampler()
+    assert isinstance(qn, sample.Quantized) and isinstance(qn.get_sampler(), sample.Normal)
+    assert isinstance(sample.Float(None, None).normal(0, 1).get_sampler(), sample.Normal)
+    qi = tune.qlograndint(2, 20, 2)
+    assert isinstance(qi, sample.Integer) and isinstance(qi.get_sampler(), sample.Quantized)
+    assert isinstance(qi.get_sampler().get_sampler(), sample.LogUniform)
+    assert isinstance(tune.randint(0, 3).get_sampler(), sample.Uniform)
+    assert isinstance(tune.choice([1, 2]), sample.Categorical)
+    assert isinstance(tune.choice([1, 2]).get_sampler(), sample.Uniform)
+    assert isinstance(tune.sample_from(lambda: 1).get_sampler(), sample.BaseSampler)
+    for cls in (sample.Uniform, sample.LogUniform, sample.Normal, sample.Grid,
+                sample.Quantized, sample.BaseSampler):
+        assert issubclass(cls, sample.Sampler)
+    assert not tune.uniform(0, 1).is_grid()
+
+
+def test_set_sampler_one_per_domain():
+    d = sample.Float(0, 1)
+    d.set_sampler(sample.Uniform())  # in place, as Ray's does
+    assert isinstance(d.sampler, sample.Uniform)
+    with pytest.raises(ValueError, match="only choose one sampler"):
+        d.set_sampler(sample.LogUniform())
+    with pytest.raises(ValueError):
+        sample.Integer(1, 10).loguniform().uniform()
+    replaced = sample.Quantized(sample.Uniform(), 0.5)
+    d.set_sampler(replaced, allow_override=True)
+    assert d.get_sampler() is replaced

@@ -156,7 +156,10 @@ def test_user_callback(tmp_path):
                                                        callbacks=[_Recorder(out2)])).fit()
     with open(out2) as f:
         lines = f.read().splitlines()
-    assert lines[0] == "report [0, 1] False"  # then maybe the second report: ranks race
+    # how many reports reach the callback before the failure is seen depends on timing (on a
+    # loaded machine rank 1 can fail before rank 0's first report is gathered); any that do
+    # hold both ranks
+    assert all(ln.startswith("report [0, 1]") for ln in lines[:-1]), lines
     assert lines[-1].startswith("exception [") and "RuntimeError" in lines[-1]
     assert [ln for ln in lines if ln.startswith("exception")] == lines[-1:]
 
@@ -192,8 +195,10 @@ class _EnvConfig(backend.BackendConfig):
 
 
 def _loop_env(config):
+    # with a checkpoint: Ray V2's Result.metrics are those of the last reported checkpoint
     train.report({"env": os.environ.get("RAY_SUITE_BACKEND"),
-                  "started": os.environ.get("RAY_SUITE_STARTED")})
+                  "started": os.environ.get("RAY_SUITE_STARTED")},
+                 checkpoint=_write_checkpoint(0))
 
 
 def test_backend_hooks(tmp_path):

@@ -432,8 +432,15 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "categories": R("tandem.tune.search.space:Categorical._sample_one"),
     },
     "tandem.tune.search.Float.loguniform": {"base": Same(_BASE)},
+    "tandem.tune.search.Normal": {
+        "mean": R("tandem.tune.search.space:Float._apply_sampler"),
+        "sd": R("tandem.tune.search.space:Float._apply_sampler")},
+    "tandem.tune.search.sample.LogUniform": {
+        "base": R("tandem.tune.search.space:Float._apply_sampler")},
+    "tandem.tune.search.sample.Quantized": {
+        "sampler": R("tandem.tune.search.space:_unwrap"),
+        "q": R("tandem.tune.search.space:_unwrap")},
     "tandem.tune.search.Integer.loguniform": {"base": Same(_BASE)},
-    "tandem.tune.search.Normal.loguniform": {"base": Same(_BASE)},
     "tandem.train.DataParallelTrainer.restore": {
         "*args": Same(_DEPRECATED), "**kwargs": Same(_DEPRECATED)},
     "tandem.train.DataParallelTrainer.can_restore": {

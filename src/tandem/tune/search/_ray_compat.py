@@ -8,8 +8,7 @@
 Ray's wrappers read a search space through Ray's ``Domain`` objects: ``domain.get_sampler()``
 returns a ``Uniform``/``LogUniform``/``Normal`` sampler, possibly inside ``Quantized``,
 and an ``Integer``'s ``upper`` is exclusive. tandem's domains store the same facts as
-attributes (``Float.log``, ``.q``; ``Integer.low``/``.high`` both inclusive; a separate
-``Normal`` class). :func:`view` gives a read-only Ray-shaped view of a tandem domain, and
+attributes too (``Float.log``, ``.q``; ``Integer.low``/``.high`` both inclusive). :func:`view` gives a read-only Ray-shaped view of a tandem domain, and
 :func:`parse_spec_vars` yields those views, so the converters ported from Ray keep Ray's
 code and therefore Ray's exact conversions.
 """
@@ -77,41 +76,13 @@ UNDEFINED_METRIC_MODE = ("Trying to sample a configuration from {cls}, but the `
 
 
 # --------------------------------------------------------------------------- samplers
-
-
-class Sampler:
-    """Ray's sampler classes, as plain descriptions."""
-
-    def __repr__(self) -> str:
-        return type(self).__name__
-
-
-class Uniform(Sampler):
-    pass
-
-
-class LogUniform(Sampler):
-    def __init__(self, base: float = 10) -> None:
-        self.base = base
-
-
-class Normal(Sampler):
-    def __init__(self, mean: float = 0.0, sd: float = 1.0) -> None:
-        self.mean = mean
-        self.sd = sd
-
-
-class Quantized(Sampler):
-    def __init__(self, sampler: Sampler, q: float) -> None:
-        self.sampler = sampler
-        self.q = q
-
-    def get_sampler(self) -> Sampler:
-        return self.sampler
-
-
-class Grid(Sampler):
-    pass
+# The domains' own sampler classes (``tandem.tune.search.sample``), re-exported here.
+Sampler = _space.Sampler
+Uniform = _space.Uniform
+LogUniform = _space.LogUniform
+Normal = _space.Normal
+Quantized = _space.Quantized
+Grid = _space.Grid
 
 
 # --------------------------------------------------------------------------- views
@@ -180,26 +151,12 @@ def view(domain: Any) -> Domain:
         return domain
     if is_grid_search(domain):
         return Categorical(domain, list(domain["grid_search"]), Grid())
-    if isinstance(domain, _space.Normal):
-        sampler: Sampler = Normal(domain.mean, domain.sd)
-        if domain.q is not None:
-            sampler = Quantized(sampler, domain.q)
-        return Float(domain, None, None, sampler)
     if isinstance(domain, _space.Float):
-        own = getattr(domain, "_sampler", "")
-        if own == "normal":  # Ray's Float(...).normal(mean, sd), if the space has it
-            sampler = Normal(getattr(domain, "mean", 0.0), getattr(domain, "sd", 1.0))
-        elif domain.log:
-            sampler = LogUniform(domain.base)
-        else:
-            sampler = Uniform()
-        if domain.q is not None:
-            sampler = Quantized(sampler, domain.q)
         lower = None if math.isinf(domain.lower) else domain.lower
         upper = None if math.isinf(domain.upper) else domain.upper
-        return Float(domain, lower, upper, sampler)
+        return Float(domain, lower, upper, domain.get_sampler())
     if isinstance(domain, _space.Integer):
-        sampler = LogUniform(domain.base) if domain.log else Uniform()
+        sampler: Sampler = LogUniform(domain.base) if domain.log else Uniform()
         if domain.q is not None:
             sampler = Quantized(sampler, domain.q)
         return Integer(domain, domain.low, domain.high + 1, sampler)

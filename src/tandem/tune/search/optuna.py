@@ -58,7 +58,7 @@ class _Param:
 def _to_param(optuna: Any, path: Path, domain: Domain) -> _Param:
     name = path_str(path)
     dists = optuna.distributions
-    if isinstance(domain, Float):
+    if isinstance(domain, Float) and domain.mean is None:  # normal floats: not in Optuna
         if domain.log:
             dist = dists.FloatDistribution(domain.lower, domain.upper, log=True)
             if domain.q is not None:
@@ -174,6 +174,23 @@ class OptunaSearch(Searcher):
         self._study: ot.Study | None = None
         self._ot_trials: dict[str, Any] = {}
 
+    @staticmethod
+    def convert_search_space(spec: Mapping[str, Any]) -> dict[str, Any]:
+        """Ray's ``OptunaSearch.convert_search_space``: the search-space objects of ``spec``
+        as Optuna distributions, keyed by their ``"a/b"`` path (constants are left out); the
+        result can be passed as ``OptunaSearch(space=...)``."""
+        optuna = _import_optuna()
+        found = list(_unresolved(_copy_containers(dict(spec)), ()))
+        if any(not isinstance(value, Domain) for _, value in found):
+            raise ValueError(
+                "Grid search parameters cannot be automatically converted to an Optuna "
+                "search space.")
+        return {
+            "/".join(str(k) for k in path): _to_param(optuna, path, value).distribution
+            for path, value in found
+            if not isinstance(value, Function)
+        }
+
     # ---------------------------------------------------------------- setup
 
     def set_search_properties(
@@ -183,11 +200,9 @@ class OptunaSearch(Searcher):
         validate_param_space(config)
         config = dict(config or {})
         if self._space is not None and has_search_space(config):
-            raise ConfigError(
-                "OptunaSearch was given a `space` and the Tuner's param_space also holds search-"
-                "space objects. Define the space in one place: remove `space` from OptunaSearch "
-                "or make param_space constants only."
-            )
+            # Ray's contract: a searcher built with its own space takes no other; it answers
+            # False and the Tuner refuses the param_space with Ray's message.
+            return False
         self._setup(config)
         return True
 

@@ -1,15 +1,22 @@
-"""``ray.tune.search.sample``'s path: the search-space domains and their factories (defined
-in :mod:`tandem.tune.search.space`)."""
+"""``ray.tune.search.sample``'s path: the search-space domains, their samplers (``Sampler``,
+``BaseSampler``, ``Uniform``, ``LogUniform``, ``Normal``, ``Grid``, ``Quantized``) and the
+factories (defined in :mod:`tandem.tune.search.space`)."""
 
 from __future__ import annotations
 
 from tandem.tune.search.space import (
+    BaseSampler,
     Categorical,
     Domain,
     Float,
     Function,
+    Grid,
     Integer,
+    LogUniform,
     Normal,
+    Quantized,
+    Sampler,
+    Uniform,
     choice,
     grid_search,
     lograndint,
@@ -26,12 +33,18 @@ from tandem.tune.search.space import (
 )
 
 __all__ = [
+    "BaseSampler",
     "Categorical",
     "Domain",
     "Float",
     "Function",
+    "Grid",
     "Integer",
+    "LogUniform",
     "Normal",
+    "Quantized",
+    "Sampler",
+    "Uniform",
     "choice",
     "grid_search",
     "lograndint",

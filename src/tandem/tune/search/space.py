@@ -28,7 +28,9 @@ category object itself), so configs stay JSON-friendly; ``size > 1`` gives a lis
 The domain classes also have Ray's builder methods (``Float(lower, upper).uniform()``,
 ``.loguniform()``, ``.normal(mean, sd)``, ``.quantized(q)``, ``Integer(...).uniform()``,
 ``Categorical(...).uniform()``), ``is_valid(value)``, ``domain_str``, ``cast(value)``,
-``is_grid()`` and ``is_function()``.
+``is_grid()`` and ``is_function()``, and Ray's sampler objects: ``domain.get_sampler()`` is a
+``Uniform``, ``LogUniform``, ``Normal`` or ``BaseSampler``, inside ``Quantized`` after
+``.quantized(q)``; ``set_sampler(sampler, allow_override=False)`` sets one.
 """
 
 from __future__ import annotations
@@ -51,7 +53,13 @@ __all__ = [
     "Float",
     "Function",
     "Integer",
+    "BaseSampler",
+    "Grid",
+    "LogUniform",
     "Normal",
+    "Quantized",
+    "Sampler",
+    "Uniform",
     "choice",
     "grid_search",
     "is_grid_search",
@@ -143,6 +151,113 @@ def _is_multiple(value: float, q: float) -> bool:
     return math.isclose(ratio, round(ratio), rel_tol=1e-9, abs_tol=1e-9)
 
 
+# --------------------------------------------------------------------------- samplers
+
+
+class Sampler:
+    """How a domain draws its values (Ray's ``ray.tune.search.sample.Sampler``).
+
+    A domain's sampler is :meth:`Domain.get_sampler`; the builders (``.uniform()``,
+    ``.loguniform()``, ``.normal()``, ``.quantized(q)``) set it. ``sampler.sample(domain,
+    config=None, size=1, random_state=None)`` draws from ``domain`` with this sampler.
+    """
+
+    def sample(self, domain: Domain, config: Any = None, size: int = 1,
+               random_state: RandomState = None) -> Any:
+        if domain.sampler is self:
+            return domain.sample(config, size, random_state)
+        other = domain._copy()
+        other.set_sampler(self, allow_override=True)
+        return other.sample(config, size, random_state)
+
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(sorted(vars(self).items(), key=lambda kv: kv[0]))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sampler) and type(self) is type(other) and \
+            self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash((type(self), repr(self._key())))
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+class BaseSampler(Sampler):
+    """The sampler of ``sample_from`` domains: it calls the function."""
+
+    def __str__(self) -> str:
+        return "Base"
+
+
+class Uniform(Sampler):
+    def __str__(self) -> str:
+        return "Uniform"
+
+
+class LogUniform(Sampler):
+    """Uniform in log space. ``base`` only describes the space (Ray deprecates it)."""
+
+    def __init__(self, base: float = 10) -> None:
+        self.base = base
+
+    def __str__(self) -> str:
+        return "LogUniform"
+
+
+class Normal(Sampler):
+    """The normal distribution ``N(mean, sd**2)``; ``sd`` must be > 0 (Ray's default of 0
+    is kept, so ``Normal()`` alone is refused as in Ray)."""
+
+    def __init__(self, mean: float = 0.0, sd: float = 0.0) -> None:
+        self.mean = mean
+        self.sd = sd
+        if not sd > 0:
+            raise ConfigError(
+                f"Normal(mean={mean!r}, sd={sd!r}): SD has to be strictly greater than 0. "
+                "Pass a positive standard deviation, e.g. Normal(0.0, 1.0).")
+
+    def __str__(self) -> str:
+        return "Normal"
+
+
+class Grid(Sampler):
+    """Marks a grid search; a grid is expanded, never sampled."""
+
+    def sample(self, domain: Domain, config: Any = None, size: int = 1,
+               random_state: RandomState = None) -> Any:
+        raise RuntimeError("Do not call `sample()` on grid.")
+
+    def __str__(self) -> str:
+        return "Grid"
+
+
+class Quantized(Sampler):
+    """``sampler``'s values rounded to a multiple of ``q``."""
+
+    def __init__(self, sampler: Sampler, q: float) -> None:
+        if not isinstance(sampler, Sampler):
+            raise ConfigError(
+                f"Quantized(sampler={sampler!r}, q={q!r}): Quantized() expects a sampler "
+                "instance, e.g. Quantized(Uniform(), 0.1).")
+        self.sampler = sampler
+        self.q = q
+
+    def get_sampler(self) -> Sampler:
+        return self.sampler
+
+    def __str__(self) -> str:
+        return f"Quantized({self.sampler}, q={self.q})"
+
+
+def _unwrap(sampler: Sampler | None) -> tuple[Sampler | None, Any]:
+    """(the inner sampler, q or None)."""
+    if isinstance(sampler, Quantized):
+        return sampler.sampler, sampler.q
+    return sampler, None
+
+
 class Domain(ABC):
     """A set of values to sample one configuration value from.
 
@@ -173,7 +288,7 @@ class Domain(ABC):
         return value
 
     def is_grid(self) -> bool:
-        return False
+        return isinstance(self.sampler, Grid)
 
     def is_function(self) -> bool:
         return False
@@ -186,12 +301,38 @@ class Domain(ABC):
     def domain_str(self) -> str:
         return "(unknown)"
 
-    def _one_sampler(self, current: str | None, new: str) -> None:
-        if current is not None and current != new:
+    #: The sampler set by a builder (``.uniform()``, ...); None until one is set.
+    sampler: Sampler | None = None
+    #: What :meth:`get_sampler` returns while no sampler is set.
+    default_sampler_cls: type[Sampler] = Uniform
+
+    def get_sampler(self) -> Sampler:
+        """The domain's sampler, or a new ``default_sampler_cls()`` when none is set."""
+        return self.sampler if self.sampler is not None else self.default_sampler_cls()
+
+    def set_sampler(self, sampler: Sampler, allow_override: bool = False) -> None:
+        """Sets the sampler (in place, as Ray's does); a second one needs
+        ``allow_override=True``."""
+        if self.sampler is not None and not allow_override:
             raise ConfigError(
-                f"You can only choose one sampler for parameter domains. Existing sampler "
-                f"for parameter {type(self).__name__}: {current}. Tried to add {new}."
-            )
+                "You can only choose one sampler for parameter domains. Existing sampler for "
+                f"parameter {type(self).__name__}: {self.sampler}. Tried to add {sampler}")
+        if not isinstance(sampler, Sampler):
+            raise ConfigError(
+                f"{type(self).__name__}.set_sampler({sampler!r}): not a sampler; pass one of "
+                "Uniform(), LogUniform(), Normal(mean, sd) or Quantized(sampler, q).")
+        self._apply_sampler(sampler)
+
+    def _apply_sampler(self, sampler: Sampler) -> None:
+        object.__setattr__(self, "sampler", sampler)
+
+    def _copy(self) -> Any:
+        new = object.__new__(type(self))
+        for cls in type(self).__mro__:
+            for slot in getattr(cls, "__slots__", ()):
+                if hasattr(self, slot):
+                    object.__setattr__(new, slot, getattr(self, slot))
+        return new
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Domain) and type(self) is type(other) and \
@@ -209,12 +350,13 @@ _INF = float("inf")
 
 
 class Float(Domain):
-    """A float in ``[lower, upper)``, linear or log scale, optionally quantized to ``q``.
+    """A float: ``Float(lower, upper)`` with a sampler (Ray's domain and builders).
 
-    ``Float(lower, upper)`` alone is Ray's unbuilt domain: ``.uniform()``, ``.loguniform()``,
-    ``.normal(mean, sd)`` and ``.quantized(q)`` return configured copies (one sampler each;
-    ``quantized`` combines with the others). ``Float(None, None)`` is unbounded (for
-    ``.normal()`` only).
+    ``Float(lower, upper)`` alone has no sampler (it draws uniformly); ``.uniform()``,
+    ``.loguniform()``, ``.normal(mean, sd)`` and ``.quantized(q)`` return configured copies
+    (one sampler each; ``quantized`` wraps the others). ``Float(None, None)`` is unbounded,
+    for ``.normal()`` (``tune.randn``). The sampler is :meth:`get_sampler`; :attr:`log`,
+    :attr:`q`, :attr:`mean` and :attr:`sd` read it.
 
     Args:
         lower: Lower bound (inclusive); None for unbounded.
@@ -224,7 +366,8 @@ class Float(Domain):
         q: Round samples to a multiple of ``q``; both bounds must be multiples of ``q``.
     """
 
-    __slots__ = ("_fn", "_given", "_sampler", "base", "log", "lower", "q", "upper")
+    __slots__ = ("_fn", "_given", "base", "log", "lower", "mean", "q", "sampler", "sd",
+                 "upper")
 
     def __init__(
         self,
@@ -236,14 +379,16 @@ class Float(Domain):
         q: float | None = None,
         _fn: str = "Float",
     ) -> None:
-        self._sampler: str | None = None if _fn == "Float" else (
-            "loguniform" if log else "uniform")
+        self.sampler = None
+        self.log, self.base = False, base
+        self.q: float | None = None
+        self.mean: float | None = None
+        self.sd: float | None = None
+        self._fn = "Float"
         self._given = (lower, upper)
         if lower is None or upper is None:  # Ray's Float(None, None).normal()
             self.lower = -_INF if lower is None else float(lower)
             self.upper = _INF if upper is None else float(upper)
-            self.log, self.base, self.q, self._fn = False, base, None, "Float"
-            self._sampler = None
             return
         _check_number(_fn, "lower", lower)
         _check_number(_fn, "upper", upper)
@@ -267,9 +412,9 @@ class Float(Domain):
             self._check_q(lower, upper, q, _fn)
         self.lower = float(lower)
         self.upper = float(upper)
-        self.log = bool(log)
-        self.base = base
-        self.q = q
+        if _fn != "Float":  # a factory: tune.uniform(...) etc. come with their sampler
+            sampler: Sampler = LogUniform(base) if log else Uniform()
+            self._apply_sampler(Quantized(sampler, q) if q is not None else sampler)
         self._fn = _fn
 
     @staticmethod
@@ -302,62 +447,73 @@ class Float(Domain):
                     f"upper={_clean_float(hi)!r}."
                 )
 
-    def _copy(self) -> Float:
-        new = object.__new__(type(self))
-        for slot in Float.__slots__:
-            object.__setattr__(new, slot, getattr(self, slot))
-        return new
+    def _apply_sampler(self, sampler: Sampler) -> None:
+        inner, q = _unwrap(sampler)
+        if not isinstance(inner, (Uniform, LogUniform, Normal)):
+            raise ConfigError(
+                f"Float.set_sampler({sampler!r}): a Float domain samples with Uniform(), "
+                "LogUniform() or Normal(mean, sd), optionally inside Quantized(sampler, q).")
+        bounded = math.isfinite(self.lower) and math.isfinite(self.upper)
+        if isinstance(inner, Normal):
+            if math.isfinite(self.lower) or math.isfinite(self.upper):
+                raise ConfigError(
+                    f"Float({self.lower}, {self.upper}).normal(): normal sampling does not "
+                    "allow value bounds. Use Float(None, None).normal(mean, sd) or "
+                    "tune.randn(mean, sd).")
+        elif not bounded:
+            raise ConfigError(
+                f"Float({self.lower}, {self.upper}) with {inner}: uniform sampling requires a "
+                "lower and an upper bound. Set both bounds of Float().")
+        elif isinstance(inner, LogUniform):
+            self._check_log(self.lower, self.upper, "loguniform")
+        if q is not None:
+            self._check_q(self.lower, self.upper, q, "quantized")
+        self.sampler = sampler
+        self.log = isinstance(inner, LogUniform)
+        self.q = q
+        if isinstance(inner, Normal):
+            self.mean, self.sd = float(inner.mean), float(inner.sd)
+            self._fn = "qrandn" if q is not None else "randn"
+        else:
+            self.mean = self.sd = None
+            name = "loguniform" if self.log else "uniform"
+            self._fn = f"q{name}" if q is not None else name
+        if isinstance(inner, LogUniform):
+            self.base = inner.base
 
     # -- Ray's builder methods --------------------------------------------------------------
     def uniform(self) -> Float:
         """This range, sampled uniformly (Ray's ``Float.uniform()``)."""
-        self._one_sampler(self._sampler, "uniform")
-        if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
-            raise ConfigError(
-                f"Float({self.lower}, {self.upper}).uniform(): uniform sampling requires a "
-                "lower and an upper bound. Set both bounds of Float()."
-            )
         new = self._copy()
-        new._sampler, new._fn = "uniform", "uniform"
+        new.set_sampler(Uniform())
         return new
 
     def loguniform(self, base: Any = None) -> Float:
         """This range, sampled uniformly in log space (needs ``0 < lower``)."""
-        self._one_sampler(self._sampler, "loguniform")
-        self._check_log(self.lower, self.upper, "loguniform")
         new = self._copy()
-        new._sampler, new.log, new._fn = "loguniform", True, "loguniform"
-        if new.q is not None:
-            new._fn = "qloguniform"
+        new.set_sampler(LogUniform() if base is None else LogUniform(base))
         return new
 
-    def normal(self, mean: float = 0.0, sd: float = 1.0) -> Normal:
-        """A normal distribution ``N(mean, sd**2)`` (Ray's ``Float.normal()``); it takes no
-        bounds."""
-        self._one_sampler(self._sampler, "normal")
-        if math.isfinite(self.lower) or math.isfinite(self.upper):
+    def normal(self, mean: float = 0.0, sd: float = 1.0) -> Float:
+        """A normal distribution ``N(mean, sd**2)`` (Ray's ``Float.normal()``); the domain
+        must be unbounded (``Float(None, None)``)."""
+        _check_number("randn", "mean", mean)
+        _check_number("randn", "sd", sd)
+        if sd <= 0:
             raise ConfigError(
-                f"Float({self.lower}, {self.upper}).normal(): normal sampling does not allow "
-                "value bounds. Use Float(None, None).normal(mean, sd) or tune.randn(mean, sd)."
+                f"tune.randn(mean={mean!r}, sd={sd!r}): sd must be > 0. "
+                "Pass a positive standard deviation, e.g. sd=1.0."
             )
-        return Normal(mean, sd, self.q)
+        new = self._copy()
+        new.set_sampler(Normal(mean, sd))
+        return new
 
     def quantized(self, q: float) -> Float:
-        """This domain with samples rounded to a multiple of ``q`` (both bounds must be
-        multiples of ``q``)."""
-        self._check_q(self.lower, self.upper, q, "quantized")
+        """This domain's sampler inside ``Quantized(sampler, q)``: samples rounded to a
+        multiple of ``q`` (both bounds must be multiples of ``q``)."""
         new = self._copy()
-        new.q = q
-        new._fn = "qloguniform" if new.log else "quniform"
-        if new._sampler is None:
-            new._sampler = "uniform"
+        new.set_sampler(Quantized(new.get_sampler(), q), allow_override=True)
         return new
-
-    def get_sampler(self) -> str:
-        """The sampler's name as Ray prints it (``Uniform``, ``LogUniform``, with
-        ``Quantized`` around it when ``q`` is set)."""
-        name = "LogUniform" if self.log else "Uniform"
-        return f"Quantized({name}, q={self.q})" if self.q is not None else name
 
     def cast(self, value: Any) -> float:
         return float(value)
@@ -372,10 +528,15 @@ class Float(Domain):
                 f"{self.upper if upper is None else upper})")
 
     def _sample_one(self, rng: Any, config: Any) -> float:
+        if self.mean is not None:
+            value = float(rng.normal(self.mean, self.sd))
+            if self.q is not None:
+                value = _clean_float(round(value / self.q) * self.q)
+            return value
         if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
             raise ConfigError(
-                f"Float({self.lower}, {self.upper}) has no sampler: call .uniform(), "
-                ".loguniform() or .normal() on it first."
+                f"Float({self.lower}, {self.upper}) has no sampler: call .normal() on it "
+                "first (or give it bounds for .uniform() / .loguniform())."
             )
         lower, upper = self.lower, self.upper
         if self.q is not None:  # sample inside the grid's bounds, as Ray does
@@ -393,6 +554,9 @@ class Float(Domain):
     def __repr__(self) -> str:
         if self._fn == "Float":
             return f"Float({self.lower!r}, {self.upper!r})"
+        q = f", {self.q!r}" if self.q is not None else ""
+        if self.mean is not None:
+            return f"tune.{self._fn}({self.mean!r}, {self.sd!r}{q})"
         q = f", q={self.q!r}" if self.q is not None else ""
         base = f", base={self.base!r}" if self.log and self.base != 10 else ""
         return f"tune.{self._fn}({self.lower!r}, {self.upper!r}{q}{base})"
@@ -414,7 +578,7 @@ class Integer(Domain):
         q: Only multiples of ``q`` are sampled (uniformly, or on a log scale with ``log``).
     """
 
-    __slots__ = ("_args", "_fn", "_sampler", "base", "high", "log", "low", "lower", "q",
+    __slots__ = ("_args", "_fn", "base", "high", "log", "low", "lower", "q", "sampler",
                  "upper")
 
     def __init__(
@@ -430,13 +594,15 @@ class Integer(Domain):
     ) -> None:
         self._fn = _fn
         self._args = _args if _args is not None else (lower, upper)
-        self._sampler: str | None = None if _fn == "Integer" else (
-            "loguniform" if log else "uniform")
+        self.sampler = None
         self.lower = lower
         self.upper = upper
         self.log = bool(log)
         self.base = base
         self.q = q
+        if _fn != "Integer":  # a factory: tune.randint(...) etc. come with their sampler
+            inner: Sampler = LogUniform(base) if log else Uniform()
+            self.sampler = Quantized(inner, q) if q is not None else inner
         self._bounds()
 
     def _bounds(self) -> None:
@@ -457,52 +623,51 @@ class Integer(Domain):
         if self.log and self.low <= 0:
             raise ConfigError(f"{self!r}: lower must be > 0 because values are on a log scale.")
 
-    def _copy(self) -> Integer:
-        new = object.__new__(type(self))
-        for slot in Integer.__slots__:
-            object.__setattr__(new, slot, getattr(self, slot))
-        return new
-
-    def uniform(self) -> Integer:
-        """This range, sampled uniformly (Ray's ``Integer.uniform()``)."""
-        self._one_sampler(self._sampler, "uniform")
-        new = self._copy()
-        new._sampler = "uniform"
-        new._fn, new._args = ("qrandint", (*self._args[:2], self.q)) if self.q else (
-            "randint", self._args[:2])
-        return new
-
-    def loguniform(self, base: Any = None) -> Integer:
-        """This range, sampled on a log scale (needs ``0 < lower``)."""
-        self._one_sampler(self._sampler, "loguniform")
-        if not self.lower > 0:
+    def _apply_sampler(self, sampler: Sampler) -> None:
+        inner, q = _unwrap(sampler)
+        if not isinstance(inner, (Uniform, LogUniform)):
+            raise ConfigError(
+                f"Integer.set_sampler({sampler!r}): an Integer domain samples with Uniform() or "
+                "LogUniform(), optionally inside Quantized(sampler, q).")
+        if isinstance(inner, LogUniform) and not self.lower > 0:
             raise ConfigError(
                 f"Integer({self.lower}, {self.upper}).loguniform(): LogUniform requires a "
                 f"lower bound greater than 0. Got: {self.lower}."
             )
+        if q is not None:
+            _check_number("quantized", "q", q, integer=True)
+            if q <= 0:
+                raise ConfigError(f"Integer.quantized(q={q!r}): q must be a positive integer.")
+        old = (self.sampler, self.log, self.q, self._fn, self._args)
+        self.sampler, self.log, self.q = sampler, isinstance(inner, LogUniform), q
+        name = "lograndint" if self.log else "randint"
+        self._fn = f"q{name}" if q is not None else name
+        self._args = (*self._args[:2], q) if q is not None else self._args[:2]
+        try:
+            self._bounds()
+        except ConfigError:
+            self.sampler, self.log, self.q, self._fn, self._args = old
+            self._bounds()
+            raise
+
+    def uniform(self) -> Integer:
+        """This range, sampled uniformly (Ray's ``Integer.uniform()``)."""
         new = self._copy()
-        new._sampler, new.log = "loguniform", True
-        new._fn, new._args = ("qlograndint", (*self._args[:2], self.q)) if self.q else (
-            "lograndint", self._args[:2])
+        new.set_sampler(Uniform())
+        return new
+
+    def loguniform(self, base: Any = None) -> Integer:
+        """This range, sampled on a log scale (needs ``0 < lower``)."""
+        new = self._copy()
+        new.set_sampler(LogUniform() if base is None else LogUniform(base))
         return new
 
     def quantized(self, q: int) -> Integer:
-        """Only multiples of ``q``; with ``q > 1`` the upper bound becomes inclusive."""
-        _check_number("quantized", "q", q, integer=True)
-        if q <= 0:
-            raise ConfigError(f"Integer.quantized(q={q!r}): q must be a positive integer.")
+        """Only multiples of ``q`` (``Quantized(sampler, q)``); with ``q > 1`` the upper
+        bound becomes inclusive."""
         new = self._copy()
-        new.q = q
-        if new._sampler is None:
-            new._sampler = "uniform"
-        new._fn = "qlograndint" if new.log else "qrandint"
-        new._args = (*self._args[:2], q)
-        new._bounds()
+        new.set_sampler(Quantized(new.get_sampler(), q), allow_override=True)
         return new
-
-    def get_sampler(self) -> str:
-        name = "LogUniform" if self.log else "Uniform"
-        return f"Quantized({name}, q={self.q})" if self.q is not None else name
 
     def cast(self, value: Any) -> int:
         return int(value)
@@ -533,70 +698,6 @@ class Integer(Domain):
         return f"tune.{self._fn}({', '.join(repr(a) for a in self._args)})"
 
 
-class Normal(Domain):
-    """A normally distributed float, optionally rounded to a multiple of ``q``
-    (``tune.randn`` / ``tune.qrandn``, Ray's ``Float(None, None).normal(mean, sd)``)."""
-
-    __slots__ = ("mean", "q", "sd")
-
-    def __init__(self, mean: float = 0.0, sd: float = 1.0, q: float | None = None) -> None:
-        fn = "qrandn" if q is not None else "randn"
-        _check_number(fn, "mean", mean)
-        _check_number(fn, "sd", sd)
-        if sd <= 0:
-            raise ConfigError(
-                f"tune.{fn}(mean={mean!r}, sd={sd!r}): sd must be > 0. "
-                "Pass a positive standard deviation, e.g. sd=1.0."
-            )
-        if q is not None:
-            _check_number(fn, "q", q)
-            if q <= 0:
-                raise ConfigError(f"tune.qrandn(): q={q!r} is not allowed; q must be > 0.")
-        self.mean = float(mean)
-        self.sd = float(sd)
-        self.q = q
-
-    lower = -_INF
-    upper = _INF
-    log = False
-
-    def uniform(self) -> Float:
-        self._one_sampler("normal", "uniform")
-        raise AssertionError("unreachable")
-
-    def loguniform(self, base: Any = None) -> Float:
-        self._one_sampler("normal", "loguniform")
-        raise AssertionError("unreachable")
-
-    def quantized(self, q: float) -> Normal:
-        """This distribution, rounded to a multiple of ``q``."""
-        return Normal(self.mean, self.sd, q)
-
-    def get_sampler(self) -> str:
-        return f"Quantized(Normal, q={self.q})" if self.q is not None else "Normal"
-
-    def cast(self, value: Any) -> float:
-        return float(value)
-
-    def is_valid(self, value: Any) -> bool:
-        return True
-
-    @property
-    def domain_str(self) -> str:
-        return f"({-_INF}, {_INF})"
-
-    def _sample_one(self, rng: Any, config: Any) -> float:
-        value = float(rng.normal(self.mean, self.sd))
-        if self.q is not None:
-            value = _clean_float(round(value / self.q) * self.q)
-        return value
-
-    def __repr__(self) -> str:
-        if self.q is None:
-            return f"tune.randn({self.mean!r}, {self.sd!r})"
-        return f"tune.qrandn({self.mean!r}, {self.sd!r}, {self.q!r})"
-
-
 class Categorical(Domain):
     """One of ``categories``, chosen uniformly. Categories are returned as-is (not copied).
 
@@ -604,7 +705,7 @@ class Categorical(Domain):
     and returns the same ``{"grid_search": [...]}`` marker.
     """
 
-    __slots__ = ("categories",)
+    __slots__ = ("categories", "sampler")
 
     def __init__(self, categories: Sequence[Any]) -> None:
         if isinstance(categories, (str, bytes, dict, set, frozenset)) or not isinstance(
@@ -621,16 +722,25 @@ class Categorical(Domain):
                 "e.g. tune.choice(['adam', 'sgd'])."
             )
         self.categories = list(categories)
+        self.sampler = None
+
+    def _apply_sampler(self, sampler: Sampler) -> None:
+        if not isinstance(sampler, Uniform):
+            raise ConfigError(
+                f"Categorical.set_sampler({sampler!r}): a Categorical domain samples with "
+                "Uniform(); for a grid search over its categories use .grid() "
+                "(tune.grid_search).")
+        self.sampler = sampler
 
     def uniform(self) -> Categorical:
-        return Categorical(self.categories)
+        """These categories, chosen uniformly (Ray's ``Categorical.uniform()``)."""
+        new = self._copy()
+        new.set_sampler(Uniform())
+        return new
 
     def grid(self) -> dict[str, list[Any]]:
         """These categories as a grid search: every one of them, in order."""
         return grid_search(self.categories)
-
-    def get_sampler(self) -> str:
-        return "Uniform"
 
     def __len__(self) -> int:
         return len(self.categories)
@@ -663,7 +773,9 @@ class Function(Domain):
     ``sample_from(lambda spec: spec.config.lr * 2)``.
     """
 
-    __slots__ = ("func", "pass_spec")
+    __slots__ = ("func", "pass_spec", "sampler")
+
+    default_sampler_cls = BaseSampler
 
     def __init__(self, func: Callable[..., Any]) -> None:
         if not callable(func):
@@ -673,6 +785,7 @@ class Function(Domain):
                 "spec.config.lr * 2)."
             )
         self.func = func
+        self.sampler = None
         try:
             sig = inspect.signature(func)
         except (TypeError, ValueError):  # builtins without a signature: try with spec.
@@ -847,19 +960,23 @@ def qlograndint(lower: int, upper: int, q: int, base: float = 10) -> Integer:
                    _args=(lower, upper, q))
 
 
-def randn(mean: float = 0.0, sd: float = 1.0) -> Normal:
-    """A float from the normal distribution ``N(mean, sd**2)``."""
-    return Normal(mean, sd)
+def randn(mean: float = 0.0, sd: float = 1.0) -> Float:
+    """A float from the normal distribution ``N(mean, sd**2)``:
+    ``Float(None, None).normal(mean, sd)``, as in Ray."""
+    return Float(None, None).normal(mean, sd)
 
 
-def qrandn(mean: float, sd: float, q: float) -> Normal:
+def qrandn(mean: float, sd: float, q: float) -> Float:
     """``randn(mean, sd)`` rounded to a multiple of ``q``."""
-    return Normal(mean, sd, q)
+    _check_number("qrandn", "q", q)
+    if q <= 0:
+        raise ConfigError(f"tune.qrandn(): q={q!r} is not allowed; q must be > 0.")
+    return randn(mean, sd).quantized(q)
 
 
 def choice(categories: Sequence[Any]) -> Categorical:
-    """One of ``categories``, sampled uniformly."""
-    return Categorical(categories)
+    """One of ``categories``, sampled uniformly: ``Categorical(categories).uniform()``."""
+    return Categorical(categories).uniform()
 
 
 def grid_search(values: Sequence[Any]) -> dict[str, list[Any]]:

@@ -114,6 +114,13 @@ def test_save_restore(tmp_path):
     assert set(restored.suggest("3")) == {"x", "y"}
 
 
+def test_own_space_refuses_a_second_space():
+    """Ray's contract: built with a space, the searcher answers False to a param_space with
+    search-space objects (the Tuner then refuses it with Ray's message)."""
+    searcher = OptunaSearch(metric="m", mode="min", space=SPACE)
+    assert searcher.set_search_properties(None, None, SPACE) is False
+
+
 @pytest.mark.parametrize(
     ("kwargs", "space", "needle"),
     [
@@ -121,7 +128,6 @@ def test_save_restore(tmp_path):
         ({"metric": "m", "mode": "min"}, {"a": tune.grid_search([1, 2])}, "grid_search"),
         ({"metric": "m", "mode": "min"}, {"a": tune.randn()}, "Optuna cannot sample"),
         ({"metric": "m", "mode": "min"}, {"a": 1}, "nothing to search"),
-        ({"metric": "m", "mode": "min", "space": SPACE}, SPACE, "in one place"),
         (
             {"metric": "m", "mode": "min", "points_to_evaluate": [{"z": 1}]},
             SPACE,
