@@ -24,17 +24,16 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy import event, exc
+from sqlalchemy import exc
 from sqlalchemy.engine import Connection, Engine
 
 from tandem._core.errors import TandemError
-from tandem.jobs.store.sql import normalize_url
+from tandem.jobs.store.engine import is_lock_error, normalize_url, open_engine, transaction
 
 __all__ = [
     "ADMIN",
@@ -249,38 +248,10 @@ class AccountStore:
                  busy_timeout_s: float = 10.0) -> None:
         self.db_url = normalize_url(db_url)
         self._admin_token = admin_token
-        parsed = sa.engine.make_url(self.db_url)
-        self._dialect = parsed.get_backend_name()
-        kwargs: dict[str, Any] = {}
-        if self._dialect == "sqlite":
-            database = parsed.database or ""
-            if database in ("", ":memory:"):
-                kwargs["poolclass"] = sa.pool.StaticPool
-            else:
-                os.makedirs(os.path.dirname(os.path.abspath(database)), exist_ok=True)
-            kwargs["connect_args"] = {"check_same_thread": False, "timeout": busy_timeout_s}
-        else:
-            kwargs["pool_pre_ping"] = True
-            kwargs["connect_args"] = {"connect_timeout": 5}
-        self._engine: Engine = sa.create_engine(self.db_url, **kwargs)
-        if self._dialect == "sqlite":
-            ms = int(busy_timeout_s * 1000)
-
-            @event.listens_for(self._engine, "connect")
-            def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-                dbapi_conn.isolation_level = None
-                cur = dbapi_conn.cursor()
-                try:
-                    cur.execute(f"PRAGMA busy_timeout = {ms}")
-                    cur.execute("PRAGMA journal_mode = WAL")
-                finally:
-                    cur.close()
-
-            @event.listens_for(self._engine, "begin")
-            def _on_begin(conn: Connection) -> None:
-                write = conn.get_execution_options().get("tandem_write", False)
-                conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
+        opened = open_engine(self.db_url, busy_timeout_s=busy_timeout_s,
+                             what="The train server's database URL")
+        self._engine: Engine = opened.engine
+        self._dialect = opened.dialect
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[User, float]] = {}
         self._run(self._create, write=True)
@@ -299,27 +270,18 @@ class AccountStore:
 
     # ----------------------------------------------------------------- plumbing
 
-    @contextmanager
-    def _tx(self, write: bool) -> Iterator[Connection]:
-        with self._engine.connect() as conn:
-            if write:
-                conn = conn.execution_options(tandem_write=True)
-            with conn.begin():
-                yield conn
-
     def _run(self, fn: Callable[[Connection], T], *, write: bool) -> T:
         deadline = time.monotonic() + 30.0
         delay = 0.005
         while True:
             try:
-                with self._tx(write) as conn:
+                with transaction(self._engine, write) as conn:
                     return fn(conn)
             except exc.IntegrityError:
                 raise
             except exc.DBAPIError as e:
-                msg = str(getattr(e, "orig", e)).lower()
-                retry = ("locked" in msg or "deadlock" in msg or "could not serialize" in msg
-                         or "already exists" in msg)
+                # two servers creating the tables at once: try again as for a lock
+                retry = is_lock_error(e) or "already exists" in str(getattr(e, "orig", e)).lower()
                 if not retry or time.monotonic() > deadline:
                     from tandem.jobs.store import JobStoreError
 

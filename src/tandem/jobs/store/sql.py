@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy import event, exc
+from sqlalchemy import exc
 from sqlalchemy.engine import Connection, Engine, Row
 
 from tandem._core.errors import ConfigError
-from tandem._core.extras import import_optional
 from tandem.jobs.store.base import (
     RUNNING_STATE,
     TERMINAL_STATES,
@@ -40,6 +37,12 @@ from tandem.jobs.store.base import (
     encode_json,
     job_not_found,
     states_filter,
+)
+from tandem.jobs.store.engine import (  # noqa: F401 - normalize_url: its older path
+    is_lock_error,
+    normalize_url,
+    open_engine,
+    transaction,
 )
 
 __all__ = ["SCHEMA_VERSION", "SQLJobStore", "normalize_url"]
@@ -152,56 +155,7 @@ usage_table = sa.Table(
 # Every job column but the spec: what listing loads.
 _LIST_COLUMNS = [c for c in jobs_table.c if c.name != "spec"]
 
-# --------------------------------------------------------------------------- URLs
-
-_ALLOWED_SCHEMES = ("sqlite", "postgresql", "postgres")
-
-
-def normalize_url(url: str) -> str:
-    """The SQLAlchemy URL the store connects with.
-
-    ``postgresql://`` and ``postgres://`` get the psycopg 3 driver
-    (``postgresql+psycopg://``); ``sqlite:///path`` stays as it is.
-
-    Raises:
-        ConfigError: a scheme other than ``sqlite`` or ``postgresql``.
-    """
-    if not isinstance(url, str) or "://" not in url:
-        raise ConfigError(
-            f"job store URL {url!r} is not a database URL; use 'sqlite:///path/to/jobs.db' "
-            f"or 'postgresql://user@host:port/db' (or pass a file path to open_store)"
-        )
-    scheme, rest = url.split("://", 1)
-    base, _, driver = scheme.partition("+")
-    if base not in _ALLOWED_SCHEMES:
-        raise ConfigError(
-            f"job store URL {url!r} has scheme {scheme!r}; allowed schemes are 'sqlite' and "
-            f"'postgresql' (e.g. 'sqlite:////abs/path/jobs.db', 'postgresql://user@host/db')"
-        )
-    if base in ("postgresql", "postgres"):
-        if driver and driver != "psycopg":
-            raise ConfigError(
-                f"job store URL {url!r} names the driver {driver!r}; tandem uses psycopg 3: "
-                f"write 'postgresql://...' or 'postgresql+psycopg://...'"
-            )
-        return f"postgresql+psycopg://{rest}"
-    return url
-
-
 # --------------------------------------------------------------------------- retries
-
-
-def _is_lock_error(e: BaseException) -> bool:
-    """True for errors that mean "try again": SQLite busy/locked, PostgreSQL deadlock or
-    serialization failure. Such a transaction was rolled back, so retrying is safe."""
-    msg = str(getattr(e, "orig", e)).lower()
-    return (
-        "database is locked" in msg
-        or "database table is locked" in msg
-        or "database schema is locked" in msg
-        or "deadlock detected" in msg
-        or "could not serialize access" in msg
-    )
 
 
 def _is_connection_error(e: exc.DBAPIError) -> bool:
@@ -213,19 +167,6 @@ def _is_connection_error(e: exc.DBAPIError) -> bool:
     msg = str(getattr(e, "orig", e)).lower()
     return not any(w in msg for w in ("no such table", "no such column", "syntax error",
                                       "malformed", "not a database"))
-
-
-# Stores whose engines must drop inherited connections in a forked child.
-_LIVE_STORES: weakref.WeakSet[SQLJobStore] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for store in list(_LIVE_STORES):
-        store._engine.dispose(close=False)
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # --------------------------------------------------------------------------- the store
@@ -270,34 +211,15 @@ class SQLJobStore(JobStore):
         self._retry_timeout_s = retry_timeout_s
         self._closed = False
         self._fence_epoch = None
-        kwargs: dict[str, Any] = dict(engine_kwargs or {})
-        parsed = sa.engine.make_url(self._url)
-        self._dialect = parsed.get_backend_name()
         # One shared connection for in-memory SQLite, so calls need a lock of their own.
         self._serial: threading.Lock | None = None
-        if self._dialect == "sqlite":
-            database = parsed.database or ""
-            in_memory = database in ("", ":memory:") or database.startswith("file::memory:")
-            connect_args = kwargs.setdefault("connect_args", {})
-            connect_args.setdefault("check_same_thread", False)
-            connect_args.setdefault("timeout", busy_timeout_s)
-            if in_memory:
-                kwargs.setdefault("poolclass", sa.pool.StaticPool)
-                self._serial = threading.Lock()
-            else:
-                parent = os.path.dirname(os.path.abspath(database))
-                os.makedirs(parent, exist_ok=True)
-        else:
-            import_optional(  # the PostgreSQL driver, psycopg 3
-                "psycopg", "server",
-                f"The job store URL {parsed.render_as_string(hide_password=True)!r}")
-            kwargs.setdefault("pool_pre_ping", True)
-            # An unreachable host fails in seconds instead of hanging the caller.
-            kwargs.setdefault("connect_args", {}).setdefault("connect_timeout", 5)
-        self._engine: Engine = sa.create_engine(self._url, **kwargs)
-        if self._dialect == "sqlite":
-            self._install_sqlite_hooks(int(busy_timeout_s * 1000))
-        _LIVE_STORES.add(self)
+        opened = open_engine(self._url, busy_timeout_s=busy_timeout_s,
+                             sqlite_pragmas=("synchronous = NORMAL", "foreign_keys = ON"),
+                             engine_kwargs=engine_kwargs)
+        self._engine: Engine = opened.engine
+        self._dialect = opened.dialect
+        if opened.in_memory:
+            self._serial = threading.Lock()
         self._ensure_schema()
 
     def __repr__(self) -> str:
@@ -317,42 +239,17 @@ class SQLJobStore(JobStore):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            _LIVE_STORES.discard(self)
             self._engine.dispose()
 
     # ----------------------------------------------------------------- plumbing
 
-    def _install_sqlite_hooks(self, busy_timeout_ms: int) -> None:
-        @event.listens_for(self._engine, "connect")
-        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            # We issue BEGIN ourselves (below): pysqlite's implicit BEGIN is deferred, and a
-            # deferred transaction that later writes can fail with SQLITE_BUSY at once,
-            # without waiting on busy_timeout.
-            dbapi_conn.isolation_level = None
-            cur = dbapi_conn.cursor()
-            try:
-                cur.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
-                cur.execute("PRAGMA journal_mode = WAL")
-                cur.execute("PRAGMA synchronous = NORMAL")
-                cur.execute("PRAGMA foreign_keys = ON")
-            finally:
-                cur.close()
-
-        @event.listens_for(self._engine, "begin")
-        def _on_begin(conn: Connection) -> None:
-            write = conn.get_execution_options().get("tandem_write", False)
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
     @contextmanager
     def _transaction(self, write: bool) -> Iterator[Connection]:
         serial = self._serial if self._serial is not None else nullcontext()
-        with serial, self._engine.connect() as conn:
-            if write:
-                conn = conn.execution_options(tandem_write=True)
-            with conn.begin():
-                if write and self._fence_epoch is not None:
-                    self._check_fence(conn, self._fence_epoch)
-                yield conn
+        with serial, transaction(self._engine, write) as conn:
+            if write and self._fence_epoch is not None:
+                self._check_fence(conn, self._fence_epoch)
+            yield conn
 
     # ----------------------------------------------------------------- fencing
 
@@ -416,7 +313,7 @@ class SQLJobStore(JobStore):
                 # A dropped connection is safe to retry for reads only (once: the pool
                 # reconnects): a write might have committed before the connection went away.
                 dropped = e.connection_invalidated and not write and attempts < 2
-                if not (_is_lock_error(e) or dropped):
+                if not (is_lock_error(e) or dropped):
                     raise self._store_error(e, write) from e
                 if time.monotonic() >= deadline:
                     raise JobStoreUnavailableError(

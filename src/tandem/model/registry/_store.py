@@ -20,19 +20,17 @@ import tarfile
 import threading
 import time
 import uuid
-import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy import event, exc
+from sqlalchemy import exc
 from sqlalchemy.engine import Connection, Engine
 
 from tandem._core.archives import ArchiveBudget, ArchiveLimits
 from tandem._core.errors import ConfigError
-from tandem.jobs.store.sql import normalize_url
+from tandem.jobs.store.engine import is_lock_error, normalize_url, open_engine, transaction
 from tandem.model.registry._ref import (
     ModelNotFoundError,
     ModelRef,
@@ -93,29 +91,11 @@ class VersionRecord:
 META_KEYS = ("config", "metrics", "lineage", "environment", "model_class", "tags")
 
 
-def _is_retryable(e: BaseException) -> bool:
-    msg = str(getattr(e, "orig", e)).lower()
-    return ("database is locked" in msg or "deadlock detected" in msg
-            or "could not serialize access" in msg or "database schema is locked" in msg)
-
-
 def _is_duplicate(e: BaseException) -> bool:
     if isinstance(e, exc.IntegrityError):
         return True
     msg = str(getattr(e, "orig", e)).lower()
     return "unique" in msg or "duplicate key" in msg
-
-
-_LIVE: weakref.WeakSet[ModelStore] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for store in list(_LIVE):
-        store._engine.dispose(close=False)
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def is_url(path: str) -> bool:
@@ -141,43 +121,18 @@ class ModelStore:
         self.db_url = normalize_url(db_url)
         self.storage = storage if is_url(storage) else os.path.abspath(os.path.expanduser(storage))
         self.storage_options = dict(storage_options or {})
-        parsed = sa.engine.make_url(self.db_url)
-        self._dialect = parsed.get_backend_name()
-        kwargs: dict[str, Any] = {}
-        if self._dialect == "sqlite":
-            database = parsed.database or ""
-            if database in ("", ":memory:"):
-                raise ConfigError("the model registry needs a database file or server, not an "
-                                  "in-memory SQLite database (other processes must see it).")
-            os.makedirs(os.path.dirname(os.path.abspath(database)), exist_ok=True)
-            kwargs["connect_args"] = {"check_same_thread": False, "timeout": busy_timeout_s}
-        else:
-            kwargs["pool_pre_ping"] = True
-        self._engine: Engine = sa.create_engine(self.db_url, **kwargs)
-        if self._dialect == "sqlite":
-            ms = int(busy_timeout_s * 1000)
-
-            @event.listens_for(self._engine, "connect")
-            def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-                dbapi_conn.isolation_level = None
-                cur = dbapi_conn.cursor()
-                try:
-                    cur.execute(f"PRAGMA busy_timeout = {ms}")
-                    cur.execute("PRAGMA journal_mode = WAL")
-                finally:
-                    cur.close()
-
-            @event.listens_for(self._engine, "begin")
-            def _on_begin(conn: Connection) -> None:
-                write = conn.get_execution_options().get("tandem_write", False)
-                conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-        _LIVE.add(self)
+        opened = open_engine(self.db_url, busy_timeout_s=busy_timeout_s,
+                             what="The model registry URL")
+        if opened.in_memory:
+            opened.engine.dispose()
+            raise ConfigError("the model registry needs a database file or server, not an "
+                              "in-memory SQLite database (other processes must see it).")
+        self._engine: Engine = opened.engine
+        self._dialect = opened.dialect
         self._lock = threading.Lock()
         self._run(lambda conn: _meta.create_all(conn, checkfirst=True), write=True)
 
     def close(self) -> None:
-        _LIVE.discard(self)
         self._engine.dispose()
 
     def __repr__(self) -> str:
@@ -185,23 +140,15 @@ class ModelStore:
         return f"ModelStore({shown!r}, storage={self.storage!r})"
 
     # ----------------------------------------------------------------- plumbing
-    @contextmanager
-    def _tx(self, write: bool) -> Iterator[Connection]:
-        with self._engine.connect() as conn:
-            if write:
-                conn = conn.execution_options(tandem_write=True)
-            with conn.begin():
-                yield conn
-
     def _run(self, fn: Callable[[Connection], T], *, write: bool) -> T:
         deadline = time.monotonic() + 60.0
         delay = 0.005
         while True:
             try:
-                with self._tx(write) as conn:
+                with transaction(self._engine, write) as conn:
                     return fn(conn)
             except exc.DBAPIError as e:
-                retry = _is_retryable(e) or (
+                retry = is_lock_error(e) or (
                     # two processes creating the tables at once
                     "already exists" in str(getattr(e, "orig", e)).lower())
                 if not retry or time.monotonic() > deadline:
