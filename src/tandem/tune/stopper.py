@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from tandem._core.errors import ConfigError
+from tandem._core.results import MISSING, lookup
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +53,8 @@ class DictStopper(Stopper):
         if result.get("done"):
             return True
         for key, value in self.criteria.items():
-            got = _lookup(result, key)
-            if got is _MISSING:
+            got = lookup(result, key)
+            if got is MISSING:
                 if key not in self._warned:
                     self._warned.add(key)
                     logger.warning(
@@ -70,20 +71,6 @@ class DictStopper(Stopper):
                     f"which cannot be compared with {value!r}; report a number or a bool."
                 ) from e
         return False
-
-
-_MISSING = object()
-
-
-def _lookup(result: Mapping[str, Any], key: str) -> Any:
-    if key in result:
-        return result[key]
-    node: Any = result
-    for part in key.split("/"):
-        if not isinstance(node, Mapping) or part not in node:
-            return _MISSING
-        node = node[part]
-    return node
 
 
 class FunctionStopper(Stopper):

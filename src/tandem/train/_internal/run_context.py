@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tandem._core.results import MISSING, lookup
+
 AWAIT_VERDICT = "__tandem_await_verdict__"
 """Metadata key a tuner sets on a trial's run: rank 0 waits, after each report, for the
 tuner's verdict on it (driver call ``tune_verdict``), so a stop, pause or exploit decided at
@@ -54,11 +56,11 @@ class VerdictGate:
         if self.rows is not None and rows >= self.rows:
             return True
         for key in self.required:
-            if _lookup(result, key) is _MISSING:
+            if lookup(result, key) is MISSING:
                 return True
         for key, value in self.at_least:
-            got = _lookup(result, key)
-            if got is _MISSING:
+            got = lookup(result, key)
+            if got is MISSING:
                 return True
             try:
                 if got >= value:
@@ -67,8 +69,8 @@ class VerdictGate:
                 return True
         if self.milestones is not None:
             key, values = self.milestones
-            got = _lookup(result, key)
-            if got is _MISSING:
+            got = lookup(result, key)
+            if got is MISSING:
                 return True
             try:
                 passed = [i for i, m in enumerate(values) if i not in judged and got >= m]
@@ -76,7 +78,7 @@ class VerdictGate:
                 return True
             if passed:
                 score = self.milestone_score
-                if score is None or _lookup(result, score) not in (None, _MISSING):
+                if score is None or lookup(result, score) not in (None, MISSING):
                     judged.add(max(passed, key=lambda i: values[i]))  # the highest, as ASHA
                 return True
         return False
@@ -93,21 +95,6 @@ class VerdictGate:
             required=tuple(dict.fromkeys(self.required + other.required)),
             rows=min(rows) if rows else None,
         )
-
-
-_MISSING = object()
-
-
-def _lookup(result: Mapping[str, Any], key: str) -> Any:
-    """``result[key]``, ``"a/b"`` read as nested keys (as ``RunConfig(stop=...)`` does)."""
-    if key in result:
-        return result[key]
-    node: Any = result
-    for part in key.split("/"):
-        if not isinstance(node, Mapping) or part not in node:
-            return _MISSING
-        node = node[part]
-    return node
 
 
 @dataclass(frozen=True)
