@@ -98,7 +98,8 @@ def test_working_dir_upload_and_tuner_on_the_server(server, tmp_path):
     assert "FINISHED" in _job_line(server, line(out, "JOB_ID")).split()
     listed = server.user.cli("jobs", "list", env=server.env()).stdout.splitlines()
     trials = [r for r in listed if "objective_" in r]  # every trial is a job on the server
-    assert len(trials) == 3 and all("FINISHED" in r.split() for r in trials), listed
+    # a trial job shows Ray's word for a finished trial
+    assert len(trials) == 3 and all("TERMINATED" in r.split() for r in trials), listed
 
 
 def test_tuner_on_a_server_decides_at_the_result(server, tmp_path):

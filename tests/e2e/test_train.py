@@ -48,6 +48,6 @@ def test_program_using_rays_v2_module_paths(user):
     out = user.python("ray_v2_paths.py")
     assert line(out, "STEPS") == "[0, 1, 2] WORLD 2"
     assert line(out, "KEPT") == "['checkpoint_000003']"
-    assert line(out, "FAILED") == "TrainingFailedError True"
+    assert line(out, "FAILED") == "WorkerGroupError True"  # Ray V2 raises WorkerGroupError (a TrainingFailedError)
     assert line(out, "BEST") == "3 2"
     assert line(out, "TB_EVENTS") == "3"

@@ -39,6 +39,7 @@ PROVIDED_BY: dict[str, tuple[str, str]] = {
     "pyarrow": ("pyarrow", BASE),
     "sqlalchemy": ("sqlalchemy", BASE),
     "fastapi": ("fastapi", "server"),
+    "starlette": ("starlette", "server"),
     "pydantic": ("pydantic", "server"),
     "uvicorn": ("uvicorn", "server"),
     "uvloop": ("uvicorn[standard]", "server"),

@@ -24,6 +24,7 @@ from tandem.jobs.spec import JobOutcome, JobStatus
 from tandem.jobs.store import JobRecord, ReportRecord, UsageSample
 from tandem.server.events import EventHub
 from tandem.server.writer import StoreWriter
+from tandem.train.api.errors import WORKER_ERRORS_HEADER
 
 __all__ = ["EventProjection", "jsonable", "outcome_from_record"]
 
@@ -176,6 +177,8 @@ def _end_reason(status: JobStatus, error: str | None, stopped_by: str | None,
     """Why a job ended, as its last transition records it."""
     if status is JobStatus.FAILED:
         first = (error or "").strip().splitlines()
+        if first and first[0].strip() == WORKER_ERRORS_HEADER:  # Ray's header: what follows says it
+            first = first[1:]
         return f"failed: {first[0]}" if first else "failed (no error message)"
     if status is JobStatus.STOPPED:
         what = "cancelled while pending" if started_time is None else "stopped"

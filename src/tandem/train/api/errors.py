@@ -54,6 +54,10 @@ def _rebuild(msg: str, rank: int | None, exc_type: str | None, exc_message: str 
     )
 
 
+WORKER_ERRORS_HEADER = "Training failed due to worker errors:"
+"""The first line of a :class:`WorkerGroupError`'s message (Ray's words); what failed follows."""
+
+
 class WorkerGroupError(TrainingFailedError):
     """A run failed because a worker raised or died and the restart budget is spent
     (Ray's ``ray.train.WorkerGroupError``).
@@ -65,7 +69,7 @@ class WorkerGroupError(TrainingFailedError):
 
     def __init__(self, error_message: str, worker_failures: dict[int, BaseException],
                  **fields: Any) -> None:
-        super().__init__("Training failed due to worker errors:\n" + error_message, **fields)
+        super().__init__(WORKER_ERRORS_HEADER + "\n" + error_message, **fields)
         self._error_message = error_message
         self.worker_failures = dict(worker_failures)
 
