@@ -464,9 +464,9 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         name: R("tandem.tune.utils:warn_if_slow.__exit__")
         for name in ("name", "threshold", "message", "disable")},
     "tandem.tune.search.ConcurrencyLimiter": {
-        "searcher": R("tandem.tune.search.concurrency:ConcurrencyLimiter.suggest"),
-        "max_concurrent": R("tandem.tune.search.concurrency:ConcurrencyLimiter.suggest"),
-        "batch": R("tandem.tune.search.concurrency:ConcurrencyLimiter.on_trial_complete"),
+        "searcher": R("tandem.tune.search.searcher:ConcurrencyLimiter.suggest"),
+        "max_concurrent": R("tandem.tune.search.searcher:ConcurrencyLimiter.suggest"),
+        "batch": R("tandem.tune.search.searcher:ConcurrencyLimiter.on_trial_complete"),
     },
     "tandem.tune.search.Integer": {
         "lower": R("tandem.tune.search.space:Integer._bounds", attr="lower"),
