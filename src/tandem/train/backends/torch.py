@@ -100,6 +100,16 @@ class TorchBackend(Backend):
         backend = self.backend_name or ("nccl" if use_cuda else "gloo")
         timeout = datetime.timedelta(seconds=self.timeout_s)
         store = _rendezvous_store(context, timeout)
+        if use_cuda and self.backend_name is None and context.world_size > 1:
+            shared = _ranks_sharing_a_device(store, context)
+            if shared:
+                backend = "gloo"
+                if context.world_rank == 0:
+                    logger.warning(
+                        "ranks %s share one GPU (fractional GPUs per worker): nccl refuses two "
+                        "ranks on one device, so this gang's process group uses gloo. Give "
+                        "each worker a whole GPU for nccl, or name the backend with "
+                        "TorchConfig(backend=...).", shared)
         self._join(backend, store, context, timeout)
 
     def _join(self, backend: str, store: Any, context: TrainContext,
@@ -203,6 +213,21 @@ def _rendezvous_store(context: TrainContext, timeout: datetime.timedelta) -> Any
         store = TCPStore(addr, port, context.world_size, False, timeout)
     os.environ["MASTER_PORT"] = str(port)  # for libraries that read it
     return store
+
+
+def _ranks_sharing_a_device(store: Any, context: TrainContext) -> list[int]:
+    """The ranks whose GPU another rank also holds (gang workers given fractions of one
+    GPU), found through the gang's store: each rank publishes its device's UUID and reads
+    everyone's, so every rank comes to the same answer. nccl fails on such a gang
+    ("Duplicate GPU detected"), as it does on Ray; tandem picks gloo instead."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    mine = str(getattr(props, "uuid", "")) or (
+        f"{os.uname().nodename}:{getattr(props, 'pci_bus_id', '')}:{props.name}")
+    store.set(f"tandem/gpu/{context.world_rank}", mine)
+    devices = [store.get(f"tandem/gpu/{r}").decode() for r in range(context.world_size)]
+    return [r for r, d in enumerate(devices) if devices.count(d) > 1]
 
 
 def _local_device_index(context: TrainContext) -> int:

@@ -1,0 +1,179 @@
+"""The GPU paths, run for real on a machine with a CUDA GPU.
+
+CI has no GPU, so there every test here is skipped (the CPU paths are tested elsewhere).
+On a GPU machine: ``python -m pytest tests/gpu -q``. What a user gets there:
+
+- ``TorchTrainer(..., ScalingConfig(use_gpu=True))``: each worker sees its own GPU through
+  ``CUDA_VISIBLE_DEVICES``, the process group is nccl, ``prepare_model`` and
+  ``get_device`` put the work on that GPU, and an all-reduce runs on it;
+- two workers sharing one GPU (``resources_per_worker={"GPU": 0.5}``) both see it and
+  train over gloo (nccl refuses two ranks on one device);
+- ``model.train(..., train_settings={"use_gpu": True})`` trains the Model object on the GPU
+  and the trained model predicts;
+- (the train server's usage sampler on a real GPU: tests/unit/server/test_usage_gpu.py);
+- ``XGBoostTrainer(..., use_gpu=True)`` trains with ``device="cuda"``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+
+def _ddp_loop(config):
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    from tandem import train
+    from tandem.train.torch import get_device, prepare_model
+
+    device = get_device()
+    model = prepare_model(torch.nn.Linear(8, 1))
+    x = torch.randn(16, 8, device=device)
+    model(x).pow(2).mean().backward()
+    total = torch.ones(1, device=device) * (train.get_context().get_world_rank() + 1)
+    dist.all_reduce(total)
+    out = os.path.join(config["out"], f"rank{train.get_context().get_world_rank()}.txt")
+    with open(out, "w") as f:
+        f.write("|".join([
+            dist.get_backend(), str(device), str(next(model.parameters()).device),
+            os.environ.get("CUDA_VISIBLE_DEVICES", "-"), str(total.item()),
+        ]))
+    train.report({"allreduce": float(total.item())})
+
+
+def _read_ranks(out, n):
+    return [(out / f"rank{r}.txt").read_text().split("|") for r in range(n)]
+
+
+def test_nccl_ddp_each_worker_on_its_gpu(tmp_path):
+    from tandem.train import RunConfig, ScalingConfig
+    from tandem.train.torch import TorchTrainer
+
+    n = torch.cuda.device_count()
+    result = TorchTrainer(
+        _ddp_loop, train_loop_config={"out": str(tmp_path)},
+        scaling_config=ScalingConfig(num_workers=n, use_gpu=True),
+        run_config=RunConfig(storage_path=str(tmp_path / "runs")),
+    ).fit()
+    assert result.error is None
+    ranks = _read_ranks(tmp_path, n)
+    for backend, device, param_device, visible, total in ranks:
+        assert backend == "nccl"
+        assert device.startswith("cuda") and param_device.startswith("cuda")
+        assert visible != "-"
+        assert float(total) == n * (n + 1) / 2
+    # one GPU per worker: no two ranks were given the same device
+    assert len({r[3] for r in ranks}) == n
+
+
+def test_two_workers_share_one_gpu_by_fractions(tmp_path):
+    from tandem.train import RunConfig, ScalingConfig
+    from tandem.train.torch import TorchTrainer
+
+    # nccl refuses two ranks on one device ("Duplicate GPU detected", Ray fails so): the
+    # gang sees that its ranks share the GPU and picks gloo
+    result = TorchTrainer(
+        _ddp_loop, train_loop_config={"out": str(tmp_path)},
+        scaling_config=ScalingConfig(num_workers=2, use_gpu=True,
+                                     resources_per_worker={"GPU": 0.5}),
+        run_config=RunConfig(storage_path=str(tmp_path / "runs")),
+    ).fit()
+    assert result.error is None
+    ranks = _read_ranks(tmp_path, 2)
+    assert [r[0] for r in ranks] == ["gloo", "gloo"]
+    assert ranks[0][3] == ranks[1][3] != "-"  # both see the one GPU
+    assert all(r[1].startswith("cuda") and r[2].startswith("cuda") for r in ranks)
+    assert float(ranks[0][4]) == 3.0
+
+
+def test_model_object_trains_and_predicts_on_gpu(tmp_path):
+    import torch.nn.functional as F
+    from sklearn.datasets import load_digits
+
+    from tandem import model
+    from tandem.train import RunConfig
+
+    class MLP(model.TorchModel):
+        default_config = {"hidden": 64, "lr": 3e-3}  # noqa: RUF012
+
+        def setup(self):
+            self.net = torch.nn.Sequential(torch.nn.Linear(64, self.config["hidden"]),
+                                           torch.nn.ReLU(),
+                                           torch.nn.Linear(self.config["hidden"], 10))
+
+        def forward(self, x):
+            return self.net(x)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return F.cross_entropy(self.forward(x), y)
+
+        def validation_step(self, batch, batch_idx):
+            x, y = batch
+            logits = self.forward(x)
+            return {"accuracy": (logits.argmax(1) == y).float().mean(),
+                    "on_gpu": torch.tensor(float(x.is_cuda and logits.is_cuda))}
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    result = model.train(
+        MLP, dataset={"train": (X[:1400], y[:1400]), "valid": (X[1400:], y[1400:])},
+        train_settings={"num_workers": 1, "use_gpu": True, "num_epochs": 4, "seed": 0},
+        run_config=RunConfig(storage_path=str(tmp_path)),
+    )
+    assert result.metrics["val_on_gpu"] == 1.0
+    assert result.metrics["val_accuracy"] > 0.85
+    predicted = torch.as_tensor(result.model.predict(X[1400:])).cpu().argmax(1).numpy()
+    assert (predicted == y[1400:]).mean() > 0.85
+
+
+def test_xgboost_trains_on_cuda(tmp_path):
+    xgboost = pytest.importorskip("xgboost")
+    pynvml = pytest.importorskip("pynvml")
+    if not xgboost.build_info().get("USE_CUDA"):
+        pytest.skip("this xgboost build has no CUDA")
+    import threading
+
+    import numpy as np
+    import pandas as pd
+
+    from tandem.train import RunConfig, ScalingConfig
+    from tandem.train.xgboost import XGBoostTrainer
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400_000, 16)).astype(np.float32)
+    frame = pd.DataFrame(x, columns=[f"f{i}" for i in range(16)])
+    frame["y"] = (x[:, 0] + x[:, 1] * x[:, 2] > 0).astype(int)
+    # the GPU is busy only if the worker trains there (a CUDA context alone, which a CPU
+    # fit can hold too, keeps it at 0 %): watch NVML's utilisation while it trains
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    busiest = [0]
+    done = threading.Event()
+
+    def watch():
+        while not done.wait(0.05):
+            busiest[0] = max(busiest[0], pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        result = XGBoostTrainer(
+            params={"objective": "binary:logistic", "eval_metric": ["error"],
+                    "tree_method": "hist", "max_depth": 8},
+            label_column="y", num_boost_round=300, datasets={"train": frame},
+            scaling_config=ScalingConfig(num_workers=1, use_gpu=True),
+            run_config=RunConfig(storage_path=str(tmp_path)),
+        ).fit()
+    finally:
+        done.set()
+        watcher.join()
+    assert result.metrics["train-error"] < 0.1
+    assert busiest[0] > 0, "the GPU stayed idle while XGBoost trained"
