@@ -116,3 +116,16 @@ def _warm(p: psutil.Process) -> bool:
         return p.name() == "tandem-warm"
     except psutil.Error:
         return False
+
+
+def pytest_collection_modifyitems(config, items):
+    """Groups for pytest-xdist (CI runs ``-n 2 --dist loadgroup``): the tests of one file run
+    on one worker, so its module fixtures are made once; every test that starts a Ray
+    cluster runs on the same worker, one at a time, since two local Ray clusters on a
+    2-core machine starve each other's health checks. Without xdist the marker does
+    nothing."""
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        ray = "ray" in item.keywords or "/ray/" in path or "/ray_autoscaling/" in path \
+            or "test_ray" in path
+        item.add_marker(pytest.mark.xdist_group("ray" if ray else path))
