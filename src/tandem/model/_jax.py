@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tandem._core.errors import ConfigError
+from tandem.model._files import OPT_STATE_NPZ
 from tandem.model._model import (
     TRAINER_STATE_FILE,
     Model,
@@ -47,7 +48,6 @@ from tandem.model._model import (
 from tandem.train.jax import JaxTrainer
 
 PARAMS_NPZ = "params.npz"
-OPT_STATE_NPZ = "opt_state.npz"
 
 logger = logging.getLogger(__name__)
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tandem._core.errors import ConfigError
+from tandem.model._files import OPTIMIZER_NPZ
 from tandem.model._model import (
     TRAINER_STATE_FILE,
     Model,
@@ -35,7 +36,6 @@ from tandem.model._model import (
 )
 
 WEIGHTS_NPZ = "model.weights.npz"
-OPTIMIZER_NPZ = "optimizer.npz"
 
 logger = logging.getLogger(__name__)
 
