@@ -12,9 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
-import os
 import random
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -138,19 +136,6 @@ def _resolve_model(m: Any, config: Mapping[str, Any] | None) -> tuple[type[Model
     )
 
 
-def _init_weights(instance: Model | None) -> dict[str, bytes] | None:
-    """A set-up instance's weights, as the files ``save_weights`` writes."""
-    if instance is None or not instance.is_setup:
-        return None
-    with tempfile.TemporaryDirectory(prefix="tandem-model-init-") as d:
-        instance.save_weights(d)
-        files = {}
-        for name in os.listdir(d):
-            with open(os.path.join(d, name), "rb") as f:
-                files[name] = f.read()
-        return files
-
-
 @dataclass
 class _Plan:
     cls: type[Model]
@@ -177,9 +162,10 @@ def _build(m: Any, config: Mapping[str, Any] | None, train_settings: Any, datase
             "class/object whose setup() returns that dict, run on each worker)."
         )
     seed = settings.seed if settings.seed is not None else random.randrange(2**31)
-    payload = WorkerPayload(model_cls=cls, settings=settings, seed=seed,
-                            init_weights=_init_weights(instance))
-    datasets: dict[str, Any] = {}
+    # a set-up instance's weights travel once, in memory, inside the payload
+    init = instance.weights_state() if instance is not None and instance.is_setup else None
+    payload = WorkerPayload(model_cls=cls, settings=settings, seed=seed, init_weights=init)
+    data = _data.TrainerData()
     data_classes: list[Any] = []
     if _data.is_data_source(dataset):
         _data.check_source(dataset)
@@ -190,21 +176,11 @@ def _build(m: Any, config: Mapping[str, Any] | None, train_settings: Any, datase
         splits = {k: _data.normalize(k, v, settings.label_column, "dataset")
                   for k, v in splits.items()}
         _data.check_sizes(splits, settings.num_workers, "dataset")
-        n = settings.num_workers
-        presharded = []
-        for name, value in splits.items():
-            if isinstance(value, _data.Arrays):
-                shard = _data.even_shard if name == "train" else _data.strided_shard
-                # one item per rank: the controller hands rank r the list [shard r]
-                datasets[name] = [shard(value, r, n) for r in range(n)]
-                presharded.append(name)
-            elif _data.is_ray_dataset(value):
-                datasets[name] = value
-                presharded.append(name)
-            else:
-                payload.splits[name] = value
-                data_classes.append(type(value))
-        payload.presharded = tuple(presharded)
+        data = _data.TrainerData.of(splits)
+        payload.splits = data.payload_splits
+        payload.datasets = tuple(data.datasets)
+        payload.datasets_to_split = data.to_split
+        data_classes.extend(type(v) for v in data.payload_splits.values())
     with pickled_by_value(cls, *data_classes):
         payload_bytes = cloudpickle.dumps(payload)
 
@@ -221,7 +197,8 @@ def _build(m: Any, config: Mapping[str, Any] | None, train_settings: Any, datase
         scaling_config=ScalingConfig(num_workers=settings.num_workers, use_gpu=settings.use_gpu,
                                      resources_per_worker=settings.resources_per_worker),
         run_config=rc,
-        datasets=datasets,
+        datasets=data.datasets,
+        dataset_config=data.config,
         metadata={"progress_total": settings.num_epochs, "progress_key": "epoch",
                   "model_class": f"{cls.__module__}.{cls.__qualname__}"},
     )
