@@ -37,8 +37,8 @@ from tandem.train import Checkpoint, Result
 
 if TYPE_CHECKING:
     from tandem.jobs.handle import JobHandle
-    from tandem.model._api import ModelJobHandle
     from tandem.model._model import Model
+    from tandem.model._result import ModelJobHandle
     from tandem.tune import ResultGrid
 
 MODELS_PATH_ENV = "TANDEM_MODELS_PATH"
@@ -200,7 +200,7 @@ def _register_types() -> None:
     """The types of the layers above the registry's import, registered on first use (so
     importing the registry imports neither the Model classes nor tune)."""
     from tandem.jobs.handle import JobHandle
-    from tandem.model._api import ModelJobHandle
+    from tandem.model._result import ModelJobHandle
     from tandem.tune import ResultGrid
 
     _source.register(_model_base(), lambda x: _Instance(model=x))
