@@ -12,11 +12,9 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
-import os
 import random
-import tempfile
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import cloudpickle
@@ -26,92 +24,14 @@ from tandem._core.ids import short_uid
 from tandem.model import _data
 from tandem.model._loop import WorkerPayload
 from tandem.model._model import Model, pickled_by_value
+from tandem.model._result import ModelJobHandle, ModelResult
 from tandem.model._settings import TrainSettings, TuneSettings
 from tandem.train import FailureConfig, Result, RunConfig, ScalingConfig
-from tandem.train.progress import console_progress, wait_with_progress
+from tandem.train.progress import console_progress
 
 if TYPE_CHECKING:
-    from tandem.jobs.handle import JobHandle
     from tandem.train import DataParallelTrainer
     from tandem.tune import ResultGrid
-
-
-@dataclass(repr=False)
-class ModelResult(Result):
-    """A ``Result`` whose ``.model`` is the trained model, built from ``.checkpoint`` (a
-    ``Model.save()`` directory) on first use and kept."""
-
-    _model: Any = field(default=None, repr=False, compare=False)
-
-    @classmethod
-    def from_result(cls, result: Result, config: dict[str, Any] | None = None) -> ModelResult:
-        """The same run as a ``ModelResult`` (e.g. ``tandem.jobs.get(job_id).wait()``'s)."""
-        if isinstance(result, ModelResult) and config is None:
-            return result
-        values = {f.name: getattr(result, f.name) for f in dataclasses.fields(Result)}
-        if config is not None:
-            values["config"] = config
-        return cls(**values)
-
-    @property
-    def model(self) -> Model:
-        """The trained model (``Model.from_checkpoint(self.checkpoint)``)."""
-        if self._model is None:
-            if self.checkpoint is None:
-                why = f" It failed: {self.error}" if self.error is not None else ""
-                raise ConfigError(
-                    f"This run ({self.path}) has no checkpoint, so there is no trained model "
-                    f"to load.{why}"
-                )
-            self._model = Model.from_checkpoint(self.checkpoint)
-        return self._model
-
-    def __repr__(self) -> str:
-        return "Model" + super().__repr__()
-
-
-class ModelJobHandle:
-    """``model.train(..., block=False)``: a ``JobHandle`` whose ``wait()`` returns a
-    ``ModelResult``. Everything else is the job handle's (``job_id``, ``status()``,
-    ``results()``, ``stop()``, ``logs()``)."""
-
-    def __init__(self, handle: JobHandle, progress: Any = None) -> None:
-        self._handle = handle
-        self._progress = progress
-
-    @property
-    def job_id(self) -> str:
-        return self._handle.job_id
-
-    @property
-    def name(self) -> str:
-        return self._handle.name
-
-    def status(self) -> str:
-        return self._handle.status()
-
-    def done(self) -> bool:
-        return self._handle.done()
-
-    def results(self) -> Iterator[dict]:
-        return self._handle.results()
-
-    def wait(self, timeout: float | None = None) -> ModelResult:
-        """Waits for the run (showing each epoch's report as it arrives, unless
-        ``RunConfig(verbose=0)``) and returns its ``ModelResult``."""
-        if timeout is None and self._progress is not None:
-            progress, self._progress = self._progress, None  # shown once
-            return ModelResult.from_result(wait_with_progress(self._handle, progress))
-        return ModelResult.from_result(self._handle.wait(timeout=timeout))
-
-    def stop(self) -> None:
-        self._handle.stop()
-
-    def logs(self) -> str:
-        return self._handle.logs()
-
-    def __repr__(self) -> str:
-        return f"Model{self._handle!r}"
 
 
 # -- resolving what the caller gave --------------------------------------------------------
@@ -136,19 +56,6 @@ def _resolve_model(m: Any, config: Mapping[str, Any] | None) -> tuple[type[Model
         f"model.train/tune takes a Model subclass, an instance of one, or a registry name; "
         f"got {type(m).__name__} {m!r:.60}."
     )
-
-
-def _init_weights(instance: Model | None) -> dict[str, bytes] | None:
-    """A set-up instance's weights, as the files ``save_weights`` writes."""
-    if instance is None or not instance.is_setup:
-        return None
-    with tempfile.TemporaryDirectory(prefix="tandem-model-init-") as d:
-        instance.save_weights(d)
-        files = {}
-        for name in os.listdir(d):
-            with open(os.path.join(d, name), "rb") as f:
-                files[name] = f.read()
-        return files
 
 
 @dataclass
@@ -177,9 +84,10 @@ def _build(m: Any, config: Mapping[str, Any] | None, train_settings: Any, datase
             "class/object whose setup() returns that dict, run on each worker)."
         )
     seed = settings.seed if settings.seed is not None else random.randrange(2**31)
-    payload = WorkerPayload(model_cls=cls, settings=settings, seed=seed,
-                            init_weights=_init_weights(instance))
-    datasets: dict[str, Any] = {}
+    # a set-up instance's weights travel once, in memory, inside the payload
+    init = instance.weights_state() if instance is not None and instance.is_setup else None
+    payload = WorkerPayload(model_cls=cls, settings=settings, seed=seed, init_weights=init)
+    data = _data.TrainerData()
     data_classes: list[Any] = []
     if _data.is_data_source(dataset):
         _data.check_source(dataset)
@@ -190,21 +98,11 @@ def _build(m: Any, config: Mapping[str, Any] | None, train_settings: Any, datase
         splits = {k: _data.normalize(k, v, settings.label_column, "dataset")
                   for k, v in splits.items()}
         _data.check_sizes(splits, settings.num_workers, "dataset")
-        n = settings.num_workers
-        presharded = []
-        for name, value in splits.items():
-            if isinstance(value, _data.Arrays):
-                shard = _data.even_shard if name == "train" else _data.strided_shard
-                # one item per rank: the controller hands rank r the list [shard r]
-                datasets[name] = [shard(value, r, n) for r in range(n)]
-                presharded.append(name)
-            elif _data.is_ray_dataset(value):
-                datasets[name] = value
-                presharded.append(name)
-            else:
-                payload.splits[name] = value
-                data_classes.append(type(value))
-        payload.presharded = tuple(presharded)
+        data = _data.TrainerData.of(splits)
+        payload.splits = data.payload_splits
+        payload.datasets = tuple(data.datasets)
+        payload.datasets_to_split = data.to_split
+        data_classes.extend(type(v) for v in data.payload_splits.values())
     with pickled_by_value(cls, *data_classes):
         payload_bytes = cloudpickle.dumps(payload)
 
@@ -221,7 +119,8 @@ def _build(m: Any, config: Mapping[str, Any] | None, train_settings: Any, datase
         scaling_config=ScalingConfig(num_workers=settings.num_workers, use_gpu=settings.use_gpu,
                                      resources_per_worker=settings.resources_per_worker),
         run_config=rc,
-        datasets=datasets,
+        datasets=data.datasets,
+        dataset_config=data.config,
         metadata={"progress_total": settings.num_epochs, "progress_key": "epoch",
                   "model_class": f"{cls.__module__}.{cls.__qualname__}"},
     )

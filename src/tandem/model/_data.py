@@ -19,11 +19,12 @@ Validation data is never dropped or padded: worker ``r`` of ``n`` validates rows
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, overload
 
 from tandem._core.errors import ConfigError
+from tandem.train import DataConfig
 
 SPLITS = ("train", "valid")
 KINDS = (
@@ -95,9 +96,12 @@ def check_splits(datasets: Any, where: str) -> dict[str, Any]:
     return {k: v for k, v in datasets.items() if v is not None}
 
 
-@dataclass
-class Arrays:
-    """``(X, y)`` as NumPy arrays or torch tensors (y may be None)."""
+@dataclass(eq=False)
+class Arrays(Sequence[Any]):
+    """``(X, y)`` as NumPy arrays or torch tensors (y may be None).
+
+    A ``Sequence`` of rows, so the train layer splits it by rank as it splits any sequence
+    (``arrays[a:b]`` is an ``Arrays`` again)."""
 
     x: Any
     y: Any
@@ -107,6 +111,19 @@ class Arrays:
 
     def take(self, index: Any) -> Arrays:
         return Arrays(self.x[index], None if self.y is None else self.y[index])
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Arrays: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return self.take(index)
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"row {index} of {len(self)}")
+        return self.x[index] if self.y is None else (self.x[index], self.y[index])
 
 
 def normalize(name: str, data: Any, label_column: str | None, where: str) -> Any:
@@ -191,6 +208,54 @@ def strided_shard(data: Arrays, rank: int, world: int) -> Arrays:
     return data.take(slice(rank, None, world))
 
 
+@dataclass(frozen=True)
+class TrainerData:
+    """How ``model.train`` hands its splits to the trainer, decided once on the driver.
+
+    ``datasets`` are the trainer's (Ray's ``datasets=``): arrays and ``ray.data`` Datasets.
+    ``config`` (a ``DataConfig``) splits the training arrays by rank in the train layer
+    (even contiguous shards, as ``even_shard``) and every ``ray.data`` Dataset (Ray Data's
+    streaming split); the validation arrays reach every worker whole, and each takes rows
+    ``rank, rank + n, ...`` (``strided_shard``), so no validation row is dropped. A torch
+    Dataset is not a trainer dataset: it travels in the job payload (``payload_splits``)
+    and a ``DistributedSampler`` picks each worker's part every epoch."""
+
+    datasets: dict[str, Any] = field(default_factory=dict)
+    to_split: tuple[str, ...] = ()
+    payload_splits: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, splits: Mapping[str, Any]) -> TrainerData:
+        datasets, to_split, payload = {}, [], {}
+        for name, value in splits.items():
+            if isinstance(value, Arrays) or is_ray_dataset(value):
+                datasets[name] = value
+                if name == "train" or is_ray_dataset(value):
+                    to_split.append(name)
+            else:
+                payload[name] = value
+        return cls(datasets, tuple(to_split), payload)
+
+    @property
+    def config(self) -> DataConfig:
+        return DataConfig(datasets_to_split=list(self.to_split))
+
+
+def rank_datasets(names: Collection[str], to_split: Collection[str], rank: int, world: int
+                  ) -> dict[str, Any]:
+    """On a worker: this rank's part of each trainer dataset in ``names`` (see
+    ``TrainerData``): the shard the train layer gave it, or its strided rows of a whole one."""
+    from tandem import train
+
+    out: dict[str, Any] = {}
+    for name in names:
+        shard = train.get_dataset_shard(name)
+        if name not in to_split and isinstance(shard, Arrays):
+            shard = strided_shard(shard, rank, world)
+        out[name] = shard
+    return out
+
+
 def check_sizes(splits: Mapping[str, Any], num_workers: int, where: str) -> None:
     train = splits["train"]
     if isinstance(train, Arrays) or _is_torch_dataset(train):
@@ -232,15 +297,18 @@ class WorkerData:
     ``valid_batches()`` yields the worker's validation rows (never padded)."""
 
     def __init__(self, splits: Mapping[str, Any], rank: int, world: int, batch_size: int,
-                 seed: int, shuffle: bool, presharded: bool) -> None:
+                 seed: int, shuffle: bool, per_rank: Collection[str] = ()) -> None:
+        """``per_rank``: the splits that are this worker's part already (the rest are whole:
+        arrays are sharded here, a torch Dataset is sampled)."""
         self.rank = rank
         self.world = world
         self.batch_size = batch_size
         self.seed = seed
         self.shuffle = shuffle
-        self._train = self._prepare(splits["train"], "train", presharded)
+        self._train = self._prepare(splits["train"], "train", "train" in per_rank)
         valid = splits.get("valid")
-        self._valid = self._prepare(valid, "valid", presharded) if valid is not None else None
+        self._valid = (self._prepare(valid, "valid", "valid" in per_rank)
+                       if valid is not None else None)
 
     @property
     def has_valid(self) -> bool:

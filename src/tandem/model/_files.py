@@ -21,6 +21,12 @@ PICKLE_FILE = "model.pkl"
 META_FILE = "tandem_model.json"
 OPTIMIZER_FILE = "optimizer.pt"
 TRAINER_STATE_FILE = "trainer_state.json"
+OPTIMIZER_NPZ = "optimizer.npz"  # a TensorflowModel's optimizer slots
+OPT_STATE_NPZ = "opt_state.npz"  # a JaxModel's optimizer state
+TRAINING_STATE_FILES = frozenset({OPTIMIZER_FILE, TRAINER_STATE_FILE, OPTIMIZER_NPZ,
+                                  OPT_STATE_NPZ})
+"""What a training checkpoint holds beside the saved model (to resume the run); the
+registry adopts a checkpoint's other files, the saved model, as they are."""
 
 
 class ModelDefinitionError(TandemError, TypeError):

@@ -36,6 +36,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tandem._core.errors import ConfigError
+from tandem.model._data import Arrays, rank_datasets
+from tandem.model._files import OPT_STATE_NPZ
 from tandem.model._model import (
     TRAINER_STATE_FILE,
     Model,
@@ -47,7 +49,6 @@ from tandem.model._model import (
 from tandem.train.jax import JaxTrainer
 
 PARAMS_NPZ = "params.npz"
-OPT_STATE_NPZ = "opt_state.npz"
 
 logger = logging.getLogger(__name__)
 
@@ -146,30 +147,41 @@ class JaxModel(Model):
     def worker_loop(cls) -> Callable[..., Any]:
         return jax_model_loop
 
-    def save_weights(self, directory: str) -> None:
+    def weights_state(self) -> list[Any]:
+        """The params' leaves (``jax.tree_util`` order) as NumPy arrays."""
         import jax
         import numpy as np
 
         self.ensure_setup()
-        leaves = jax.tree_util.tree_leaves(self.params)
-        np.savez(os.path.join(directory, PARAMS_NPZ), *[np.asarray(v) for v in leaves])
+        return [np.asarray(v) for v in jax.tree_util.tree_leaves(self.params)]
 
-    def load_weights(self, directory: str) -> None:
+    def load_weights_state(self, state: Any, where: str = "") -> None:
         import jax
         import jax.numpy as jnp
-        import numpy as np
 
         self.ensure_setup()
         treedef = jax.tree_util.tree_structure(self.params)
-        with np.load(os.path.join(os.fspath(directory), PARAMS_NPZ)) as data:
-            leaves = [jnp.asarray(data[f"arr_{i}"]) for i in range(len(data.files))]
+        leaves = [jnp.asarray(v) for v in state]
         if len(leaves) != treedef.num_leaves:
+            call = f"load_weights({where!r})" if where else "load_weights_state(state)"
             raise ConfigError(
-                f"{type(self).__name__}.load_weights({directory!r}): the file holds "
-                f"{len(leaves)} arrays but init_params() makes {treedef.num_leaves}; it was "
+                f"{type(self).__name__}.{call}: the weights hold "
+                f"{len(leaves)} arrays but init_params() makes {treedef.num_leaves}; they were "
                 f"saved by a model with other parameters."
             )
         self.params = jax.tree_util.tree_unflatten(treedef, leaves)
+
+    def save_weights(self, directory: str) -> None:
+        import numpy as np
+
+        np.savez(os.path.join(directory, PARAMS_NPZ), *self.weights_state())
+
+    def load_weights(self, directory: str) -> None:
+        import numpy as np
+
+        with np.load(os.path.join(os.fspath(directory), PARAMS_NPZ)) as data:
+            leaves = [data[f"arr_{i}"] for i in range(len(data.files))]
+        self.load_weights_state(leaves, where=os.fspath(directory))
 
 
 def save_opt_state(opt_state: Any, directory: str) -> None:
@@ -264,15 +276,14 @@ def _check_before_start(fn: Any, config: Mapping[str, Any], datasets: Mapping[st
         return
     payload = cloudpickle.loads(payload_bytes)
     cls = payload.model_cls
-    shards = datasets.get("train")
-    if not isinstance(shards, list) or not shards or payload.data_source is not None \
-            or payload.splits:
+    arrays = datasets.get("train")
+    if not isinstance(arrays, Arrays) or payload.data_source is not None or payload.splits:
         raise ConfigError(
             f"{cls.__name__}: a JaxModel takes (X, y) arrays or DataFrames (with "
             f"label_column) in dataset={{'train': ..., 'valid': ...}}; not torch Datasets, "
             f"ray.data Datasets or data classes."
         )
-    x, y = _arrays(shards[0])
+    x, y = _arrays(arrays)
     n = payload.settings.batch_size
     model = cls(dict(config))
     model.ensure_setup()
@@ -310,12 +321,8 @@ def jax_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
     setup: Any = model.setup  # may be async def
     run_sync(setup())
     model.is_setup = True
-    if payload.init_weights:
-        with tempfile.TemporaryDirectory(prefix="tandem-init-") as d:
-            for fname, blob in payload.init_weights.items():
-                with open(os.path.join(d, fname), "wb") as fb:
-                    fb.write(blob)
-            model.load_weights(d)
+    if payload.init_weights is not None:
+        model.load_weights_state(payload.init_weights)
     opt = model.optimizer()
     opt_state = opt.init(model.params)
     start = 0
@@ -327,8 +334,7 @@ def jax_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
             with open(os.path.join(d, TRAINER_STATE_FILE)) as f:
                 start = int(json.load(f)["epoch"])
 
-    shards = {name: train.get_dataset_shard(name) for name in payload.presharded}
-    shards = {k: (v[0] if isinstance(v, list) else v) for k, v in shards.items()}
+    shards = rank_datasets(payload.datasets, payload.datasets_to_split, rank, world)
     x, y = _arrays(shards["train"])
     bs = settings.batch_size
     steps = max(1, len(x) // bs)  # even shards: the same on every worker

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import cloudpickle
 
 from tandem._core.errors import TandemError
-from tandem.model._data import WorkerData, check_splits, normalize
+from tandem.model._data import WorkerData, check_splits, normalize, rank_datasets
 from tandem.model._files import (
     OPTIMIZER_FILE,
     TRAINER_STATE_FILE,
@@ -77,6 +77,8 @@ class TorchModel(Protocol):
 
     def load_weights(self, directory: str) -> None: ...
 
+    def load_weights_state(self, state: Any) -> None: ...
+
 
 class NonFiniteLossError(TandemError, FloatingPointError):
     """``training_step`` returned a NaN or infinite loss (``on_nonfinite_loss="raise"``)."""
@@ -92,8 +94,12 @@ class WorkerPayload:
     seed: int
     data_source: Any = None  # a class or object with setup(); None: the splits below
     splits: dict[str, Any] = field(default_factory=dict)  # torch Datasets, by split
-    presharded: tuple[str, ...] = ()  # splits passed per rank as trainer datasets
-    init_weights: dict[str, bytes] | None = None  # save_weights() files to start from
+    datasets: tuple[str, ...] = ()
+    """The splits handed to the trainer as its ``datasets`` (``_data.TrainerData``)."""
+    datasets_to_split: tuple[str, ...] = ()
+    """Those of them its ``DataConfig`` splits by rank (the rest reach each worker whole)."""
+    init_weights: Any = None
+    """A set-up instance's ``weights_state()`` to start from (None: ``setup()``'s)."""
 
 
 async def _maybe(value: Any) -> Any:
@@ -274,8 +280,8 @@ async def run_worker(payload_bytes: bytes, config: dict[str, Any]) -> None:
     for module in model.modules().values():
         module.to(device)
     model.device = device
-    if payload.init_weights:
-        _load_init_weights(model, payload.init_weights)
+    if payload.init_weights is not None:
+        model.load_weights_state(payload.init_weights)
 
     data = await _worker_data(payload, config, rank, world)
     opt, sched = _optimizers(model, await _maybe(model.configure_optimizers()))
@@ -388,14 +394,6 @@ async def run_worker(payload_bytes: bytes, config: dict[str, Any]) -> None:
     await _maybe(model.on_fit_end())
 
 
-def _load_init_weights(model: TorchModel, files: dict[str, bytes]) -> None:
-    with tempfile.TemporaryDirectory(prefix="tandem-init-") as d:
-        for fname, blob in files.items():
-            with open(os.path.join(d, fname), "wb") as f:
-                f.write(blob)
-        model.load_weights(d)
-
-
 def _resume(ckpt: Any, model: TorchModel, opt: Any, sched: Any, precision: _Precision,
             device: Any) -> int:
     """Loads weights and optimizer state from a checkpoint; returns its epoch.
@@ -458,8 +456,6 @@ def _write_checkpoint(d: str, model: TorchModel, ident: dict[str, bytes], opt: A
 
 async def _worker_data(payload: WorkerPayload, config: dict[str, Any], rank: int, world: int
                        ) -> WorkerData:
-    from tandem import train
-
     settings = payload.settings
     if payload.data_source is not None:
         source: Any = payload.data_source
@@ -470,12 +466,10 @@ async def _worker_data(payload: WorkerPayload, config: dict[str, Any], rank: int
         setup: Any = source.setup
         splits = check_splits(await _maybe(setup()), where)
         splits = {k: normalize(k, v, settings.label_column, where) for k, v in splits.items()}
-        presharded = False
+        per_rank: set[str] = set()
     else:
-        splits = dict(payload.splits)
-        for name in payload.presharded:
-            shard = train.get_dataset_shard(name)
-            splits[name] = shard[0] if isinstance(shard, list) else shard
-        presharded = True
+        splits = {**payload.splits,
+                  **rank_datasets(payload.datasets, payload.datasets_to_split, rank, world)}
+        per_rank = set(payload.datasets)  # a torch Dataset (in payload.splits) is sampled
     return WorkerData(splits, rank, world, settings.batch_size, payload.seed, settings.shuffle,
-                      presharded=presharded)
+                      per_rank=per_rank)

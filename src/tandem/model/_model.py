@@ -218,6 +218,31 @@ class Model:
             f"LightGBMModel, or implement save_weights/load_weights for your framework."
         )
 
+    def weights_state(self) -> Any:
+        """The trained state as one picklable value: what ``save_weights`` writes, in
+        memory (``model.train`` hands a set-up instance's to its workers in the job
+        payload). Default: the files ``save_weights`` writes, by name; a framework
+        subclass returns its own state (a ``TorchModel`` its modules' ``state_dict``s)."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="tandem-weights-") as d:
+            self.save_weights(d)
+            files = {}
+            for name in os.listdir(d):
+                with open(os.path.join(d, name), "rb") as f:
+                    files[name] = f.read()
+            return files
+
+    def load_weights_state(self, state: Any) -> None:
+        """Calls ``ensure_setup()``, then loads what ``weights_state()`` returned."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="tandem-weights-") as d:
+            for name, blob in dict(state).items():
+                with open(os.path.join(d, name), "wb") as f:
+                    f.write(blob)
+            self.load_weights(d)
+
     def save(self, directory: str) -> None:
         """Writes a directory ``Model.load`` reads back in any process: the weights,
         ``model.pkl`` (class + config) and ``tandem_model.json``."""
@@ -423,15 +448,35 @@ class TorchModel(Model):
             for name, m in modules.items():
                 m.train(modes[name])
 
-    def save_weights(self, directory: str) -> None:
-        """``model.pt``: ``{attribute name: state_dict}`` of every module, on CPU."""
-        import torch
-
+    def weights_state(self) -> dict[str, dict[str, Any]]:
+        """``{attribute name: state_dict}`` of every module, on CPU (what ``model.pt``
+        holds)."""
         self.ensure_setup()
-        state = {
+        return {
             name: {k: v.detach().cpu() for k, v in m.state_dict().items()}
             for name, m in self.modules().items()
         }
+
+    def load_weights_state(self, state: Any, where: str = "") -> None:
+        self.ensure_setup()
+        modules = self.modules()
+        missing = sorted(set(modules) - set(state))
+        extra = sorted(set(state) - set(modules))
+        if missing or extra:
+            call = f"load_weights({where!r})" if where else "load_weights_state(state)"
+            raise ConfigError(
+                f"{type(self).__name__}.{call}: the weights hold modules "
+                f"{sorted(state)}, the model after setup() has {sorted(modules)} (missing "
+                f"{missing}, unexpected {extra}). Was it saved from another class or config?"
+            )
+        for name, module in modules.items():
+            module.load_state_dict(state[name])
+
+    def save_weights(self, directory: str) -> None:
+        """``model.pt``: ``weights_state()``, ``{attribute name: state_dict}``, on CPU."""
+        import torch
+
+        state = self.weights_state()
         os.makedirs(directory, exist_ok=True)
         torch.save(state, os.path.join(directory, WEIGHTS_FILE))
 
@@ -446,14 +491,4 @@ class TorchModel(Model):
                 f"Give a directory written by save_weights() or save()."
             )
         state = torch.load(path, map_location=self.device or "cpu", weights_only=True)
-        modules = self.modules()
-        missing = sorted(set(modules) - set(state))
-        extra = sorted(set(state) - set(modules))
-        if missing or extra:
-            raise ConfigError(
-                f"{type(self).__name__}.load_weights({directory!r}): the weights hold modules "
-                f"{sorted(state)}, the model after setup() has {sorted(modules)} (missing "
-                f"{missing}, unexpected {extra}). Was it saved from another class or config?"
-            )
-        for name, module in modules.items():
-            module.load_state_dict(state[name])
+        self.load_weights_state(state, where=os.fspath(directory))

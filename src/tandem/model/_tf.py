@@ -25,6 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tandem._core.errors import ConfigError
+from tandem.model._data import rank_datasets
+from tandem.model._files import OPTIMIZER_NPZ
 from tandem.model._model import (
     TRAINER_STATE_FILE,
     Model,
@@ -35,7 +37,6 @@ from tandem.model._model import (
 )
 
 WEIGHTS_NPZ = "model.weights.npz"
-OPTIMIZER_NPZ = "optimizer.npz"
 
 logger = logging.getLogger(__name__)
 
@@ -105,23 +106,31 @@ class TensorflowModel(Model):
     def worker_loop(cls) -> Callable[..., Any]:
         return tf_model_loop
 
-    def save_weights(self, directory: str) -> None:
+    def weights_state(self) -> list[Any]:
+        """The Keras model's weights (``get_weights()``, NumPy arrays, in its order)."""
         import numpy as np
 
         self.ensure_setup()
-        weights = self.keras_model().get_weights()
-        np.savez(os.path.join(directory, WEIGHTS_NPZ), *[np.asarray(w) for w in weights])
+        return [np.asarray(w) for w in self.keras_model().get_weights()]
 
-    def load_weights(self, directory: str) -> None:
-        import numpy as np
-
+    def load_weights_state(self, state: Any) -> None:
         self.ensure_setup()
         net = self.keras_model()
         if not net.weights and self.example_input is not None:
             example = self.example_input() if callable(self.example_input) else self.example_input
             net(self.preprocess(example))  # builds the weights
+        net.set_weights(list(state))
+
+    def save_weights(self, directory: str) -> None:
+        import numpy as np
+
+        np.savez(os.path.join(directory, WEIGHTS_NPZ), *self.weights_state())
+
+    def load_weights(self, directory: str) -> None:
+        import numpy as np
+
         with np.load(os.path.join(os.fspath(directory), WEIGHTS_NPZ)) as data:
-            net.set_weights([data[f"arr_{i}"] for i in range(len(data.files))])
+            self.load_weights_state([data[f"arr_{i}"] for i in range(len(data.files))])
 
 
 # -- on each worker --------------------------------------------------------------------------
@@ -218,7 +227,7 @@ def tf_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
     payload = cloudpickle.loads(payload_bytes)
     settings = payload.settings
     cls = payload.model_cls
-    if payload.data_source is not None or payload.splits or "train" not in payload.presharded:
+    if payload.data_source is not None or payload.splits or "train" not in payload.datasets:
         raise ConfigError(
             f"{cls.__name__}: a TensorflowModel takes (X, y) arrays or DataFrames (with "
             f"label_column) in dataset={{'train': ..., 'valid': ...}}; not torch Datasets, "
@@ -236,12 +245,8 @@ def tf_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
         model.is_setup = True
         net = model.keras_model()
         net.compile(**model.compile_settings())
-    if payload.init_weights:
-        with tempfile.TemporaryDirectory(prefix="tandem-init-") as d:
-            for fname, blob in payload.init_weights.items():
-                with open(os.path.join(d, fname), "wb") as fb:
-                    fb.write(blob)
-            model.load_weights(d)
+    if payload.init_weights is not None:
+        model.load_weights_state(payload.init_weights)
     start = 0
     ckpt = train.get_checkpoint()
     if ckpt is not None:
@@ -251,8 +256,7 @@ def tf_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
             with open(os.path.join(d, TRAINER_STATE_FILE)) as f:
                 start = int(json.load(f)["epoch"])
 
-    shards = {name: train.get_dataset_shard(name) for name in payload.presharded}
-    shards = {k: (v[0] if isinstance(v, list) else v) for k, v in shards.items()}
+    shards = rank_datasets(payload.datasets, payload.datasets_to_split, rank, world)
     x, y = _arrays(shards["train"])
     bs = settings.batch_size
     steps = max(1, len(x) // bs)  # even shards: the same on every worker

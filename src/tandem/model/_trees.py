@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, cast
 
 from tandem._core.errors import ConfigError
+from tandem.model._data import Arrays, rank_datasets
 from tandem.model._model import Model
 
 
@@ -124,14 +125,13 @@ def _worker_state(payload_bytes: bytes, config: Mapping[str, Any]) -> tuple[
             f"not torch Datasets or data classes."
         )
     splits: dict[str, tuple[Any, Any]] = {}
-    for name in payload.presharded:
-        shard = train.get_dataset_shard(name)
-        if isinstance(shard, list):  # [Arrays] of this rank
-            arrays = shard[0]
-            splits[name] = (arrays.x, arrays.y)
+    rank, world = train.get_context().world_rank, train.get_context().world_size
+    shards = rank_datasets(payload.datasets, payload.datasets_to_split, rank, world)
+    for name, shard in shards.items():
+        if isinstance(shard, Arrays):  # this rank's rows
+            splits[name] = (shard.x, shard.y)
         else:  # a ray.data shard
-            frame = _ray_rows(shard, train.get_context().world_rank,
-                              train.get_context().world_size)
+            frame = _ray_rows(shard, rank, world)
             label = settings.label_column
             splits[name] = (frame.drop(columns=[label]), frame[label])
     params = {k: v for k, v in config.items() if k != "num_boost_round"}

@@ -104,7 +104,7 @@ def test_jax_model_train_tune_put_get_serve(storage, tmp_path, models_path):
     trained = result.model
     assert isinstance(trained, LinearJax)
     np.testing.assert_allclose(np.asarray(trained.params["w"]), W, atol=0.15)
-    ref = model.put(trained, name="jax-linear")
+    ref = model.put(result, name="jax-linear")  # the checkpoint's files, adopted as they are
     again = model.get(ref)
     np.testing.assert_allclose(again.predict(x[:5]), trained.predict(x[:5]), rtol=1e-5)
     _serve_and_check(ref, trained, x[:3])
@@ -140,7 +140,7 @@ def test_tensorflow_model_train_tune_put_get_serve(storage, models_path):
     assert result.metrics["epoch"] == 6 and result.metrics["val_loss"] < 0.05
     trained = result.model
     assert isinstance(trained, LinearKeras)
-    ref = model.put(trained, name="tf-linear")
+    ref = model.put(result, name="tf-linear")  # the checkpoint's files, adopted as they are
     again = model.get(ref)
     np.testing.assert_allclose(again.predict(x[:5]), trained.predict(x[:5]), rtol=1e-5)
     np.testing.assert_allclose(trained.predict(x[:5]).reshape(-1), x[:5] @ W, atol=0.3)

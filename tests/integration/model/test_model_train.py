@@ -67,6 +67,7 @@ def hand_written_ddp(config):
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     torch.manual_seed(config["seed"])
     net = make_net(32)
+    net.load_state_dict(config["init"])
     ddp = DistributedDataParallel(net)
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     x, y = config["x"], config["y"]
@@ -87,7 +88,11 @@ def hand_written_ddp(config):
 
 def test_ddp_weights_equal_a_hand_written_loop_and_validation_is_global(tmp_path):
     settings = {"num_workers": 2, "num_epochs": 2, "batch_size": 32, "seed": SEED}
-    result = model.train(Digits, dataset={"train": TRAIN, "valid": VALID},
+    start = Digits()  # a set-up instance: its weights (not setup()'s) are the starting point
+    torch.manual_seed(SEED + 100)
+    start.ensure_setup()
+    init = {k: v.clone() for k, v in start.net.state_dict().items()}
+    result = model.train(start, dataset={"train": TRAIN, "valid": VALID},
                          train_settings=settings, run_config=RunConfig(storage_path=str(tmp_path)))
     assert isinstance(result, model.ModelResult)
     rows = result.metrics_dataframe
@@ -98,7 +103,7 @@ def test_ddp_weights_equal_a_hand_written_loop_and_validation_is_global(tmp_path
 
     ref = TorchTrainer(hand_written_ddp,
                        train_loop_config={"seed": SEED, "epochs": 2, "batch_size": 32,
-                                          "x": TRAIN[0], "y": TRAIN[1]},
+                                          "x": TRAIN[0], "y": TRAIN[1], "init": init},
                        scaling_config=ScalingConfig(num_workers=2),
                        run_config=RunConfig(storage_path=str(tmp_path), verbose=0)).fit()
     expected = torch.load(os.path.join(ref.checkpoint.path, "net.pt"))

@@ -3,6 +3,8 @@ predicts, saves and loads like any model, and model.tune tunes its config."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer
@@ -25,7 +27,10 @@ def cancer():
     (model.LightGBMModel, {"objective": "binary", "metric": "binary_logloss"},
      "valid-binary_logloss"),
 ])
-def test_train_predict_save_load(storage, cancer, tmp_path, cls, config, key):
+def test_train_predict_save_load(storage, cancer, tmp_path, cls, config, key, monkeypatch):
+    monkeypatch.setenv("TANDEM_MODELS_PATH", str(tmp_path / "models"))
+    monkeypatch.delenv("TANDEM_MODELS_STORAGE", raising=False)
+    monkeypatch.delenv("TANDEM_ADDRESS", raising=False)
     tandem.init(num_cpus=2)
     result = model.train(
         cls, config=config,
@@ -44,6 +49,10 @@ def test_train_predict_save_load(storage, cancer, tmp_path, cls, config, key):
     again = model.Model.load(str(tmp_path / "saved"))
     assert type(again) is cls
     np.testing.assert_allclose(again.predict(x[:5]), pred[:5])
+    ref = model.put(result)  # the checkpoint's files, adopted without loading them
+    stored = sorted(os.listdir(model.registry.resolve(ref).location))
+    assert stored == sorted([cls.weights_file, "model.pkl", "tandem_model.json"])
+    np.testing.assert_allclose(model.get(ref).predict(x[:5]), pred[:5])
 
 
 def test_tune_tree_model_config(storage, cancer):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import filecmp
+import os
 from typing import ClassVar
 
 import numpy as np
@@ -47,12 +49,23 @@ def registry_path(tmp_path, monkeypatch):
     monkeypatch.delenv("TANDEM_ADDRESS", raising=False)
 
 
-def test_lineage_of_a_train_job_and_of_a_tuning_trial(tmp_path, registry_path):
+def _no_load(self, directory):
+    raise AssertionError("model.put loaded the weights of a checkpoint it should adopt")
+
+
+def test_lineage_of_a_train_job_and_of_a_tuning_trial(tmp_path, registry_path, monkeypatch):
     handle = model.train(LineageMLP, dataset=DATA, train_settings={"num_epochs": 2},
                          run_config=RunConfig(storage_path=str(tmp_path), name="run"),
                          block=False)
-    ref = model.put(handle, name="lineage")
+    with monkeypatch.context() as patch:  # the workers have their copy of the class already
+        patch.setattr(LineageMLP, "load_weights", _no_load)
+        ref = model.put(handle, name="lineage")
     result = handle.wait()
+    stored = model.registry.resolve(ref).location
+    assert sorted(os.listdir(stored)) == ["model.pkl", "model.pt", "tandem_model.json"]
+    with result.checkpoint.as_directory() as d:  # adopted byte for byte
+        for name in os.listdir(stored):
+            assert filecmp.cmp(os.path.join(stored, name), os.path.join(d, name), shallow=False)
     (v,) = model.list("lineage")
     assert v["lineage"]["job_id"] == handle.job_id
     assert v["lineage"]["run_path"] == result.path

@@ -154,7 +154,7 @@ def test_even_and_strided_shards():
 def test_worker_data_batches_reshuffle_per_epoch():
     splits = {"train": _data.Arrays(np.arange(8, dtype=np.float64)[:, None], np.arange(8))}
     wd = _data.WorkerData(splits, rank=0, world=1, batch_size=3, seed=7, shuffle=True,
-                          presharded=True)
+                          per_rank={"train"})
     e1 = [b[1].tolist() for b in wd.train_batches(1)]
     e2 = [b[1].tolist() for b in wd.train_batches(2)]
     assert [len(b) for b in e1] == [3, 3, 2] and sorted(itertools.chain.from_iterable(e1)) == list(range(8))
@@ -267,3 +267,41 @@ def test_resume_restores_optimizer_state_and_takes_new_hyperparameters(tmp_path)
     _resume(ckpt, mutated, opt3, None, _Precision("32", cpu), cpu)
     assert opt3.param_groups[0]["lr"] == 0.02  # the new config's lr, not the donor's 0.1
     assert "momentum_buffer" in opt3.state[mutated.net.weight]
+
+
+def test_arrays_reach_the_trainer_once_and_the_train_layer_splits_them_by_rank():
+    from tandem.train import DataConfig
+    from tandem.train._internal.data import split
+
+    x, y = np.arange(22).reshape(11, 2), np.arange(11) * 10
+    ds = torch.utils.data.TensorDataset(torch.zeros(5, 2))
+    data = _data.TrainerData.of({"train": _data.Arrays(x, y), "valid": ds})
+    assert set(data.datasets) == {"train"} and data.payload_splits == {"valid": ds}
+    assert data.config == DataConfig(datasets_to_split=["train"])
+    whole = _data.Arrays(x, y)
+    parts = split("train", whole, 3)  # what the controller hands each rank
+    for r, part in enumerate(parts):
+        even = _data.even_shard(whole, r, 3)
+        assert isinstance(part, _data.Arrays)
+        assert part.x.tolist() == even.x.tolist() and part.y.tolist() == even.y.tolist()
+    # validation arrays go whole (not split, so no row is dropped); each rank strides them
+    data = _data.TrainerData.of({"train": whole, "valid": _data.Arrays(x[:5], y[:5])})
+    assert data.to_split == ("train",) and set(data.datasets) == {"train", "valid"}
+    row_x, row_y = whole[2]
+    assert row_x.tolist() == [4, 5] and row_y == 20
+    with pytest.raises(IndexError):
+        whole[11]
+
+
+def test_a_set_up_torch_model_hands_over_its_weights_in_memory():
+    a, b = Tiny(), Tiny()
+    a.ensure_setup()
+    with torch.no_grad():
+        for p in a.parameters():
+            p.add_(1.0)
+    b.load_weights_state(a.weights_state())
+    x = np.ones((2, 3), dtype=np.float32)
+    assert torch.equal(a.predict(x), b.predict(x))
+    with pytest.raises(ConfigError, match=r"Tiny.load_weights_state\(state\): the weights hold "
+                                          r"modules \['other'\]"):
+        b.load_weights_state({"other": {}})

@@ -11,6 +11,8 @@ the server.
 from __future__ import annotations
 
 import builtins
+import dataclasses
+import functools
 import getpass
 import json
 import os
@@ -24,14 +26,20 @@ import time
 import traceback
 import types
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tandem._core.errors import ConfigError
+from tandem.model._files import META_FILE, PICKLE_FILE, TRAINING_STATE_FILES, pickled_by_value
 from tandem.model.registry._ref import ModelNotFoundError, ModelRef, RegistryError, check_name
 from tandem.model.registry._store import ModelStore, VersionRecord
+from tandem.train import Checkpoint, Result
 
 if TYPE_CHECKING:
+    from tandem.jobs.handle import JobHandle
     from tandem.model._model import Model
+    from tandem.model._result import ModelJobHandle
+    from tandem.tune import ResultGrid
 
 MODELS_PATH_ENV = "TANDEM_MODELS_PATH"
 MODELS_STORAGE_ENV = "TANDEM_MODELS_STORAGE"
@@ -110,58 +118,126 @@ def _describe(x: Any) -> str:
     return f"{x!r} ({type(x).__module__}.{type(x).__qualname__})"[:300]
 
 
-def _instance_from(x: Any, checkpoint: Any, config: Mapping[str, Any] | None
-                   ) -> tuple[Model, dict[str, Any]]:
-    """The model instance to store and the lineage found with it."""
-    Model = _model_base()
-    lineage: dict[str, Any] = {}
-    metrics: dict[str, Any] = {}
-    if checkpoint is not None:
-        path = getattr(checkpoint, "path", checkpoint)
-        lineage["checkpoint"] = str(path)
-        m = Model.from_checkpoint(checkpoint)
-        if x is not None and isinstance(x, type) and not isinstance(m, x):
-            raise RegistryError(f"checkpoint {path!r} holds a {type(m).__qualname__}, not a "
-                                f"{x.__qualname__}.")
-    elif isinstance(x, type) and issubclass(x, Model):
-        m = x(dict(config or {}))
-    elif isinstance(x, Model):
-        m = x
-    elif hasattr(x, "job_id") and hasattr(x, "wait") and not isinstance(x, type):
-        # model.train(..., block=False)'s handle: its result, and the job it ran as
-        m, found = _instance_from(x.wait(), None, config)
-        found["lineage"].setdefault("job_id", str(x.job_id))
-        return m, found
-    elif hasattr(x, "get_best_result") and hasattr(x, "num_terminated"):  # a ResultGrid
-        return _instance_from(x.get_best_result(), None, config)
-    elif hasattr(x, "checkpoint") and hasattr(x, "metrics") and hasattr(x, "path"):  # a Result
-        if getattr(x, "error", None) is not None:
-            raise RegistryError(f"the run at {x.path} failed ({type(x.error).__name__}: "
-                                f"{x.error}); register a run that finished.")
-        if x.checkpoint is None:
-            raise RegistryError(
-                f"the run at {x.path} has no checkpoint, so there are no trained weights to "
-                f"register. Train with checkpoints (the model layer writes one per "
-                f"checkpoint_every epochs), or pass checkpoint=PATH.")
-        m = x.model if hasattr(x, "model") else Model.from_checkpoint(x.checkpoint)
-        metrics = {k: v for k, v in dict(x.metrics or {}).items()
-                   if isinstance(v, (int, float, str, bool)) or v is None}
-        lineage["run_path"] = str(x.path)
-        lineage["checkpoint"] = str(getattr(x.checkpoint, "path", x.checkpoint))
-        for key in ("job_id", "trial_id"):
-            value = getattr(x, key, None) or metrics.get(key)
-            if value:
-                lineage[key] = str(value)
-    else:
+@dataclass(frozen=True)
+class _Found:
+    """What ``put`` stores, and the metrics and lineage found with it."""
+
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    lineage: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Instance(_Found):
+    """A model instance (or a class, built with its config): ``put`` checks it, then
+    ``save()``s it."""
+
+    model: Any = None  # a tandem.model.Model
+
+
+@dataclass(frozen=True)
+class _Saved(_Found):
+    """A training checkpoint holding a ``Model.save()`` directory: ``put`` adopts its
+    saved-model files as they are (never loading them: the run built and trained the
+    class); the files that only resume training stay behind."""
+
+    checkpoint: Checkpoint | None = None
+
+
+_Source = _Instance | _Saved
+
+
+def _with_lineage(found: _Source, **more: str) -> _Source:
+    return dataclasses.replace(found, lineage={**more, **found.lineage})
+
+
+@functools.singledispatch
+def _source(x: object) -> _Source:
+    """What ``put(x)`` stores, by the type of ``x`` (the registrations below)."""
+    raise RegistryError(
+        f"model.put takes a Model subclass, a Model instance, a training Result (or a "
+        f"tune ResultGrid, or the handle of model.train(block=False)) or checkpoint=PATH; "
+        f"got {_describe(x)}. Subclass tandem.model.Model (or TorchModel) and pass the "
+        f"class or a trained instance.")
+
+
+@_source.register
+def _(x: type) -> _Source:
+    if not issubclass(x, _model_base()):
+        return _source.dispatch(object)(x)
+    return _Instance(model=x)  # built with put's config
+
+
+def _from_handle(x: JobHandle | ModelJobHandle) -> _Source:
+    return _with_lineage(_source(x.wait()), job_id=str(x.job_id))
+
+
+def _from_grid(x: ResultGrid) -> _Source:
+    return _source(x.get_best_result())
+
+
+@_source.register
+def _(x: Result) -> _Source:
+    if x.error is not None:
+        raise RegistryError(f"the run at {x.path} failed ({type(x.error).__name__}: "
+                            f"{x.error}); register a run that finished.")
+    if x.checkpoint is None:
         raise RegistryError(
-            f"model.put takes a Model subclass, a Model instance, a training Result (or a "
-            f"tune ResultGrid) or checkpoint=PATH; got {_describe(x)}. Subclass "
-            f"tandem.model.Model (or TorchModel) and pass the class or a trained instance.")
-    if config and not (isinstance(x, type) and checkpoint is None):
+            f"the run at {x.path} has no checkpoint, so there are no trained weights to "
+            f"register. Train with checkpoints (the model layer writes one per "
+            f"checkpoint_every epochs), or pass checkpoint=PATH.")
+    metrics = {k: v for k, v in dict(x.metrics or {}).items()
+               if isinstance(v, (int, float, str, bool)) or v is None}
+    lineage = {"run_path": str(x.path), "checkpoint": str(x.checkpoint.path)}
+    for key in ("job_id", "trial_id"):
+        value = getattr(x, key, None) or metrics.get(key)
+        if value:
+            lineage[key] = str(value)
+    return _Saved(checkpoint=x.checkpoint, metrics=metrics, lineage=lineage)
+
+
+@functools.cache
+def _register_types() -> None:
+    """The types of the layers above the registry's import, registered on first use (so
+    importing the registry imports neither the Model classes nor tune)."""
+    from tandem.jobs.handle import JobHandle
+    from tandem.model._result import ModelJobHandle
+    from tandem.tune import ResultGrid
+
+    _source.register(_model_base(), lambda x: _Instance(model=x))
+    _source.register(JobHandle, _from_handle)
+    _source.register(ModelJobHandle, _from_handle)
+    _source.register(ResultGrid, _from_grid)
+
+
+def _resolve_source(x: Any, checkpoint: Any, config: Mapping[str, Any] | None) -> _Source:
+    """``put``'s arguments -> what to store."""
+    _register_types()
+    if checkpoint is not None:
+        if x is not None and not isinstance(x, type):
+            raise ConfigError(
+                f"model.put(x, checkpoint=...): with a checkpoint, x may only be the Model "
+                f"class it must hold; got {_describe(x)}. Pass one or the other.")
+        ckpt = _as_checkpoint(checkpoint)
+        found: _Source = _Saved(checkpoint=ckpt, lineage={"checkpoint": str(ckpt.path)})
+    else:
+        found = _source(x)
+    if config and not (isinstance(found, _Instance) and isinstance(x, type)):
         raise ConfigError(
             "model.put(config=...) sets the config of a class registered untrained; a trained "
             "instance or result keeps the config its weights were trained with.")
-    return m, {"lineage": lineage, "metrics": metrics}
+    if isinstance(found, _Instance) and isinstance(found.model, type):
+        found = dataclasses.replace(found, model=found.model(dict(config or {})))
+    return found
+
+
+def _as_checkpoint(checkpoint: Any) -> Checkpoint:
+    if isinstance(checkpoint, Checkpoint):
+        return checkpoint
+    if isinstance(checkpoint, (str, os.PathLike)):
+        path = os.fspath(checkpoint)
+        return Checkpoint(path if "://" in path else os.path.abspath(path))
+    raise ConfigError(f"checkpoint={checkpoint!r}: give a tandem.train.Checkpoint or its path "
+                      f"(a folder written by model.train, local or an fsspec URL).")
 
 
 def _check(m: Model) -> None:
@@ -208,6 +284,83 @@ def _as_modules(by_value: Iterable[Any] | None) -> builtins.list[types.ModuleTyp
     return out
 
 
+@dataclass(frozen=True)
+class _Staged:
+    """A folder of files to store, and who the model is."""
+
+    directory: str
+    module: str
+    qualname: str
+    config: Any
+
+
+def _stage_instance(m: Model, tmp: str) -> _Staged:
+    _check(m)
+    m.save(tmp)
+    cls = type(m)
+    return _Staged(tmp, cls.__module__, cls.__qualname__,
+                   json.loads(json.dumps(m.config, default=repr)))
+
+
+def _stage_saved(ckpt: Checkpoint, expected: type | None, rewrite_pickle: bool,
+                 tmp: str) -> _Staged:
+    """Links (or copies) the checkpoint's saved-model files into ``tmp``, byte for byte.
+    The class is read from ``tandem_model.json``; ``model.pkl`` is unpickled (the class,
+    not the model) only to check it against ``expected`` when the names differ, or to
+    pickle it again with ``by_value`` modules."""
+    with ckpt.as_directory() as src:
+        names = sorted(os.listdir(src))
+        missing = [f for f in (PICKLE_FILE, META_FILE) if f not in names]
+        if missing:
+            raise RegistryError(
+                f"checkpoint {ckpt.path!r} is not a saved model (it has no "
+                f"{' or '.join(missing)}; it holds {names[:12]}). Register a checkpoint "
+                f"written by model.train, or a trained Model instance.")
+        with open(os.path.join(src, META_FILE)) as f:
+            ident = json.load(f)
+        module, qualname = str(ident.get("module")), str(ident.get("class"))
+        klass: type | None = None
+        if expected is not None and (expected.__module__, expected.__qualname__) != (
+                module, qualname):
+            klass = _pickled_state(src)["cls"]
+            if not (isinstance(klass, type) and issubclass(klass, expected)):
+                raise RegistryError(
+                    f"checkpoint {ckpt.path!r} holds a {qualname}, not a "
+                    f"{expected.__qualname__}.")
+        for name in names:
+            if name in TRAINING_STATE_FILES:
+                continue
+            _link_or_copy(os.path.join(src, name), os.path.join(tmp, name))
+        if rewrite_pickle:  # by_value modules travel inside model.pkl
+            import cloudpickle
+
+            state = _pickled_state(src)
+            os.unlink(os.path.join(tmp, PICKLE_FILE))
+            with pickled_by_value(state["cls"]):
+                blob = cloudpickle.dumps(state)
+            with open(os.path.join(tmp, PICKLE_FILE), "wb") as out:
+                out.write(blob)
+    return _Staged(tmp, module, qualname, ident.get("config") or {})
+
+
+def _pickled_state(directory: str) -> dict[str, Any]:
+    import cloudpickle
+
+    with open(os.path.join(directory, PICKLE_FILE), "rb") as f:
+        state: dict[str, Any] = cloudpickle.load(f)
+    return state
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    if os.path.isdir(src):
+        shutil.copytree(src, dst)
+        return
+    try:
+        os.link(src, dst)
+    except OSError:  # another filesystem, or no hard links there
+        shutil.copy2(src, dst)
+
+
 def put(
     x: Any = None,
     name: str | None = None,
@@ -222,19 +375,22 @@ def put(
 
     Args:
         x: a Model subclass (stored with its initial weights), a trained instance, a
-            training ``Result`` (its checkpoint's weights, metrics and run as lineage) or a
-            tune ``ResultGrid`` (its best result).
+            training ``Result`` (its checkpoint's saved-model files, adopted as they are,
+            its metrics and run as lineage), a tune ``ResultGrid`` (its best result) or
+            ``model.train(block=False)``'s handle (its result, once the run ends).
         name: default: the class name.
-        checkpoint: a checkpoint (or its path) written by the model layer, instead of ``x``.
+        checkpoint: a checkpoint (or its path) written by the model layer, instead of ``x``
+            (``x`` may then be the class it must hold).
         config: config overrides for a class.
         version: a version number to use instead of the next one.
         tags: free-form labels stored with the version.
         by_value: modules to pickle with the class (for helpers the puller does not have).
 
     Raises:
-        RegistryError: ``x`` is not a model, or the model fails its check (it builds,
-            ``setup()`` runs, ``predict(example_input)`` runs when declared). Nothing is
-            stored then.
+        RegistryError: ``x`` is not a model, or a model given as a class or instance fails
+            its check (it builds, ``setup()`` runs, ``predict(example_input)`` runs when
+            declared), or a checkpoint holds no saved model. Nothing is stored then. A
+            checkpoint's files are stored without being loaded: its run built the class.
     """
     import cloudpickle
 
@@ -244,9 +400,9 @@ def put(
     if tags is not None and not isinstance(tags, Mapping):
         raise ConfigError(f"tags must be a dict such as {{'team': 'vision'}}, got {tags!r}.")
     modules = _as_modules(by_value)
-    m, found = _instance_from(x, checkpoint, config)
-    name = check_name(name if name is not None else type(m).__name__)
-    _check(m)
+    found = _resolve_source(x, checkpoint, config)
+    if name is not None:
+        check_name(name)
     registered = []
     for mod in modules:
         try:
@@ -256,19 +412,24 @@ def put(
             pass  # already by value
     tmp = tempfile.mkdtemp(prefix="tandem-put-")
     try:
-        m.save(tmp)
-        cls = type(m)
+        if isinstance(found, _Instance):
+            staged = _stage_instance(found.model, tmp)
+        else:
+            assert found.checkpoint is not None
+            staged = _stage_saved(found.checkpoint, x if isinstance(x, type) else None,
+                                  bool(modules), tmp)
+        name = check_name(name if name is not None else staged.qualname.rsplit(".", 1)[-1])
         meta = {
-            "config": json.loads(json.dumps(m.config, default=repr)),
-            "metrics": found["metrics"],
-            "lineage": {**found["lineage"], "user": _user(), "host": socket.gethostname(),
+            "config": staged.config,
+            "metrics": dict(found.metrics),
+            "lineage": {**found.lineage, "user": _user(), "host": socket.gethostname(),
                         "time": time.time()},
             "environment": _environment(),
-            "model_class": {"module": cls.__module__, "qualname": cls.__qualname__,
+            "model_class": {"module": staged.module, "qualname": staged.qualname,
                             "by_value": [mod.__name__ for mod in modules]},
             "tags": dict(tags or {}),
         }
-        record = registry().add(name, tmp, meta, version=version)
+        record = registry().add(name, staged.directory, meta, version=version)
     finally:
         for mod in registered:
             try:

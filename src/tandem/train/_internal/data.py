@@ -27,7 +27,7 @@ from tandem._core.errors import ConfigError
 from tandem._core.extras import install_command
 
 SUPPORTED = (
-    "a list/tuple/range, a NumPy array, a pandas DataFrame or Series, a pyarrow Table, "
+    "a list/tuple/range (or another collections.abc.Sequence), a NumPy array, a pandas DataFrame or Series, a pyarrow Table, "
     "a torch Dataset (with __len__ and __getitem__), or a ray.data.Dataset"
 )
 RAY_INSTALL_HINT = install_command("ray")
@@ -54,8 +54,8 @@ def split(name: str, data: Any, n: int) -> list[Any]:
         ) from None
     per = length // n
     bounds = [(r * per, (r + 1) * per) for r in range(n)]
-    if isinstance(data, (list, tuple, range)):
-        return [data[a:b] for a, b in bounds]
+    if isinstance(data, Sequence) and not isinstance(data, (str, bytes)):
+        return [data[a:b] for a, b in bounds]  # list, tuple, range, any sliceable Sequence
     if module.startswith("numpy"):
         return [data[a:b] for a, b in bounds]
     if module.startswith("pandas"):
