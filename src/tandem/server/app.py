@@ -42,7 +42,6 @@ from tandem.server.routes.common import TandemJSONResponse
 from tandem.server.routes.errors import install_error_handlers
 from tandem.server.routes.jobs import jobs_router
 from tandem.server.routes.service import service_router
-from tandem.server.users import accounts_store
 from tandem.server.users_api import apply_stored_quotas, users_router
 
 
@@ -58,7 +57,7 @@ def create_app(server: TrainServer, token: str) -> Any:
         default_response_class=TandemJSONResponse,
     )
     limit_bytes = server.config.max_upload_bytes
-    accounts = accounts_store(server, token)
+    accounts = server.accounts(token)
     apply_stored_quotas(server, accounts)
 
     install_error_handlers(app)

@@ -44,7 +44,6 @@ __all__ = [
     "Role",
     "User",
     "UserError",
-    "accounts_store",
     "decide",
 ]
 
@@ -493,21 +492,6 @@ class AccountStore:
         rows = self._run(lambda conn: list(conn.execute(sa.select(quotas_table))),
                          write=False)
         return {r.owner: json.loads(r.quota) for r in rows}
-
-
-def accounts_store(server: Any, admin_token: str | None = None) -> AccountStore:
-    """The server's ``AccountStore`` (opened on first use, on the server's database)."""
-    store = getattr(server, "_tandem_accounts", None)
-    if store is None:
-        with _open_lock:
-            store = getattr(server, "_tandem_accounts", None)
-            if store is None:
-                store = AccountStore(server.config.db_url, admin_token)
-                server._tandem_accounts = store
-    return store
-
-
-_open_lock = threading.Lock()
 
 
 def experiment_key(path: str) -> str:
