@@ -234,3 +234,36 @@ def test_migrations_on_postgresql(tmp_path, postgres_database_url):
     finally:
         accounts.close()
     assert _versions(postgres_database_url)["tandem_alembic_users"] == "users_0001"
+
+
+_OPEN_ALL = '''
+import sys
+from tandem.jobs.store import open_store
+from tandem.model.registry._store import ModelStore
+from tandem.server.users import AccountStore
+url, models = sys.argv[1], sys.argv[2]
+open_store(url).close()
+AccountStore(url).close()
+ModelStore(url, models).close()
+'''
+
+
+def test_processes_opening_an_old_store_at_once_migrate_it_once(tmp_path):
+    import subprocess
+    import sys
+
+    db = tmp_path / "jobs.db"
+    _load_dump(str(db), "pre_alembic_server.sql")
+    url = f"sqlite:///{db}"
+    procs = [subprocess.Popen([sys.executable, "-c", _OPEN_ALL, url, str(tmp_path / "models")],
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    errors = [p.communicate(timeout=240)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], errors
+    assert _versions(url) == HEADS
+    conn = sqlite3.connect(db)
+    try:
+        counts = [conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in HEADS]
+        jobs = conn.execute("SELECT job_id FROM tandem_jobs").fetchall()
+    finally:
+        conn.close()
+    assert counts == [1, 1, 1] and jobs == [("job_old",)]
