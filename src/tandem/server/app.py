@@ -2,7 +2,11 @@
 one router per area (``routes/``, ``models_api.py``, ``users_api.py``, ``dashboard/``).
 
 =========================================  =============================================
+``routes/service.py``
 ``GET  /api/health``                       version, pid, limits
+``GET  /api/cluster``                      resources, what is free, running jobs' usage
+``PUT  /api/packages/{id}``                upload a working_dir (zip)
+``routes/jobs.py``
 ``POST /api/jobs``                         submit (base64 cloudpickled JobSpec)
 ``GET  /api/jobs``                         list; filters ``state`` (repeatable), ``name``,
                                            ``tag``; paging ``limit``/``offset``
@@ -16,12 +20,18 @@ one router per area (``routes/``, ``models_api.py``, ``users_api.py``, ``dashboa
 ``POST /api/calls``                        answer jobs' questions, in a batch
 ``GET  /api/jobs/{id}/outcome``            the pickled JobOutcome of a finished job
 ``GET  /api/jobs/{id}/usage``              resource-use samples per worker
-``GET  /api/cluster``                      resources, what is free, running jobs' usage
-``PUT  /api/packages/{id}``                upload a working_dir (zip)
+``models_api.py``
+``/api/models...``                         the model registry
+``users_api.py``
 ``/api/me``, ``/api/users``, ``/api/audit``, ``/api/quotas``: users, the audit log and
-quotas (``users_api.py``); who may do what: ``access.py``
-``GET  /``                                 the dashboard (``dashboard/``; login at ``/login``)
+quotas; who may do what: ``access.py``
+``dashboard/``
+``GET  /``                                 the dashboard (login at ``/login``)
 =========================================  =============================================
+
+The error answers are in ``routes/errors.py``; the request and answer models in
+``routes/common.py``. The dashboard, models and users routes see the server as a
+``ServerContext`` (``context.py``).
 
 Every request needs ``Authorization: Bearer <token>`` (see ``auth.py``): the server's own
 token (the admin's) or a user's (``tandem users add``).
