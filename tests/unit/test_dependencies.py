@@ -38,6 +38,7 @@ PROVIDED_BY: dict[str, tuple[str, str]] = {
     "pandas": ("pandas", BASE),
     "pyarrow": ("pyarrow", BASE),
     "sqlalchemy": ("sqlalchemy", BASE),
+    "alembic": ("alembic", BASE),  # the stores' schema migrations
     "fastapi": ("fastapi", "server"),
     "starlette": ("starlette", "server"),
     "pydantic": ("pydantic", "server"),

@@ -233,6 +233,9 @@ class JobRunner(ABC):
     ``run`` is called on a thread of its own, blocks until the job ends and returns a
     ``JobOutcome``; raising is a failure. ``stop`` may be called from any thread, at any
     time, and must make ``run`` return soon (with ``JobStatus.STOPPED``).
+
+    What a train server asks of a runner beyond this (checking a job's code loads, applying
+    its runtime_env, resuming after a server restart) is in ``tandem.server.runner_hooks``.
     """
 
     @abstractmethod
@@ -244,22 +247,6 @@ class JobRunner(ABC):
 
     def prepare(self, cluster: Cluster) -> None:
         """Called once at submission, before queuing (e.g. to warm the cluster up)."""
-
-    # -- optional hooks the train server calls (no-ops for simple runners) -----------------
-    def check_loadable(self) -> None:
-        """Called by the train server when a job arrives: raises (e.g. ``ModuleNotFoundError``)
-        if the job's code cannot be loaded in this process."""
-
-    def apply_runtime_env(
-        self, working_dir: str | None, env_vars: Mapping[str, str]
-    ) -> None:
-        """Called by the train server before queuing: run the workers in ``working_dir``
-        (first on their import path) with ``env_vars`` set."""
-
-    def on_requeue(self, checkpoint_path: str | None) -> None:
-        """Called by the train server when it re-runs a job cut off by a server restart:
-        resume from ``checkpoint_path`` (the latest committed checkpoint it recorded) or
-        from what the earlier run left behind."""
 
     def worker_pids(self) -> dict[int, int]:
         """The live worker processes by rank (for resource-use sampling); may be empty."""

@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from tandem.jobs.store.base import encode_json
 from tandem.server.auth import USER_KEY
+from tandem.server.context import ServerContext
 from tandem.server.users import ADMIN, AccountStore, User, decide
 
 logger = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ def job_owner(rec: Any) -> str:
 class AccessControl:
     """See the module docstring. ``server``: the ``TrainServer`` (to find owners)."""
 
-    def __init__(self, app: Any, server: Any, accounts: AccountStore) -> None:
+    def __init__(self, app: Any, server: ServerContext, accounts: AccountStore) -> None:
         self.app = app
         self.server = server
         self.accounts = accounts

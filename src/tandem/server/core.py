@@ -25,7 +25,7 @@ import os
 import threading
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
@@ -61,8 +61,13 @@ from tandem.server.ownership import (
 from tandem.server.packages import PackageStore, UploadTooLargeError
 from tandem.server.projection import EventProjection, outcome_from_record
 from tandem.server.recovery import ACTIVE_STATES, recover
+from tandem.server.runner_hooks import RuntimeEnvTaker
 from tandem.server.usage import UsageSampler
 from tandem.server.writer import StoreWriter, replay_journal
+
+if TYPE_CHECKING:
+    from tandem.model.registry import ModelStore
+    from tandem.server.users import AccountStore
 
 __all__ = ["ACTIVE_STATES", "OwnerMismatchError", "PayloadError", "RunFolderBusyError", "SpecError",
            "StoreOwnedError", "TrainServer", "UploadTooLargeError"]
@@ -141,6 +146,10 @@ class TrainServer:
         )
         self.hub = EventHub()
         self.deposed: str | None = None
+        # The stores of the parts built on the server (ServerContext), opened on first use.
+        self._accounts: AccountStore | None = None
+        self._models: ModelStore | None = None
+        self._stores_lock = threading.Lock()
         self.writer = StoreWriter(self.store, journal_path=self.journal_path,
                                   on_reconnect=self.lock.ensure, check_owner=self.lock.verify,
                                   on_down=self.service.hold_starts,
@@ -183,11 +192,33 @@ class TrainServer:
         shut = getattr(self.cluster, "shutdown", None)
         if shut is not None:
             shut()
-        accounts = getattr(self, "_tandem_accounts", None)  # users, owners, audit log
-        if accounts is not None:
-            accounts.close()  # before the store: the last connection out checkpoints SQLite
+        for part in (self._models, self._accounts):  # registry; users, owners, audit log
+            if part is not None:
+                part.close()  # before the store: the last connection out checkpoints SQLite
         self.lock.release()
         self.store.close()
+
+    def accounts(self, admin_token: str | None = None) -> AccountStore:
+        """Users, owners, the audit log and quotas, on this server's database (opened on
+        first use; ``admin_token`` authenticates as the admin ``admin``)."""
+        with self._stores_lock:
+            if self._accounts is None:
+                from tandem.server.users import AccountStore
+
+                self._accounts = AccountStore(self.config.db_url, admin_token)
+            return self._accounts
+
+    def models_store(self) -> ModelStore:
+        """The model registry on this server's database; its files under
+        ``<storage>/models`` (or ``$TANDEM_MODELS_STORAGE``). Opened on first use."""
+        with self._stores_lock:
+            if self._models is None:
+                from tandem.model.registry import ModelStore
+
+                storage = os.environ.get("TANDEM_MODELS_STORAGE") or os.path.join(
+                    self.config.storage_path, "models")
+                self._models = ModelStore(self.config.db_url, storage)
+            return self._models
 
     def _on_deposed(self, reason: str) -> None:
         """Another server owns the store now: this one stops its jobs (their ends are not
@@ -346,7 +377,8 @@ class TrainServer:
         summary: dict[str, Any],
     ) -> None:
         """Hands a recorded job to the job service (at submission and at re-queue)."""
-        spec.runner.apply_runtime_env(working_dir, env_vars)
+        if isinstance(spec.runner, RuntimeEnvTaker):
+            spec.runner.apply_runtime_env(working_dir, env_vars)
         run_path = dict(spec.metadata).get("run_path")
         summary = dict(summary)
         if run_path:

@@ -26,6 +26,7 @@ import cloudpickle
 from tandem._core.errors import TandemError
 from tandem.cluster.base import STRATEGIES
 from tandem.jobs.spec import JobSpec
+from tandem.server.runner_hooks import LoadCheck
 
 __all__ = [
     "MAX_BUNDLES",
@@ -136,7 +137,8 @@ def load_spec(raw: bytes, working_dir: str | None) -> JobSpec:
             )
         validate_spec(spec)
         try:
-            spec.runner.check_loadable()
+            if isinstance(spec.runner, LoadCheck):
+                spec.runner.check_loadable()
         except BaseException as e:  # noqa: BLE001
             raise PayloadError(describe_load_error(e, working_dir)) from None
     return spec

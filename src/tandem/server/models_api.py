@@ -23,7 +23,6 @@ import binascii
 import json
 import os
 import tempfile
-import threading
 from typing import Any
 
 from fastapi import APIRouter, Path, Request
@@ -40,6 +39,7 @@ from tandem.model.registry import (
     check_not_served,
     unpack_to,
 )
+from tandem.server.context import ServerContext
 
 MAX_VERSION = 2**31 - 1  # versions are INTEGER columns in the store (32-bit on PostgreSQL)
 MAX_META_DEPTH = 32  # how deeply a version's meta may nest
@@ -74,21 +74,11 @@ class PutIn(BaseModel):
     files: str = Field(..., min_length=1, description="base64 of a gzipped tar of the files")
 
 
-def models_store(server: Any) -> ModelStore:
-    """The server's registry store (opened on first use)."""
-    store = getattr(server, "_tandem_models_store", None)
-    if store is None:
-        with _open_lock:
-            store = getattr(server, "_tandem_models_store", None)
-            if store is None:
-                storage = os.environ.get("TANDEM_MODELS_STORAGE") or os.path.join(
-                    server.config.storage_path, "models")
-                store = ModelStore(server.config.db_url, storage)
-                server._tandem_models_store = store
-    return store
+def models_store(server: ServerContext) -> ModelStore:
+    """The server's registry store (``server.models_store()``: opened on first use)."""
+    return server.models_store()
 
 
-_open_lock = threading.Lock()
 
 
 _WHAT = {
@@ -112,13 +102,13 @@ def _err(status: int, detail: str) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status)
 
 
-def _deposed(server: Any) -> JSONResponse | None:
+def _deposed(server: ServerContext) -> JSONResponse | None:
     """A server another one took the store from writes nothing, the registry included."""
-    reason = getattr(server, "deposed", None)
+    reason = server.deposed
     return _err(503, f"{reason} The request was not carried out.") if reason else None
 
 
-def add_model_routes(app: Any, server: Any) -> None:
+def add_model_routes(app: Any, server: ServerContext) -> None:
     """Adds the routes above to the server's FastAPI app."""
     router = APIRouter(prefix="/api/models", tags=["models"])
     limit = server.config.max_upload_bytes

@@ -15,6 +15,7 @@ import traceback
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tandem.jobs.store import JobRecord, JobStore
+from tandem.server.runner_hooks import Requeueable
 
 if TYPE_CHECKING:
     from tandem.jobs.spec import JobSpec
@@ -90,7 +91,8 @@ def recover(server: RecoveringServer) -> list[str]:
             continue
         summary = dict(full.result or {})
         if rec.state != "PENDING":
-            spec.runner.on_requeue(summary.get("checkpoint_path"))
+            if isinstance(spec.runner, Requeueable):
+                spec.runner.on_requeue(summary.get("checkpoint_path"))
             store.set_state(rec.job_id, "PENDING", now,
                             reason=f"re-queued after a server restart (was {rec.state})")
         try:

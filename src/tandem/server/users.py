@@ -4,7 +4,7 @@
   PBKDF2 hash: a token is shown once and never stored), ``tandem_owners`` (who created a
   registered model or an experiment folder), ``tandem_audit`` (who did what to which object,
   when, and the outcome) and ``tandem_quotas`` (per-user quotas set over HTTP), in the
-  server's own database (``--db``: SQLite or PostgreSQL). They are created when absent, so
+XX
   a store written before users existed opens as it is.
 * ``Role`` / ``User``: ``admin`` (everything, the server's own token is the admin
   ``admin``), ``member`` (submits; stops, deletes, aliases and re-serves only what it
@@ -34,6 +34,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from tandem._core.errors import TandemError
 from tandem.jobs.store.engine import is_lock_error, normalize_url, open_engine, transaction
+from tandem.jobs.store.migrate import Lineage, folder_of, migrate
 
 __all__ = [
     "ADMIN",
@@ -43,7 +44,6 @@ __all__ = [
     "Role",
     "User",
     "UserError",
-    "accounts_store",
     "decide",
 ]
 
@@ -202,6 +202,20 @@ quotas_table = sa.Table(
     sa.Column("updated_at", sa.Float, nullable=False),
 )
 
+#: The users store's Alembic revisions (``tandem.jobs.store.migrate``); the tables above are
+#: the schema at ``head``.
+LINEAGE = Lineage(
+    name="users store",
+    folder=folder_of(__file__),
+    version_table="tandem_alembic_users",
+    head="users_0001",
+    baseline="users_0001",
+    tables=("tandem_users", "tandem_owners", "tandem_audit", "tandem_quotas"),
+    # (not ...501, the jobs schema's, nor ...502, the store owner's lock)
+    advisory_lock=7460110511,
+    metadata=_meta,
+)
+
 
 def hash_secret(secret: str, salt: bytes | None = None,
                 iterations: int = PBKDF2_ITERATIONS) -> str:
@@ -254,13 +268,8 @@ class AccountStore:
         self._dialect = opened.dialect
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[User, float]] = {}
-        self._run(self._create, write=True)
-
-    def _create(self, conn: Connection) -> None:
-        if self._dialect == "postgresql":
-            # (not ...501, the jobs schema's, nor ...502, the store owner's lock)
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(7460110511)"))
-        _meta.create_all(conn, checkfirst=True)
+        migrate(lambda fn, write: self._run(fn, write=write), LINEAGE,
+                dialect=self._dialect, store=repr(self))
 
     def close(self) -> None:
         self._engine.dispose()
@@ -483,21 +492,6 @@ class AccountStore:
         rows = self._run(lambda conn: list(conn.execute(sa.select(quotas_table))),
                          write=False)
         return {r.owner: json.loads(r.quota) for r in rows}
-
-
-def accounts_store(server: Any, admin_token: str | None = None) -> AccountStore:
-    """The server's ``AccountStore`` (opened on first use, on the server's database)."""
-    store = getattr(server, "_tandem_accounts", None)
-    if store is None:
-        with _open_lock:
-            store = getattr(server, "_tandem_accounts", None)
-            if store is None:
-                store = AccountStore(server.config.db_url, admin_token)
-                server._tandem_accounts = store
-    return store
-
-
-_open_lock = threading.Lock()
 
 
 def experiment_key(path: str) -> str:

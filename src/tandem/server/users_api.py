@@ -27,6 +27,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from tandem.server.access import current_user, note_target
+from tandem.server.context import ServerContext
 from tandem.server.users import AccountStore, Role, UserError
 
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$"
@@ -63,7 +64,7 @@ def _quota_view(q: Any) -> dict[str, Any]:
             if getattr(q, k) is not None}
 
 
-def quotas_in_force(server: Any) -> dict[str, dict[str, Any]]:
+def quotas_in_force(server: ServerContext) -> dict[str, dict[str, Any]]:
     """``{owner: quota}`` of the server's admission policy (``"*"``: the default)."""
     quotas = getattr(server.service.scheduler, "quotas", None)
     if quotas is None:
@@ -74,7 +75,7 @@ def quotas_in_force(server: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def apply_stored_quotas(server: Any, accounts: AccountStore) -> None:
+def apply_stored_quotas(server: ServerContext, accounts: AccountStore) -> None:
     """Applies the quotas set over HTTP before a restart (they outlive the server)."""
     stored = accounts.quotas()
     if not stored or getattr(server.service.scheduler, "set_quota", None) is None:
@@ -83,7 +84,7 @@ def apply_stored_quotas(server: Any, accounts: AccountStore) -> None:
         server.service.set_quota(None if owner == "*" else owner, q)
 
 
-def users_router(server: Any, accounts: AccountStore) -> APIRouter:
+def users_router(server: ServerContext, accounts: AccountStore) -> APIRouter:
     r = APIRouter(tags=["users"])
 
     @r.get("/api/me", responses=_docs())

@@ -229,7 +229,7 @@ def test_quotas_set_over_http_hold_a_users_jobs_with_the_reason(served):
 
     server.service.set_quota("alice", None)
     assert quotas_in_force(server) == {}
-    apply_stored_quotas(server, server._tandem_accounts)
+    apply_stored_quotas(server, server.accounts())
     assert quotas_in_force(server) == {"alice": {"cpus": 1.0}}
     assert c.delete("/api/quotas/alice", headers=admin).json()["quotas"] == {}
     _wait(lambda: c.get(f"/api/jobs/{second}", headers=alice).json()["state"] == "RUNNING",

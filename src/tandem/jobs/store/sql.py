@@ -14,7 +14,6 @@ import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection, Engine, Row
 
-from tandem._core.errors import ConfigError
 from tandem.jobs.store.base import (
     RUNNING_STATE,
     TERMINAL_STATES,
@@ -44,12 +43,14 @@ from tandem.jobs.store.engine import (  # noqa: F401 - normalize_url: its older 
     open_engine,
     transaction,
 )
+from tandem.jobs.store.migrate import Lineage, folder_of, migrate
 
-__all__ = ["SCHEMA_VERSION", "SQLJobStore", "normalize_url"]
+__all__ = ["LINEAGE", "SCHEMA_VERSION", "SQLJobStore", "normalize_url"]
 
 T = TypeVar("T")
 
-#: Bumped when the tables change incompatibly; stored in ``tandem_meta``.
+#: The oldest schema a tandem from before Alembic reads; stored in ``tandem_meta`` (a
+#: revision an older tandem cannot read bumps it there, so that tandem refuses the store).
 SCHEMA_VERSION = 1
 
 # --------------------------------------------------------------------------- schema
@@ -152,6 +153,24 @@ usage_table = sa.Table(
     sa.Index("ix_tandem_usage_job_time", "job_id", "time", "rank"),
 )
 
+
+def _seed(conn: Connection) -> None:
+    conn.execute(meta_table.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+
+
+#: The job store's Alembic revisions; ``metadata`` above is the schema at ``head``.
+LINEAGE = Lineage(
+    name="job store",
+    folder=folder_of(__file__),
+    version_table="tandem_alembic_jobs",
+    head="jobs_0001",
+    baseline="jobs_0001",
+    tables=("tandem_meta", "tandem_jobs"),
+    advisory_lock=7460110501,
+    metadata=metadata,
+    after_create=_seed,
+)
+
 # Every job column but the spec: what listing loads.
 _LIST_COLUMNS = [c for c in jobs_table.c if c.name != "spec"]
 
@@ -176,8 +195,9 @@ class SQLJobStore(JobStore):
     """A ``JobStore`` in a SQL database: SQLite (a file) or PostgreSQL.
 
     Creates its tables if absent (``tandem_meta``, ``tandem_jobs``, ``tandem_job_tags``,
-    ``tandem_transitions``, ``tandem_reports``, ``tandem_usage``); several processes may
-    open the same database at once, including for the first time.
+    ``tandem_transitions``, ``tandem_reports``, ``tandem_usage``) and migrates an older
+    store's (Alembic, ``tandem.jobs.store.migrate``); several processes may open the same
+    database at once, including for the first time.
 
     Thread safety and processes: see ``JobStore``. On SQLite every connection runs in WAL
     mode with ``synchronous=NORMAL`` (a power loss may drop the last transactions, never
@@ -341,38 +361,10 @@ class SQLJobStore(JobStore):
         return JobStoreError(f"{self!r} failed: {type(orig).__name__}: {text}")
 
     def _ensure_schema(self) -> None:
-        def current(conn: Connection) -> str | None:
-            if not sa.inspect(conn).has_table(meta_table.name):
-                return None
-            return conn.execute(
-                sa.select(meta_table.c.value).where(meta_table.c.key == "schema_version")
-            ).scalar_one_or_none()
-
-        version = self._run(current, write=False)
-        if version is None:
-
-            def create(conn: Connection) -> str:
-                if self._dialect == "postgresql":
-                    # Serialises concurrent first opens; CREATE TABLE is not idempotent.
-                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(7460110501)"))
-                metadata.create_all(conn, checkfirst=True)
-                found = conn.execute(
-                    sa.select(meta_table.c.value).where(meta_table.c.key == "schema_version")
-                ).scalar_one_or_none()
-                if found is None:
-                    conn.execute(
-                        meta_table.insert().values(key="schema_version", value=str(SCHEMA_VERSION))
-                    )
-                    found = str(SCHEMA_VERSION)
-                return found
-
-            version = self._run(create, write=True)
-        if version != str(SCHEMA_VERSION):
-            raise ConfigError(
-                f"{self!r} holds a job store of schema version {version}, but this tandem "
-                f"reads version {SCHEMA_VERSION}; use the tandem version that wrote it, or "
-                f"point the store at a new database"
-            )
+        """Creates the tables in a new database, or migrates an older store's to this
+        tandem's schema (``tandem.jobs.store.migrate``)."""
+        migrate(lambda fn, write: self._run(fn, write=write), LINEAGE,
+                dialect=self._dialect, store=repr(self))
 
     # ----------------------------------------------------------------- row mapping
 

@@ -2,7 +2,8 @@
 
 The same class backs the local registry (``~/.tandem/models``: ``registry.db`` + files) and
 the train server's (its job-store database + ``<server storage>/models``). Its tables are
-its own (``tandem_model_versions``, ``tandem_model_aliases``), created if absent. Files of a
+its own (``tandem_model_versions``, ``tandem_model_aliases``), created if absent and
+migrated (Alembic) when older. Files of a
 version live under ``<root>/<name>/<random id>/`` and are written before the row that
 points at them, so a reader never sees a version whose files are incomplete, and two
 processes putting the same name at once each get their own version number (the
@@ -31,6 +32,7 @@ from sqlalchemy.engine import Connection, Engine
 from tandem._core.archives import ArchiveBudget, ArchiveLimits
 from tandem._core.errors import ConfigError
 from tandem.jobs.store.engine import is_lock_error, normalize_url, open_engine, transaction
+from tandem.jobs.store.migrate import Lineage, folder_of, migrate
 from tandem.model.registry._ref import (
     ModelNotFoundError,
     ModelRef,
@@ -56,6 +58,19 @@ aliases_table = sa.Table(
     sa.Column("alias", sa.String(64), primary_key=True),
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("updated", sa.Float, nullable=False),
+)
+
+#: The registry's Alembic revisions (``tandem.jobs.store.migrate``); the tables above are
+#: the schema at ``head``.
+LINEAGE = Lineage(
+    name="model registry",
+    folder=folder_of(__file__),
+    version_table="tandem_alembic_registry",
+    head="registry_0001",
+    baseline="registry_0001",
+    tables=("tandem_model_versions", "tandem_model_aliases"),
+    advisory_lock=7460110521,
+    metadata=_meta,
 )
 
 
@@ -130,7 +145,8 @@ class ModelStore:
         self._engine: Engine = opened.engine
         self._dialect = opened.dialect
         self._lock = threading.Lock()
-        self._run(lambda conn: _meta.create_all(conn, checkfirst=True), write=True)
+        migrate(lambda fn, write: self._run(fn, write=write), LINEAGE,
+                dialect=self._dialect, store=repr(self))
 
     def close(self) -> None:
         self._engine.dispose()

@@ -26,6 +26,7 @@ from typing import Any
 
 from tandem.jobs.scheduler import GangScheduler
 from tandem.jobs.spec import JobStatus
+from tandem.server.context import ServerContext
 from tandem.server.vocabulary import shown_job_state
 
 logger = logging.getLogger(__name__)
@@ -134,7 +135,7 @@ class _Stream:
 class DashboardLive:
     """Thread-safe. ``close()`` stops its sampling thread."""
 
-    def __init__(self, server: Any, interval_s: float = FINE_S) -> None:
+    def __init__(self, server: ServerContext, interval_s: float = FINE_S) -> None:
         self.server = server
         self.interval_s = interval_s
         self._lock = threading.Lock()

@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from tandem.server.context import ServerContext
 from tandem.server.dashboard.live import DashboardLive
 
 VERSIONS_SHOWN = 20
@@ -21,7 +22,7 @@ def registry_available() -> bool:
     return True
 
 
-def models_router(server: Any, live: DashboardLive) -> APIRouter:
+def models_router(server: ServerContext, live: DashboardLive) -> APIRouter:
     r = APIRouter()
 
     @r.get("/api/dashboard/models", responses={
@@ -29,11 +30,11 @@ def models_router(server: Any, live: DashboardLive) -> APIRouter:
         503: {"description": "the registry's database is unreachable; retry later"}})
     def models() -> Any:
         from tandem.server.models_api import models_store
-        from tandem.server.users import ADMIN, accounts_store
+        from tandem.server.users import ADMIN
 
         store = models_store(server)
         entries = store.names()
-        owners = accounts_store(server).owners("model", [e["name"] for e in entries])
+        owners = server.accounts().owners("model", [e["name"] for e in entries])
         out = []
         for entry in entries:
             entry = {**entry, "owner": owners.get(entry["name"], ADMIN)}

@@ -33,6 +33,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 
 from tandem.jobs.spec import JobStatus
 from tandem.jobs.store.base import encode_json
+from tandem.server.context import ServerContext
 from tandem.server.dashboard.gate import CSP, static_file
 from tandem.server.dashboard.live import SPARK_POINTS, DashboardLive, Progress
 from tandem.server.dashboard.ondisk import ResultsIndex
@@ -163,7 +164,7 @@ def _error_summary(error: str | None) -> str | None:
     return first[:ERROR_CHARS]
 
 
-def server_router(server: Any, live: DashboardLive, index: ResultsIndex) -> APIRouter:
+def server_router(server: ServerContext, live: DashboardLive, index: ResultsIndex) -> APIRouter:
     """The dashboard routes of a train server."""
     from tandem import __version__
 
@@ -300,14 +301,14 @@ def server_router(server: Any, live: DashboardLive, index: ResultsIndex) -> APIR
     return r
 
 
-def _folder_owners(server: Any) -> Any:
+def _folder_owners(server: ServerContext) -> Any:
     """``paths -> {path: owner}`` of experiment/run folders (the user whose job first
     wrote there; see ``users.claim_run_folder``)."""
     def owners(paths: list[str]) -> dict[str, str]:
-        from tandem.server.users import accounts_store, experiment_key
+        from tandem.server.users import experiment_key
 
         keys = {experiment_key(p): p for p in paths}
-        found = accounts_store(server).owners("folder", list(keys))
+        found = server.accounts().owners("folder", list(keys))
         return {keys[k]: o for k, o in found.items()}
 
     return owners
@@ -327,7 +328,7 @@ async def _stream(live: DashboardLive, stream: Any) -> AsyncIterator[str]:
         live.close_stream(stream)
 
 
-def mount(app: Any, server: Any) -> DashboardLive:
+def mount(app: Any, server: ServerContext) -> DashboardLive:
     """Adds the dashboard's routes to the server's FastAPI app; returns its live state
     (closed when the app shuts down)."""
     live = DashboardLive(server)
@@ -340,7 +341,7 @@ def mount(app: Any, server: Any) -> DashboardLive:
                 roots.append(os.path.dirname(str(p).rstrip("/")))
         return roots
 
-    storage = getattr(server.config, "storage_path", None)
+    storage = server.config.storage_path
     index = ResultsIndex([storage] if storage else [], extra_roots=job_roots)
     router = server_router(server, live, index)
     app.include_router(router)

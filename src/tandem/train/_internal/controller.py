@@ -206,7 +206,7 @@ class TrainController(JobRunner):
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["spec"])  # type: ignore[misc]
 
-    # -- train server hooks ----------------------------------------------------------------
+    # -- train server hooks (tandem.server.runner_hooks: LoadCheck, RuntimeEnvTaker, Requeueable)
     def check_loadable(self) -> None:
         cloudpickle.loads(self.spec.fn_bytes)
 

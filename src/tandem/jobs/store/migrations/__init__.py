@@ -1,0 +1,1 @@
+"""The job store's Alembic revisions (see ``tandem.jobs.store.migrate``)."""

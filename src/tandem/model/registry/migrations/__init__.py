@@ -1,0 +1,1 @@
+"""The model registry's Alembic revisions (see ``tandem.jobs.store.migrate``)."""
