@@ -202,7 +202,10 @@ class LocalJobService:
             )
         if not spec.bundles:
             raise ConfigError("A job needs at least one worker (got an empty gang).")
-        self.cluster.check_feasible(spec.bundles, spec.strategy)
+        # An elastic gang must fit at its least: it starts with what fits and grows as
+        # the cluster does (Ray's elastic training asks no more of the cluster).
+        self.cluster.check_feasible(spec.bundles[:spec.min_bundles or len(spec.bundles)],
+                                    spec.strategy)
         spec.runner.prepare(self.cluster)
         with self._lock:
             if self._closed:
