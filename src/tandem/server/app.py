@@ -59,6 +59,7 @@ from tandem.server.core import (
 from tandem.server.events import StreamItem
 from tandem.server.loader import check_env_vars
 from tandem.server.models_api import add_model_routes
+from tandem.server.routes_team import register_team_routes
 from tandem.server.usage import usage_dict
 from tandem.server.users import accounts_store, claim_run_folder, decide
 from tandem.server.users_api import apply_stored_quotas, users_router
@@ -543,6 +544,7 @@ def create_app(server: TrainServer, token: str) -> Any:
 
     add_model_routes(app, server)  # /api/models... (the model registry)
     app.include_router(users_router(server, accounts))  # /api/me, users, audit, quotas
+    register_team_routes(app, server, accounts)  # roles in place, groups, group quotas
     app.router.on_shutdown.append(accounts.close)  # its connections (it reopens if used)
     mount(app, server)
     # The token is checked first (a stranger learns nothing, not even the size limit),
