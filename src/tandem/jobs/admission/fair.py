@@ -150,24 +150,24 @@ class FairSharePolicy(AdmissionPolicy):
                         u[k] = u.get(k, 0.0) + v
             return u
 
-        def key(owner: str) -> tuple[float, float, int]:
+        def entry(owner: str) -> tuple[float, float, int, str]:
+            """The heap entry: (group's share, owner's share, head job's seq, owner)."""
             own = dominant_share(used[owner], total)
             group = quotas.group(owner) if grouped else None
             outer = own if group is None else dominant_share(group_usage(group), total)
-            return (outer, own, by_owner[owner][0].seq)
+            return (outer, own, by_owner[owner][0].seq, owner)
 
-        heap: list[tuple[tuple[float, float, int], str]] = []
         for owner in by_owner:
             used.setdefault(owner, dict(running.usage(owner)))
-        for owner in by_owner:
-            heap.append((key(owner), owner))
+        heap = [entry(owner) for owner in by_owner]
         heapq.heapify(heap)
         while heap:
-            stale, owner = heapq.heappop(heap)
+            stale = heapq.heappop(heap)
+            owner = stale[3]
             if grouped:  # a member of its group started a job since: its key grew
-                fresh = key(owner)
-                if fresh > stale and heap and fresh > heap[0][0]:
-                    heapq.heappush(heap, (fresh, owner))
+                fresh = entry(owner)
+                if fresh > stale and heap and fresh > heap[0]:
+                    heapq.heappush(heap, fresh)
                     continue
             q = by_owner[owner]
             job = q.popleft()
@@ -208,7 +208,7 @@ class FairSharePolicy(AdmissionPolicy):
                         return job
                     out.append(Wait(job, f"waits: resources ({why})"))
             if q:
-                heapq.heappush(heap, (key(owner), owner))
+                heapq.heappush(heap, entry(owner))
         return None
 
     def describe(self) -> dict[str, Any]:
