@@ -133,6 +133,20 @@ def test_group_quota_makes_members_wait_together_beside_their_own_quotas():
     assert by_kind(decide(policy, [a1], running, cluster))["start"] == ["a1"]
 
 
+def test_a_quotas_dict_names_groups_and_their_members():
+    policy = FairSharePolicy({"group:ml": {"gpus": 4, "members": ["alice", "bob"]},
+                              "alice": {"gpus": 2}})
+    assert policy.quotas.group_of == {"alice": "ml", "bob": "ml"}
+    assert policy.quotas.by_group["ml"] == Quota(gpus=4)
+    assert policy.describe()["group_quotas"] == {"ml": {"gpus": 4}}
+    with pytest.raises(ConfigError, match="one group at most"):
+        FairSharePolicy({"group:a": {"members": ["x"]}, "group:b": {"members": ["x"]}})
+    with pytest.raises(ConfigError, match="list of owner names"):
+        FairSharePolicy({"group:a": {"members": "alice"}})
+    with pytest.raises(ConfigError, match="unknown key"):
+        FairSharePolicy({"group:a": {"member": ["alice"]}})
+
+
 def test_fair_share_goes_across_groups_first_then_users():
     cluster = SimCluster(8)
     policy = FairSharePolicy()

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tandem._core.errors import ConfigError
 from tandem.jobs.admission.base import (
     AdmissionDecision,
     AdmissionPolicy,
@@ -223,18 +224,34 @@ class FairSharePolicy(AdmissionPolicy):
 
 def as_quotas(quotas: Quotas | Mapping[str, Quota | Mapping[str, Any]] | None) -> Quotas:
     """``Quotas`` from a ``Quotas``, a dict ``{owner: Quota | dict}`` (key ``"*"``: the
-    default; ``"group:NAME"``: group NAME's) or None."""
+    default; ``"group:NAME"``: group NAME's, whose dict may list its ``"members"``) or
+    None."""
     if quotas is None:
         return Quotas()
     if isinstance(quotas, Quotas):
         return quotas
     out = Quotas()
     for owner, q in quotas.items():
+        if str(owner).startswith(GROUP_PREFIX):
+            group = str(owner)[len(GROUP_PREFIX):]
+            members: Any = ()
+            if isinstance(q, Mapping) and "members" in q:
+                q = dict(q)
+                members = q.pop("members")
+                if isinstance(members, str) or not all(isinstance(m, str) for m in members):
+                    raise ConfigError(f"quotas[{owner!r}]['members'] = {members!r}: give a "
+                                      f"list of owner names, e.g. ['alice', 'bob'].")
+            out.by_group[group] = q if isinstance(q, Quota) else Quota.from_dict(q)
+            for member in members:
+                if out.group_of.get(member, group) != group:
+                    raise ConfigError(f"{member!r} is a member of group "
+                                      f"{out.group_of[member]!r} and of {group!r}: an owner "
+                                      f"belongs to one group at most.")
+                out.group_of[member] = group
+            continue
         quota = q if isinstance(q, Quota) else Quota.from_dict(q)
         if owner == "*":
             out.default = quota
-        elif str(owner).startswith(GROUP_PREFIX):
-            out.by_group[str(owner)[len(GROUP_PREFIX):]] = quota
         else:
             out.by_owner[str(owner)] = quota
     return out
