@@ -9,9 +9,11 @@
     tandem dashboard [PATH ...] [--open] [--port P]
     tandem models list [NAME] | show NAME[@V] | alias NAME ALIAS V | delete NAME@V
     tandem serve NAME[@V|@ALIAS] [--port P] [--replicas N] [--max-batch-size B]
-    tandem users add NAME [--role admin|member|viewer] | list | revoke NAME
+    tandem users add NAME [--role admin|member|viewer] [--group G] | list | revoke NAME
+    tandem users set-role NAME ROLE | set-group NAME GROUP | leave-group NAME
     tandem audit [--user U] [--action A] [--limit N]
     tandem quotas list | set NAME [--cpus N] [--gpus N] [--memory BYTES] [--queued-jobs N] | delete NAME
+    tandem quotas set --group G [--cpus N] ... | delete --group G
 
 Commands that talk to a server find it through ``--address``, ``$TANDEM_ADDRESS``, or the
 local server's ``~/.tandem/server.json``. ``--json`` prints machine-readable output.
@@ -543,11 +545,15 @@ def cmd_serve(a: argparse.Namespace) -> int:
 
 
 def cmd_users_add(a: argparse.Namespace) -> int:
-    out = _conn(a).json("POST", "/api/users", json={"name": a.name, "role": a.role})
+    body = {"name": a.name, "role": a.role}
+    if a.group:
+        body["group"] = a.group
+    out = _conn(a).json("POST", "/api/users", json=body)
     if a.json:
         _print_json(out)
     else:
-        print(f"user {out['name']} ({out['role']}) added; its token, shown only now:")
+        group = f", group {out['group']}" if out.get("group") else ""
+        print(f"user {out['name']} ({out['role']}{group}) added; its token, shown only now:")
         print(out["token"])
         print("(give it to them: TANDEM_TOKEN=... or tandem.init(token=...); the dashboard "
               "takes it at /login)", file=sys.stderr)
@@ -562,11 +568,11 @@ def cmd_users_list(a: argparse.Namespace) -> int:
     from rich.table import Table
 
     t = Table(box=None, header_style="bold")
-    for col in ("NAME", "ROLE", "ADDED", "BY", "REVOKED"):
+    for col in ("NAME", "ROLE", "GROUP", "ADDED", "BY", "REVOKED"):
         t.add_column(col, no_wrap=True, overflow="ignore")
     for u in users:
-        t.add_row(u["name"], u["role"], _when(u["created_at"]), u["created_by"] or "-",
-                  _when(u["revoked_at"]) if u["revoked_at"] else "")
+        t.add_row(u["name"], u["role"], u.get("group") or "-", _when(u["created_at"]),
+                  u["created_by"] or "-", _when(u["revoked_at"]) if u["revoked_at"] else "")
     _console().print(t)
     return 0
 
@@ -574,6 +580,22 @@ def cmd_users_list(a: argparse.Namespace) -> int:
 def cmd_users_revoke(a: argparse.Namespace) -> int:
     out = _conn(a).json("DELETE", f"/api/users/{a.name}")
     print(json.dumps(out) if a.json else f"user {a.name}: token revoked")
+    return 0
+
+
+def cmd_users_set_role(a: argparse.Namespace) -> int:
+    out = _conn(a).json("PUT", f"/api/users/{a.name}/role", json={"role": a.role})
+    print(json.dumps(out) if a.json else f"user {a.name}: {out['was']} -> {out['role']}")
+    return 0
+
+
+def cmd_users_set_group(a: argparse.Namespace) -> int:
+    if a.group is None:
+        out = _conn(a).json("DELETE", f"/api/users/{a.name}/group")
+    else:
+        out = _conn(a).json("PUT", f"/api/users/{a.name}/group", json={"group": a.group})
+    print(json.dumps(out) if a.json else
+          f"user {a.name}: " + (f"group {a.group}" if a.group else "in no group"))
     return 0
 
 
@@ -608,12 +630,19 @@ def _print_quotas(out: dict[str, Any], as_json: bool) -> None:
     quotas = out.get("quotas") or {}
     for name, q in quotas.items():
         print(f"{name}: " + ", ".join(f"{k}={v:g}" for k, v in q.items()))
-    if not quotas:
+    groups = {g: v for g, v in (out.get("groups") or {}).items() if v.get("quota")}
+    for name, g in groups.items():
+        print(f"group {name} ({', '.join(g['members']) or 'no members'}): "
+              + ", ".join(f"{k}={v:g}" for k, v in g["quota"].items()))
+    if not quotas and not groups:
         print("(no quotas)")
 
 
 def cmd_quotas_list(a: argparse.Namespace) -> int:
-    _print_quotas(_conn(a).json("GET", "/api/quotas"), a.json)
+    conn = _conn(a)
+    out = conn.json("GET", "/api/quotas")
+    out["groups"] = conn.json("GET", "/api/groups")["groups"]
+    _print_quotas(out, a.json)
     return 0
 
 
@@ -624,22 +653,46 @@ def cmd_quotas_set(a: argparse.Namespace) -> int:
         print("error: give at least one of --cpus, --gpus, --memory, --queued-jobs",
               file=sys.stderr)
         return 2
-    _print_quotas(_conn(a).json("PUT", f"/api/quotas/{a.name}", json=body), a.json)
+    if (a.name is None) == (a.group is None):
+        print("error: give a user NAME ('*': everyone else) or --group GROUP, not both",
+              file=sys.stderr)
+        return 2
+    path = f"/api/groups/{a.group}/quota" if a.group else f"/api/quotas/{a.name}"
+    _print_quotas(_conn(a).json("PUT", path, json=body), a.json)
     return 0
 
 
 def cmd_quotas_delete(a: argparse.Namespace) -> int:
-    _print_quotas(_conn(a).json("DELETE", f"/api/quotas/{a.name}"), a.json)
+    if (a.name is None) == (a.group is None):
+        print("error: give a user NAME or --group GROUP, not both", file=sys.stderr)
+        return 2
+    path = f"/api/groups/{a.group}/quota" if a.group else f"/api/quotas/{a.name}"
+    _print_quotas(_conn(a).json("DELETE", path), a.json)
     return 0
 
 
 def add_user_commands(sub: Any, client: argparse.ArgumentParser) -> None:
     users = sub.add_parser("users", help="users of the train server (admin)").add_subparsers(
-        dest="users_command", required=True, metavar="add|list|revoke")
+        dest="users_command", required=True,
+        metavar="add|list|revoke|set-role|set-group|leave-group")
     add = users.add_parser("add", parents=[client], help="add a user; prints its token once")
     add.add_argument("name")
     add.add_argument("--role", choices=["admin", "member", "viewer"], default="member")
+    add.add_argument("--group", default=None, help="the user's group (group quotas, fair "
+                     "share across groups)")
     add.set_defaults(fn=cmd_users_add)
+    sr = users.add_parser("set-role", parents=[client],
+                          help="change a user's role in place (its token stays)")
+    sr.add_argument("name")
+    sr.add_argument("role", choices=["admin", "member", "viewer"])
+    sr.set_defaults(fn=cmd_users_set_role)
+    sg = users.add_parser("set-group", parents=[client], help="put a user in a group")
+    sg.add_argument("name")
+    sg.add_argument("group")
+    sg.set_defaults(fn=cmd_users_set_group)
+    lg = users.add_parser("leave-group", parents=[client], help="take a user out of its group")
+    lg.add_argument("name")
+    lg.set_defaults(fn=cmd_users_set_group, group=None)
     users.add_parser("list", parents=[client], help="users and roles").set_defaults(
         fn=cmd_users_list)
     rv = users.add_parser("revoke", parents=[client], help="revoke a user's token")
@@ -654,15 +707,19 @@ def add_user_commands(sub: Any, client: argparse.ArgumentParser) -> None:
         dest="quotas_command", required=True, metavar="list|set|delete")
     quotas.add_parser("list", parents=[client], help="quotas in force").set_defaults(
         fn=cmd_quotas_list)
-    qs = quotas.add_parser("set", parents=[client], help="set NAME's quota ('*': everyone else)")
-    qs.add_argument("name")
+    qs = quotas.add_parser("set", parents=[client],
+                           help="set NAME's quota ('*': everyone else), or --group G's")
+    qs.add_argument("name", nargs="?", default=None)
+    qs.add_argument("--group", default=None, help="set the group's quota (its members "
+                    "together) instead of a user's")
     qs.add_argument("--cpus", type=float, default=None)
     qs.add_argument("--gpus", type=float, default=None)
     qs.add_argument("--memory", type=float, default=None, help="bytes")
     qs.add_argument("--queued-jobs", type=int, default=None)
     qs.set_defaults(fn=cmd_quotas_set)
-    qd = quotas.add_parser("delete", parents=[client], help="remove NAME's quota")
-    qd.add_argument("name")
+    qd = quotas.add_parser("delete", parents=[client], help="remove NAME's (or --group G's) quota")
+    qd.add_argument("name", nargs="?", default=None)
+    qd.add_argument("--group", default=None)
     qd.set_defaults(fn=cmd_quotas_delete)
 
 

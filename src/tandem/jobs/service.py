@@ -202,7 +202,10 @@ class LocalJobService:
             )
         if not spec.bundles:
             raise ConfigError("A job needs at least one worker (got an empty gang).")
-        self.cluster.check_feasible(spec.bundles, spec.strategy)
+        # An elastic gang must fit at its least: it starts with what fits and grows as
+        # the cluster does (Ray's elastic training asks no more of the cluster).
+        self.cluster.check_feasible(spec.bundles[:spec.min_bundles or len(spec.bundles)],
+                                    spec.strategy)
         spec.runner.prepare(self.cluster)
         with self._lock:
             if self._closed:
@@ -232,6 +235,32 @@ class LocalJobService:
         with self._lock:
             setter(owner, quota)
         self._schedule()
+
+    def set_group_quota(self, group: str, quota: Quota | dict | None) -> None:
+        """Sets group ``group``'s quota (what its members hold and queue together;
+        ``quota=None`` removes it). Needs a policy with quotas, as ``set_quota``."""
+        setter = self._quota_setter("set_group_quota")
+        if isinstance(quota, dict):
+            quota = Quota.from_dict(quota)
+        with self._lock:
+            setter(group, quota)
+        self._schedule()
+
+    def set_group(self, owner: str, group: str | None) -> None:
+        """Puts ``owner`` in ``group`` (None: in none), for group quotas and fair share."""
+        setter = self._quota_setter("set_group")
+        with self._lock:
+            setter(owner, group)
+        self._schedule()
+
+    def _quota_setter(self, name: str) -> Any:
+        setter = getattr(self.scheduler, name, None)
+        if setter is None:
+            raise ConfigError(
+                f"The scheduling policy {self.scheduler.name!r} has no quotas; start the "
+                f"service with scheduling='fair' or 'priority' "
+                f"(tandem.init(scheduling=...), `tandem server start --scheduling ...`).")
+        return setter
 
     def poke(self) -> None:
         """Tries to start pending jobs now (e.g. after the cluster gained capacity)."""

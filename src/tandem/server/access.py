@@ -64,6 +64,11 @@ _ROUTES: list[tuple[str, re.Pattern[str], str, str | None, bool]] = [
     ("GET", re.compile(r"/api/audit"), "audit.list", None, False),
     ("PUT", re.compile(rf"/api/quotas/{_SEG}"), "quotas.set", "user", True),
     ("DELETE", re.compile(rf"/api/quotas/{_SEG}"), "quotas.delete", "user", True),
+    ("PUT", re.compile(rf"/api/users/{_SEG}/role"), "users.set_role", "user", True),
+    ("PUT", re.compile(rf"/api/users/{_SEG}/group"), "users.set_group", "user", True),
+    ("DELETE", re.compile(rf"/api/users/{_SEG}/group"), "users.set_group", "user", True),
+    ("PUT", re.compile(rf"/api/groups/{_SEG}/quota"), "quotas.set", "group", True),
+    ("DELETE", re.compile(rf"/api/groups/{_SEG}/quota"), "quotas.delete", "group", True),
 ]
 
 

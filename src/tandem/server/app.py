@@ -52,6 +52,7 @@ from tandem.server.routes.common import TandemJSONResponse
 from tandem.server.routes.errors import install_error_handlers
 from tandem.server.routes.jobs import jobs_router
 from tandem.server.routes.service import service_router
+from tandem.server.routes_team import register_team_routes
 from tandem.server.users_api import apply_stored_quotas, users_router
 
 
@@ -79,6 +80,7 @@ def create_app(server: TrainServer, token: str) -> Any:
 
     add_model_routes(app, server)  # /api/models... (the model registry)
     app.include_router(users_router(server, accounts))  # /api/me, users, audit, quotas
+    register_team_routes(app, server, accounts)  # roles in place, groups, group quotas
     app.router.on_shutdown.append(accounts.close)  # its connections (it reopens if used)
     mount(app, server)
     # The token is checked first (a stranger learns nothing, not even the size limit),

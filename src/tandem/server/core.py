@@ -310,7 +310,8 @@ class TrainServer:
                     f"by user {owner!r}; only an admin submits for someone else. Drop "
                     f"tandem.init(owner=...) (the job is then {owner!r}'s).")
             spec = dataclasses.replace(spec, owner=spec.owner or owner)
-        self.cluster.check_feasible(spec.bundles, spec.strategy)
+        self.cluster.check_feasible(spec.bundles[:spec.min_bundles or len(spec.bundles)],
+                                    spec.strategy)  # an elastic gang: at its least
         job_id = new_id("job_")
         record = JobRecord(
             job_id=job_id, name=spec.name, state="PENDING", submitted_at=time.time(),

@@ -3,9 +3,10 @@
 * ``AccountStore``: the tables ``tandem_users`` (name, role, the token's id and its salted
   PBKDF2 hash: a token is shown once and never stored), ``tandem_owners`` (who created a
   registered model or an experiment folder), ``tandem_audit`` (who did what to which object,
-  when, and the outcome) and ``tandem_quotas`` (per-user quotas set over HTTP), in the
-XX
-  a store written before users existed opens as it is.
+  when, and the outcome), ``tandem_quotas`` (per-user quotas set over HTTP),
+  ``tandem_groups`` (which group each user is in) and ``tandem_group_quotas``, in the
+  server's own database (``--db``: SQLite or PostgreSQL). Alembic migrates an older store
+  (``tandem.jobs.store.migrate``), so a store written before users existed opens as it is.
 * ``Role`` / ``User``: ``admin`` (everything, the server's own token is the admin
   ``admin``), ``member`` (submits; stops, deletes, aliases and re-serves only what it
   owns), ``viewer`` (reads only).
@@ -102,9 +103,9 @@ class AccessDecision:
     reason: str = ""
 
 
-#: Actions only an admin takes (users, audit, quotas).
-ADMIN_ACTIONS = frozenset({"users.add", "users.revoke", "users.list", "audit.list",
-                           "quotas.set", "quotas.delete"})
+#: Actions only an admin takes (users, groups, audit, quotas).
+ADMIN_ACTIONS = frozenset({"users.add", "users.revoke", "users.list", "users.set_role",
+                           "users.set_group", "audit.list", "quotas.set", "quotas.delete"})
 
 
 def decide(user: User, action: str, owner: str | None, target: str | None = None,
@@ -202,13 +203,26 @@ quotas_table = sa.Table(
     sa.Column("updated_at", sa.Float, nullable=False),
 )
 
+groups_table = sa.Table(
+    "tandem_groups", _meta,
+    sa.Column("user", sa.String(64), primary_key=True),
+    sa.Column("grp", sa.String(64), nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+group_quotas_table = sa.Table(
+    "tandem_group_quotas", _meta,
+    sa.Column("grp", sa.String(64), primary_key=True),
+    sa.Column("quota", sa.Text, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
 #: The users store's Alembic revisions (``tandem.jobs.store.migrate``); the tables above are
 #: the schema at ``head``.
 LINEAGE = Lineage(
     name="users store",
     folder=folder_of(__file__),
     version_table="tandem_alembic_users",
-    head="users_0001",
+    head="users_0002",
     baseline="users_0001",
     tables=("tandem_users", "tandem_owners", "tandem_audit", "tandem_quotas"),
     # (not ...501, the jobs schema's, nor ...502, the store owner's lock)
@@ -243,6 +257,13 @@ def check_name(name: Any) -> str:
         raise UserError(f"user name {name!r:.80} is not allowed: use a letter, then up to 63 "
                         f"letters, digits, '_', '.' or '-' (e.g. alice, bob.smith)")
     return name
+
+
+def check_group(group: Any) -> str:
+    if not isinstance(group, str) or not _NAME.fullmatch(group):
+        raise UserError(f"group name {group!r:.80} is not allowed: use a letter, then up to "
+                        f"63 letters, digits, '_', '.' or '-' (e.g. ml, vision-team)")
+    return group
 
 
 class AccountStore:
@@ -354,6 +375,56 @@ class AccountStore:
             self._cache.clear()
         return {"name": name, "revoked": True}
 
+    def set_role(self, name: str, role: Role | str) -> dict[str, Any]:
+        """Changes an active user's role in place (its token stays); takes effect at once.
+
+        Raises:
+            UserError: ``admin``, a bad role, or no such active user.
+        """
+        role = Role.parse(role) if not isinstance(role, Role) else role
+        if name == ADMIN:
+            raise UserError(f"{ADMIN!r} is the server's own token and always an admin")
+
+        def fn(conn: Connection) -> str:
+            found = conn.execute(sa.select(users_table.c.role).where(
+                (users_table.c.name == name) & users_table.c.revoked_at.is_(None))).first()
+            if found is None:
+                raise UserError(f"no active user {name!r}; `tandem users list` shows them")
+            conn.execute(users_table.update().where(users_table.c.name == name)
+                         .values(role=role.value))
+            return str(found.role)
+
+        old = self._run(fn, write=True)
+        with self._lock:
+            self._cache.clear()
+        return {"name": name, "role": role.value, "was": old}
+
+    def set_group(self, name: str, group: str | None) -> None:
+        """Puts user ``name`` in ``group`` (None: in none); a user is in one group at most.
+
+        Raises:
+            UserError: a bad group name, or no such user.
+        """
+        if group is not None:
+            check_group(group)
+
+        def fn(conn: Connection) -> None:
+            if name != ADMIN and conn.execute(sa.select(users_table.c.name).where(
+                    users_table.c.name == name)).first() is None:
+                raise UserError(f"no user {name!r}; `tandem users list` shows them")
+            conn.execute(groups_table.delete().where(groups_table.c.user == name))
+            if group is not None:
+                conn.execute(groups_table.insert().values(user=name, grp=group,
+                                                          updated_at=time.time()))
+
+        self._run(fn, write=True)
+
+    def groups(self) -> dict[str, str]:
+        """``{user: group}`` of every user in a group."""
+        rows = self._run(lambda conn: list(conn.execute(sa.select(groups_table))),
+                         write=False)
+        return {r.user: r.grp for r in rows}
+
     def users(self) -> list[dict[str, Any]]:
         """Every user, oldest first (``admin`` first), without tokens or hashes."""
         def fn(conn: Connection) -> list[Any]:
@@ -363,10 +434,13 @@ class AccountStore:
                 .order_by(users_table.c.created_at)))
 
         rows = self._run(fn, write=False)
+        groups = self.groups()
         return [{"name": ADMIN, "role": "admin", "created_at": None, "created_by": None,
-                 "revoked_at": None, "token": "the server's own token"}] + [
+                 "revoked_at": None, "group": groups.get(ADMIN),
+                 "token": "the server's own token"}] + [
             {"name": r.name, "role": r.role, "created_at": r.created_at,
-             "created_by": r.created_by, "revoked_at": r.revoked_at} for r in rows]
+             "created_by": r.created_by, "revoked_at": r.revoked_at,
+             "group": groups.get(r.name)} for r in rows]
 
     def has_users(self) -> bool:
         """True once a user other than ``admin`` was ever added."""
@@ -492,6 +566,23 @@ class AccountStore:
         rows = self._run(lambda conn: list(conn.execute(sa.select(quotas_table))),
                          write=False)
         return {r.owner: json.loads(r.quota) for r in rows}
+
+    def set_group_quota(self, group: str, quota: dict[str, Any] | None) -> None:
+        """Stores (None: removes) a group's quota, so a restarted server applies it."""
+        check_group(group)
+
+        def fn(conn: Connection) -> None:
+            conn.execute(group_quotas_table.delete().where(group_quotas_table.c.grp == group))
+            if quota is not None:
+                conn.execute(group_quotas_table.insert().values(
+                    grp=group, quota=json.dumps(quota), updated_at=time.time()))
+
+        self._run(fn, write=True)
+
+    def group_quotas(self) -> dict[str, dict[str, Any]]:
+        rows = self._run(lambda conn: list(conn.execute(sa.select(group_quotas_table))),
+                         write=False)
+        return {r.grp: json.loads(r.quota) for r in rows}
 
 
 def experiment_key(path: str) -> str:

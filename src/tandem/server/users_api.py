@@ -3,7 +3,7 @@
 =========================================  =============================================
 ``GET    /api/me``                         who the token is (name, role)
 ``GET    /api/users``                      users and roles (admin)
-``POST   /api/users``                      add ``{"name", "role"}``; answers the token,
+``POST   /api/users``                      add ``{"name", "role", "group"}``; answers the token,
                                            shown only this once (admin)
 ``DELETE /api/users/{name}``               revoke a user's token (admin)
 ``GET    /api/audit``                      the audit log, newest first; filters ``user``,
@@ -14,7 +14,8 @@
 ``DELETE /api/quotas/{name}``              remove it (admin)
 =========================================  =============================================
 
-Who may call what is decided in ``access.py``; these routes only carry it out.
+Who may call what is decided in ``access.py``; these routes only carry it out. Role
+changes, groups and group quotas are in ``routes_team.py``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class UserIn(BaseModel):
     name: str = Field(..., pattern=NAME_PATTERN, description="a letter, then letters, digits, "
                       "'_', '.', '-' (at most 64)")
     role: Role = Field(Role.MEMBER, description="admin, member or viewer")
+    group: str | None = Field(None, pattern=NAME_PATTERN, description="the user's group "
+                              "(group quotas, fair share across groups); none by default")
 
 
 class QuotaIn(BaseModel):
@@ -103,7 +106,12 @@ def users_router(server: ServerContext, accounts: AccountStore) -> APIRouter:
         except UserError as e:
             return JSONResponse({"detail": str(e)}, status_code=409)
         note_target(request, f"user {body.name}")
-        return {"name": body.name, "role": body.role.value, "token": token}
+        if body.group is not None:
+            accounts.set_group(body.name, body.group)
+            if getattr(server.service.scheduler, "set_group", None) is not None:
+                server.service.set_group(body.name, body.group)
+        return {"name": body.name, "role": body.role.value, "group": body.group,
+                "token": token}
 
     @r.delete("/api/users/{name}", responses=_docs(404, 422))
     def revoke_user(name: str = Path(..., min_length=1, max_length=64)) -> Any:

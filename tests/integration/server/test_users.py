@@ -257,3 +257,59 @@ def test_a_store_written_before_users_existed_opens_and_its_jobs_are_the_admins(
     finally:
         server.close()
     assert os.path.exists(storage / "jobs.db")
+
+
+def test_groups_quotas_and_a_role_changed_in_place_over_http(served):
+    server, c = served
+    admin = _as(ADMIN_TOKEN)
+    alice = _as(c.post("/api/users", json={"name": "alice", "group": "ml"},
+                       headers=admin).json()["token"])
+    bob = _as(c.post("/api/users", json={"name": "bob"}, headers=admin).json()["token"])
+    assert c.put("/api/users/bob/group", json={"group": "ml"}, headers=bob).status_code == 403
+    assert c.put("/api/users/bob/group", json={"group": "m l"}, headers=admin).status_code == 422
+    assert c.put("/api/users/nobody/group", json={"group": "ml"},
+                 headers=admin).status_code == 404
+    assert c.put("/api/users/bob/group", json={"group": "ml"}, headers=admin).status_code == 200
+    assert c.put("/api/groups/ml/quota", json={"cpus": 1}, headers=alice).status_code == 403
+    r = c.put("/api/groups/ml/quota", json={"cpus": 1, "queued_jobs": 5}, headers=admin)
+    assert r.status_code == 200 and r.json()["groups"]["ml"]["members"] == ["alice", "bob"]
+    first = c.post("/api/jobs", json=_job("g1", cpus=1), headers=alice).json()["job_id"]
+    _wait(lambda: c.get(f"/api/jobs/{first}", headers=bob).json()["state"] == "RUNNING",
+          "alice's job runs")
+    second = c.post("/api/jobs", json=_job("g2", cpus=0.5), headers=bob).json()["job_id"]
+    queue = _wait(lambda: c.get("/api/dashboard/cluster", headers=bob).json()["queue"],
+                  "bob's job in the queue")
+    # bob has no quota of his own: his group's (held by alice) holds his job
+    assert [q["job_id"] for q in queue] == [second]
+    assert "waits: group ml's quota CPU 1/1 (this job needs 0.5 more)" in queue[0]["reason"]
+    groups = c.get("/api/groups", headers=bob).json()["groups"]
+    assert groups["ml"] == {"members": ["alice", "bob"], "quota": {"cpus": 1.0, "queued_jobs": 5},
+                            "in_use": {"CPU": 1.0}}
+    # kept in the store: a restarted server applies memberships and group quotas again
+    from tandem.server.routes_team import apply_stored_groups
+
+    server.service.set_group_quota("ml", None)
+    server.service.set_group("bob", None)
+    apply_stored_groups(server, server.accounts())
+    assert server.service.scheduler.quotas.by_group["ml"].cpus == 1.0
+    assert server.service.scheduler.quotas.group_of == {"alice": "ml", "bob": "ml"}
+    # a role changed in place: bob's token stays, but he may only read now
+    assert c.put("/api/users/bob/role", json={"role": "viewer"}, headers=bob).status_code == 403
+    assert c.put("/api/users/bob/role", json={"role": "boss"}, headers=admin).status_code == 422
+    r = c.put("/api/users/bob/role", json={"role": "viewer"}, headers=admin)
+    assert r.json() == {"name": "bob", "role": "viewer", "was": "member"}
+    assert c.get("/api/me", headers=bob).json() == {"name": "bob", "role": "viewer"}
+    assert c.post("/api/jobs", json=_job("g3"), headers=bob).status_code == 403
+    users = {u["name"]: u for u in c.get("/api/users", headers=admin).json()["users"]}
+    assert users["bob"]["role"] == "viewer" and users["bob"]["group"] == "ml"
+    log = c.get("/api/audit", params={"user": "admin"}, headers=admin).json()["entries"]
+    seen = {(e["action"], e["target"], e["outcome"], e["detail"]) for e in log}
+    assert ("users.set_role", "user bob", "ok", "member -> viewer") in seen
+    assert ("users.set_group", "user bob", "ok", "group ml") in seen
+    assert ("quotas.set", "group ml", "ok", None) in seen
+    denied = c.get("/api/audit", params={"user": "bob"}, headers=admin).json()["entries"]
+    assert {e["action"] for e in denied if e["outcome"] == "denied"} >= {
+        "users.set_group", "users.set_role", "jobs.submit"}
+    assert c.delete("/api/groups/ml/quota", headers=admin).status_code == 200
+    _wait(lambda: c.get(f"/api/jobs/{second}", headers=alice).json()["state"] == "RUNNING",
+          "bob's job runs once the group's quota is gone")

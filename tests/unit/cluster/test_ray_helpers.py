@@ -42,3 +42,30 @@ def test_init_ray_address_needs_cluster_ray():
     with pytest.raises(ConfigError, match="cluster='ray'"):
         tandem.init(ray_address="auto")
     assert not tandem.is_initialized()
+
+
+def test_a_group_just_removed_counts_as_free_while_rays_view_trails(monkeypatch):
+    """An elastic resize gives its placement group back and at once asks for a bigger one:
+    Ray's free resources still show the old group held, so ``place`` must count it free
+    for ``place_timeout_s`` (then trust Ray's view again)."""
+    import threading
+
+    from tandem.cluster.base import Placement
+    from tandem.cluster.ray import _cluster
+
+    cluster = _cluster.RayCluster.__new__(_cluster.RayCluster)  # no Ray connection needed
+    cluster._lock = threading.Lock()
+    cluster._pgs = {"pg1": object()}
+    cluster._released = []
+    cluster.place_timeout_s = 2.0
+    monkeypatch.setattr(cluster, "available", lambda: {"CPU": 1.0})
+    monkeypatch.setattr(_cluster, "remove_pg", lambda pg: None)
+    placement = Placement(placement_id="pg1", bundles=({"CPU": 2.0}, {"CPU": 2.0}),
+                          node_ids=("a", "b"), node_ips=("", ""), gpu_ids=((), ()),
+                          strategy="PACK")
+    cluster.release(placement)
+    assert cluster._available_with_released() == {"CPU": 5.0}
+    cluster.release(placement)  # released twice (already gone): counted once
+    cluster._released = [(t - 2.5, r) for t, r in cluster._released]  # 2.5 s later
+    assert cluster._available_with_released() == {"CPU": 1.0}
+    assert cluster._released == []

@@ -107,3 +107,37 @@ def test_owners_quotas_and_preemptions_are_shown():
         assert sched["in_use"] == {"alice": {"CPU": 2.0}}
     finally:
         live.close()
+
+
+def test_groups_hold_what_their_members_do_and_the_jobs_list_says_why():
+    from tandem.jobs.admission import FairSharePolicy
+    from tandem.server.dashboard.routes import _why
+
+    clock = SimulatedClock(start=100.0)
+    p = Placement("pg1", ({"CPU": 2.0},), ("nodeA",), ("10.0.0.1",), ((),))
+    running = job("run", JobStatus.RUNNING, [{"CPU": 2.0}], seq=0, placement=p)
+    running.owner, running.num_preemptions = "alice", 2
+    running.preempt_reason = "preempted for job_x (priority 5 > 0)"
+    running.status_reason = "all 1 workers restarted from checkpoint_000004"
+    held = job("held", JobStatus.PENDING, [{"CPU": 1.0}], seq=1, submitted_at=99.0)
+    held.owner, held.num_preemptions, held.status_reason = "bob", 0, None
+    held.wait_reason = "waits: group ml's quota CPU 2/2 (this job needs 1 more)"
+    live = make([running, held], clock, {"CPU": 4.0}, {"CPU": 2.0})
+    live.server.service.scheduler = FairSharePolicy(
+        {"group:ml": {"cpus": 2, "members": ["alice", "bob"]}})
+    try:
+        sched = live.scheduling()
+        assert sched["groups"] == {"alice": "ml", "bob": "ml"}
+        assert sched["group_quotas"] == {"ml": {"cpus": 2}}
+        assert sched["group_in_use"] == {"ml": {"CPU": 2.0}}
+        [q] = live.queue()
+        assert q["reason"] == held.wait_reason
+    finally:
+        live.close()
+    byid = {"run": running, "held": held}
+    server = SimpleNamespace(service=SimpleNamespace(get=lambda i: byid[i]))
+    assert _why(server, "held", "PENDING") == {"reason": held.wait_reason}
+    assert _why(server, "run", "RUNNING") == {
+        "reason": running.status_reason, "preemptions": 2, "preempted": running.preempt_reason}
+    assert _why(server, "run", "FINISHED") == {}
+    assert _why(server, "gone", "RUNNING") == {}  # not in memory any more

@@ -9,6 +9,7 @@ import os
 import secrets
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -73,6 +74,7 @@ class RayCluster(Cluster):
         self.place_timeout_s = place_timeout_s
         self._lock = threading.Lock()
         self._pgs: dict[str, Any] = {}
+        self._released: list[tuple[float, dict[str, float]]] = []
         self._ids = itertools.count()
         self._uid = secrets.token_hex(3)
         self._io: RayIO | None = None
@@ -111,7 +113,7 @@ class RayCluster(Cluster):
 
         ray_bundles = [ray_bundle(b) for b in bundles]
         need = total(ray_bundles)
-        avail = self.available()
+        avail = self._available_with_released()
         if any(avail.get(k, 0.0) + 1e-9 < v for k, v in need.items()):
             self._wants(bundles, ray_bundles)
             return None  # cannot fit now: hold nothing
@@ -158,8 +160,26 @@ class RayCluster(Cluster):
         scheduled in the group): a job lending its resources to a nested job goes on."""
         with self._lock:
             pg = self._pgs.pop(placement.placement_id, None)
+            if pg is not None:
+                self._released.append(
+                    (time.monotonic(), total([ray_bundle(b) for b in placement.bundles])))
         if pg is not None:
             remove_pg(pg)
+
+    def _available_with_released(self) -> dict[str, float]:
+        """Ray's free resources plus those of the groups removed in the last
+        ``place_timeout_s``: Ray's view trails a removal, and a gang re-placed right after
+        its own group was given back (an elastic resize) must not be refused for it. An
+        overestimate only costs a placement group that does not fit within the timeout."""
+        avail = self.available()
+        cutoff = time.monotonic() - self.place_timeout_s
+        with self._lock:
+            self._released = [(t, r) for t, r in self._released if t >= cutoff]
+            credits = [r for _, r in self._released]
+        for resources in credits:
+            for k, v in resources.items():
+                avail[k] = avail.get(k, 0.0) + v
+        return avail
 
     @staticmethod
     def _on_worker_exit(worker: RayWorker) -> None:

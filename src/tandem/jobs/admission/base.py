@@ -310,16 +310,29 @@ class Quota:
 
 @dataclass
 class Quotas:
-    """Quotas by owner; ``default`` applies to owners without their own (None: no limit)."""
+    """Quotas by owner; ``default`` applies to owners without their own (None: no limit).
+
+    Owners may belong to a group (``group_of``: owner -> group, one group per owner); a
+    group's quota (``by_group``) limits what its members hold and queue *together*, beside
+    each member's own quota."""
 
     by_owner: dict[str, Quota] = field(default_factory=dict)
     default: Quota | None = None
+    by_group: dict[str, Quota] = field(default_factory=dict)
+    group_of: dict[str, str] = field(default_factory=dict)
 
     def of(self, owner: str) -> Quota | None:
         return self.by_owner.get(owner, self.default)
 
+    def group(self, owner: str) -> str | None:
+        """The group ``owner`` belongs to, or None."""
+        return self.group_of.get(owner) if self.group_of else None
+
+    def members(self, group: str) -> list[str]:
+        return [o for o, g in self.group_of.items() if g == group]
+
     def __bool__(self) -> bool:
-        return bool(self.by_owner) or self.default is not None
+        return bool(self.by_owner) or self.default is not None or bool(self.by_group)
 
 
 def demand(bundles: Iterable[Mapping[str, float]]) -> dict[str, float]:
@@ -349,6 +362,21 @@ def quota_block(job: QueuedJob, need: Mapping[str, float], quota: Quota | None,
             name = "CPU" if key == "CPU" else ("GPU" if key == "GPU" else "memory")
             return (f"waits: {job.owner}'s quota {name} {fmt_amount(key, used.get(key, 0.0))}"
                     f"/{fmt_amount(key, limit)} (this job needs {fmt_amount(key, want)} more)")
+    return None
+
+
+def group_quota_block(group: str, need: Mapping[str, float], quota: Quota | None,
+                      used: Mapping[str, float]) -> str | None:
+    """Why a job would take its owner's ``group`` over the group's quota, or None."""
+    if quota is None:
+        return None
+    for key, limit in quota.limits().items():
+        want = need.get(key, 0.0)
+        if want and used.get(key, 0.0) + want > limit + 1e-9:
+            name = "CPU" if key == "CPU" else ("GPU" if key == "GPU" else "memory")
+            return (f"waits: group {group}'s quota {name} "
+                    f"{fmt_amount(key, used.get(key, 0.0))}/{fmt_amount(key, limit)} "
+                    f"(this job needs {fmt_amount(key, want)} more)")
     return None
 
 

@@ -97,6 +97,12 @@ class PriorityPreemptionPolicy(AdmissionPolicy):
     def set_quota(self, owner: str | None, quota: Quota | None) -> None:
         self.admit.set_quota(owner, quota)
 
+    def set_group_quota(self, group: str, quota: Quota | None) -> None:
+        self.admit.set_group_quota(group, quota)
+
+    def set_group(self, owner: str, group: str | None) -> None:
+        self.admit.set_group(owner, group)
+
     def check_submit(self, job: QueuedJob, queue: Sequence[QueuedJob]) -> None:
         self.admit.check_submit(job, queue)
 

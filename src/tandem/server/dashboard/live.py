@@ -346,6 +346,14 @@ class DashboardLive:
             for k, v in _sum_bundles(placement.bundles).items():
                 held[k] = held.get(k, 0.0) + v
         out["in_use"] = in_use
+        groups = out.get("groups")
+        if groups:  # what each group's members hold together (group quotas)
+            group_use: dict[str, dict[str, float]] = {}
+            for owner, group in groups.items():
+                held = group_use.setdefault(group, {})
+                for k, v in in_use.get(owner, {}).items():
+                    held[k] = held.get(k, 0.0) + v
+            out["group_in_use"] = group_use
         return out
 
     def holders(self) -> list[dict[str, Any]]:

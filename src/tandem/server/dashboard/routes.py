@@ -238,6 +238,7 @@ def server_router(server: ServerContext, live: DashboardLive, index: ResultsInde
                 "resources": _resources(rec.spec_json or {}),
                 "num_workers": (rec.spec_json or {}).get("num_workers"),
                 "error": _error_summary(rec.error), "progress": prog,
+                **_why(server, rec.job_id, st),
             })
         return _JSON({"jobs": out, "limit": limit, "offset": offset, "has_more": more,
                       "server_ms": round((time.perf_counter() - t0) * 1000, 2)})
@@ -347,3 +348,21 @@ def mount(app: Any, server: ServerContext) -> DashboardLive:
     app.include_router(router)
     app.router.on_shutdown.append(live.close)
     return live
+
+
+def _why(server: Any, job_id: str, state: str) -> dict[str, Any]:
+    """Why an active job waits, or what happened to it last (preempted, resized), from the
+    scheduler's live view; nothing for a job no longer in memory."""
+    if state not in ("PENDING", "RUNNING", "RESTARTING"):
+        return {}
+    try:
+        job = server.service.get(job_id)
+    except Exception:  # noqa: BLE001 - not in memory (ended, or another server's)
+        return {}
+    reason = getattr(job, "wait_reason", None) if state == "PENDING" else None
+    reason = reason or getattr(job, "status_reason", None)
+    out: dict[str, Any] = {"reason": reason}
+    if getattr(job, "num_preemptions", 0):
+        out["preemptions"] = job.num_preemptions
+        out["preempted"] = getattr(job, "preempt_reason", None)
+    return out

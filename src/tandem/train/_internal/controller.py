@@ -875,8 +875,10 @@ class TrainController(JobRunner):
         if decision is FailureDecision.RESCHEDULE:
             self.state = TrainControllerState.RESCHEDULING
             logger.warning("Run %s: a node of its placement is gone; waiting for the "
-                           "cluster to place all %d workers again.",
-                           self.spec.storage.run_name, self._n)
+                           "cluster to place %s again.", self.spec.storage.run_name,
+                           f"as many workers as fit ({self.spec.min_workers} to "
+                           f"{self.spec.num_workers})" if self._elastic
+                           else f"all {self._n} workers")
             if not ctx.replace_placement():
                 return None, TrainControllerState.STOPPED
             refused = self._storage_refusal(ctx.placement)

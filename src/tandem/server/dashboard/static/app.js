@@ -238,7 +238,7 @@
     } }, stateBoxes.concat([nameIn, tagIn, el("button", { type: "submit", text: "Filter" })]));
     main.appendChild(form);
     var table = el("table", { id: "jobs" });
-    var thead = el("tr", {}, ["Job", "State", "Owner", "Priority", "Progress", "Resources", "Age", "Duration", "Error", ""].map(function (h) { return el("th", { text: h }); }));
+    var thead = el("tr", {}, ["Job", "State", "Owner", "Priority", "Progress", "Resources", "Age", "Duration", "Why / error", ""].map(function (h) { return el("th", { text: h }); }));
     table.appendChild(el("thead", {}, [thead]));
     var tbody = el("tbody");
     table.appendChild(tbody);
@@ -281,7 +281,7 @@
         progress: el("td"),
         res: el("td", { text: fmtRes(job.resources) }),
         age: el("td", { cls: "num" }), dur: el("td", { cls: "num" }),
-        error: el("td", { cls: "err", title: job.error || "", text: job.error || "" }),
+        error: el("td", { cls: job.error ? "err" : (job.state === "RUNNING" && !job.preemptions ? "muted" : "why"), title: job.error || job.reason || "", text: job.error || [job.reason, job.preemptions ? "preempted " + job.preemptions + "×: " + job.preempted : ""].filter(Boolean).join(" · ") }),
         action: el("td"),
       };
       progressCell(tds.progress, job.progress);
@@ -676,6 +676,7 @@
         var q = (sch.quotas || {})[o] || sch.default_quota;
         return "; " + o + " holds " + fmtRes(sch.in_use[o]) + (q ? " (quota " + Object.keys(q).map(function (k) { return k + " " + q[k]; }).join(", ") + ")" : "");
       }).join("") }));
+      if (window.tandemTeam) { var gb = window.tandemTeam.groupsBox(sch); if (gb) schedDiv.appendChild(gb); }
       clear(queueDiv).appendChild(table(["#", "job", "owner", "priority", "needs", "waiting", "why it waits"], d.queue.map(function (q) {
         return [q.position, el("a", { href: "#/job/" + encodeURIComponent(q.job_id), text: q.name }), q.owner || "", q.priority, fmtRes(q.needs), fmtDur(Date.now() / 1000 - q.submitted_at), q.reason];
       }), "queue-table"));
@@ -952,6 +953,8 @@
     return {};
   }
 
+  window.tandemUI = { el: el, api: api, clear: clear, table: table, fmtTime: fmtTime, fmtRes: fmtRes, later: later };  // for team.js
+
   // ------------------------------------------------------------------ router
   function route() {
     timers.forEach(clearInterval); timers = [];
@@ -977,6 +980,7 @@
     else if (name === "experiment") view = experimentView(parts[1]);
     else if (name === "run") view = runView(parts[1]);
     else if (name === "models") view = modelsView();
+    else if (name === "audit" && window.tandemTeam) view = window.tandemTeam.auditView(main, q);
     else { main.appendChild(el("p", { text: "No such page." })); view = null; }
   }
 
@@ -988,6 +992,7 @@
       var live = document.getElementById("live"); live.textContent = "results on disk"; live.className = "live";
     }
     if (s.models) document.getElementById("nav-models").hidden = false;
+    if (s.user && s.user.role === "admin") document.getElementById("nav-audit").hidden = false;
     if (s.user) {
       var who = document.getElementById("whoami");
       who.textContent = s.user.name + " (" + s.user.role + ")"; who.hidden = false;
