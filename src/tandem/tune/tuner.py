@@ -16,6 +16,7 @@ import cloudpickle
 from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
 from tandem.jobs.contract import JobService, JobView
+from tandem.jobs.events import JobListener
 from tandem.jobs.runtime import get_service, log_to_driver
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, RunConfig, ScalingConfig, as_search_dict
@@ -398,7 +399,7 @@ class Tuner:
     def _make_launcher(self, service: JobService, exp_path: str, exp_name: str,
                        verbose: int, verdicts: GateOf | None = None,
                        reuse_key: str | None = None) -> Callable[
-            [TuneTrial, Checkpoint | None, Callable[[str, Any], None]], JobView]:
+            [TuneTrial, Checkpoint | None, JobListener], JobView]:
         rc = self.run_config
         kind, fn = self._kind, self._fn
         resources = self.trainable.resources if isinstance(self.trainable, _WithResources) else None
@@ -429,7 +430,7 @@ class Tuner:
             self._fn.param_space_keys if isinstance(self._fn, DataParallelTrainer) else ())
 
         def launch(trial: TuneTrial, checkpoint: Checkpoint | None,
-                   listener: Callable[[str, Any], None]) -> JobView:
+                   listener: JobListener) -> JobView:
             if kind == "trainer":
                 fields = self._trial_fields(base, trial.config, space_keys)
             else:

@@ -24,6 +24,7 @@ import cloudpickle
 
 from tandem._core.errors import ConfigError
 from tandem.cluster.base import Placement, WorkerProcess, WorkerSpec
+from tandem.jobs.events import Checkpointed, RankReported
 from tandem.jobs.spec import JobContext, JobOutcome, JobRunner, JobStatus, PreemptionRequest
 from tandem.train._internal import data as data_mod
 from tandem.train._internal.checkpoints import (
@@ -377,7 +378,7 @@ class TrainController(JobRunner):
         ckpts = self.checkpoints
         if self.spec.emit_rank_reports:
             assert self.ctx is not None
-            self.ctx.emit("rank_reports", (rank, batch))
+            self.ctx.emit(RankReported(rank, batch))
         if self._user_callbacks:
             for it, _t, metrics, _path in batch:
                 if CHECKPOINT_ONLY not in metrics:
@@ -466,7 +467,7 @@ class TrainController(JobRunner):
             self.storage.sync()
             assert self.ctx is not None
             for entry in new:
-                self.ctx.emit("checkpoint", entry)
+                self.ctx.emit(Checkpointed(*entry))
                 self.callbacks.checkpoint(entry)
 
     def _publish(self, rows: list[dict]) -> None:

@@ -30,6 +30,7 @@ import cloudpickle
 
 from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
+from tandem.jobs.events import JobListener
 from tandem.jobs.handle import JobHandle
 from tandem.jobs.runtime import get_service, job_defaults, log_to_driver
 from tandem.jobs.spec import JobSpec
@@ -172,7 +173,7 @@ def pickle_train_fn(fn: Callable[..., Any]) -> bytes:
 
 
 def submit(
-    run: RunDescription, *, listener: Callable[[str, Any], None] | None = None
+    run: RunDescription, *, listener: JobListener | None = None
 ) -> JobHandle:
     """Submits a run to the job service and returns its ``JobHandle`` at once.
 
@@ -183,10 +184,10 @@ def submit(
 
     Args:
         run: what to run.
-        listener: called as ``listener(kind, payload)`` in this process for the job's
-            events — ``("status", JobStatus)``, ``("reports", [row, ...])``,
-            ``("checkpoint", (iteration, Checkpoint, metrics))`` — on the job's thread; it
-            must return quickly.
+        listener: called as ``listener(event)`` in this process for each of the job's
+            events (a ``tandem.jobs.events.JobEvent``: ``StatusChanged(status)``,
+            ``Reported(rows)``, ``Checkpointed(iteration, checkpoint, metrics)``, ...) on
+            the job's thread; it must return quickly.
 
     Raises:
         ConfigError: the train function (or something it refers to) cannot be pickled; a
@@ -207,7 +208,7 @@ def submit(
 def job_spec(
     run: RunDescription,
     *,
-    listener: Callable[[str, Any], None] | None = None,
+    listener: JobListener | None = None,
     fn_bytes: bytes | None = None,
 ) -> JobSpec:
     """The job that carries out ``run`` (its gang and its ``TrainController``).

@@ -27,12 +27,20 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 import cloudpickle
 
 from tandem._core.errors import ConfigError, JobStoppedError, TandemError
 from tandem._core.ids import short_uid
+from tandem.jobs.events import (
+    Asked,
+    Checkpointed,
+    JobEvent,
+    RankReported,
+    Reported,
+    StatusChanged,
+)
 from tandem.jobs.handle import JobHandle
 from tandem.jobs.runtime import get_service
 from tandem.jobs.spec import JobSpec, JobStatus
@@ -218,17 +226,21 @@ class _ReportGatherer:
         except Exception:  # must never break the controller
             logger.exception("gathering the workers' reports failed")
 
-    def on_event(self, kind: str, payload: Any) -> None:
-        if kind == "rank_reports":
-            self.on_reports(*payload)
-            return
-        if kind != "status":
-            return
-        if payload == JobStatus.RESTARTING:
-            for q in self.pending:
-                q.clear()
-        elif isinstance(payload, JobStatus) and payload.is_terminal:
-            self.out.put(("end", None))
+    def on_event(self, event: JobEvent) -> None:
+        match event:
+            case RankReported(rank=rank, batch=batch):
+                self.on_reports(rank, batch)
+            case StatusChanged(status=JobStatus.RESTARTING):
+                for q in self.pending:
+                    q.clear()
+            case StatusChanged(status=status) if status.is_terminal:
+                self.out.put(("end", None))
+            case Asked(call=call):
+                call.answer_default()  # this run asks its submitter nothing
+            case StatusChanged() | Reported() | Checkpointed():
+                pass
+            case _:
+                assert_never(event)
 
 
 # -- the iterator -------------------------------------------------------------------------
