@@ -29,10 +29,15 @@ from tandem.jobs.events import (
 )
 from tandem.jobs.spec import JobOutcome, JobRunner, JobSpec
 from tandem.jobs.view import DEFAULT_REPORT_WINDOW, JobState, check_report_window
+from tandem.train._internal.frames import NoticeFrame, encode
 from tandem.train.api.callback import Callback, CallbackDispatcher, CallbackSite
 from tandem.train.api.result import Result
 
 _tokens = itertools.count(1)
+JOB_EVENT = "job_event"
+"""The topic of the ``NoticeFrame`` that carries a nested job's event to its worker:
+``(token, kind, payload)`` with ``tandem.jobs.events.to_wire``'s kind and payload (a
+status's payload is ``(status, outcome)``)."""
 
 
 @runtime_checkable
@@ -109,7 +114,7 @@ class NestedJobService:
         self.report_window = check_report_window(report_window)
         self._jobs: dict[int, NestedJob] = {}
         self._by_id: dict[str, NestedJob] = {}
-        session.on("job_event", self._on_event)
+        session.on(JOB_EVENT, self._on_event)
 
     def submit(self, spec: JobSpec) -> NestedJob:
         callbacks: tuple[Callback, ...] = ()
@@ -203,12 +208,12 @@ def handle_submit(controller: Any, rank: int, payload: Any, reply: Any) -> None:
             case _:
                 assert_never(event)
         try:
-            worker.send(("job_event", (token, kind, data)))
+            worker.send(encode(NoticeFrame(JOB_EVENT, (token, kind, data))))
         except Exception as e:  # noqa: BLE001 - e.g. a result that does not pickle
             if outcome is not None:
-                worker.send(("job_event", (token, kind, (data[0], JobOutcome(
+                worker.send(encode(NoticeFrame(JOB_EVENT, (token, kind, (data[0], JobOutcome(
                     outcome.status, None,
-                    outcome.error or RuntimeError(f"result not transferable: {e}"))))))
+                    outcome.error or RuntimeError(f"result not transferable: {e}")))))))
 
     spec = replace(spec, listener=listener, priority=ctx.priority + 1)
     try:

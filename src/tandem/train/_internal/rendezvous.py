@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tandem.train._internal.frames import ReplyFrame, encode
+
 METHODS = ("rendezvous_set", "rendezvous_get", "rendezvous_vote", "rendezvous_gather")
 
 Outcome = Literal["ok", "retry", "fatal"]
@@ -52,22 +54,23 @@ class GangRendezvous:
                 del self._gathers[key]
                 values = [got[r][0] for r in sorted(got)]
                 for _v, w, cid in got.values():
-                    w.send(("reply", cid, True, values))
+                    w.send(encode(ReplyFrame(cid, True, values)))
             return
         if method == "rendezvous_set":
             self._value, self._set = payload, True
-            worker.send(("reply", call_id, True, None))
+            worker.send(encode(ReplyFrame(call_id, True, None)))
             for w, cid in self._waiters:
-                w.send(("reply", cid, True, payload))
+                w.send(encode(ReplyFrame(cid, True, payload)))
             self._waiters = []
         elif self._set:
-            worker.send(("reply", call_id, True, self._value))
+            worker.send(encode(ReplyFrame(call_id, True, self._value)))
         else:
             self._waiters.append((worker, call_id))
 
     def _vote(self, vote: Any, worker: Any, call_id: int) -> None:
         if not isinstance(vote, RendezvousVote) or not 0 <= vote.rank < vote.world_size:
-            worker.send(("reply", call_id, False, ValueError(f"bad rendezvous vote {vote!r}")))
+            worker.send(encode(ReplyFrame(call_id, False,
+                                          ValueError(f"bad rendezvous vote {vote!r}"))))
             return
         votes = self._votes.setdefault(vote.round, {})
         votes[vote.rank] = vote.outcome
@@ -78,4 +81,4 @@ class GangRendezvous:
         outcomes = dict(sorted(votes.items()))
         del self._votes[vote.round], self._voters[vote.round]
         for w, cid in voters:
-            w.send(("reply", cid, True, outcomes))
+            w.send(encode(ReplyFrame(cid, True, outcomes)))
