@@ -22,7 +22,13 @@ from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, RunConfig, ScalingConfig, as_search_dict
 from tandem.train.api.files import join_path, make_dirs, read_file, remove_dir, write_file
 from tandem.train.api.result import Result, kept_checkpoints
-from tandem.train.api.run import AskSubmitter, RunDescription, job_spec, pickle_train_fn
+from tandem.train.api.run import (
+    AskSubmitter,
+    RunDescription,
+    TrialContext,
+    job_spec,
+    pickle_train_fn,
+)
 from tandem.train.api.trainer import DataParallelTrainer
 from tandem.train.context import AWAIT_VERDICT, TRIAL_RESOURCES, StorageContext
 from tandem.tune._verdicts import GateOf, verdict_gate
@@ -452,11 +458,12 @@ class Tuner:
                 handlers["tune_verdict"] = AskSubmitter("verdict", default="continue")
             run = replace(
                 base, **fields, storage=StorageContext(exp_path, trial.dirname, exp_name),
-                trial_id=trial.trial_id, trial_name=trial.name,
+                trial=TrialContext(trial.trial_id, trial.name,
+                                   start_iteration=_resume_iteration(checkpoint),
+                                   time_offset_s=trial.time_total_s, reuse_key=reuse_key),
                 resume_from_checkpoint=checkpoint or base.resume_from_checkpoint,
                 echo_prefix=f"{trial.name}, " if verbose >= 2 or log_to_driver() else None,
-                start_iteration=_resume_iteration(checkpoint), time_offset_s=trial.time_total_s,
-                preload=("tandem.tune",), call_handlers=handlers, reuse_key=reuse_key,
+                preload=("tandem.tune",), call_handlers=handlers,
             )
             return service.submit(job_spec(run, listener=listener, fn_bytes=fn_bytes))
 

@@ -49,7 +49,7 @@ from tandem.train.api.checkpoint import Checkpoint, _is_url
 from tandem.train.api.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from tandem.train.api.files import join_path
 from tandem.train.api.result import Result
-from tandem.train.api.run import RunDescription, submit
+from tandem.train.api.run import LegacyOptions, RunDescription, submit
 from tandem.train.api.trainer import DataParallelTrainer
 from tandem.train.api.validation import check_train_fn
 from tandem.train.backends.base import Backend, BackendConfig
@@ -547,8 +547,7 @@ class Trainer:
             resume_from_checkpoint=resume,
             trainer_name="Trainer",
             storage=StorageContext(self._logdir, run_name),
-            report_all_ranks=True,
-            failure_setting="Trainer(max_retries={})",
+            legacy=LegacyOptions(report_all_ranks=True, failure_setting="Trainer(max_retries={})"),
         )
         gatherer = _ReportGatherer(self._scaling.max_workers)
         if before_submit is not None:
