@@ -154,7 +154,7 @@ class JobSubscriber(Protocol[_J_contra]):
     def __call__(self, job: _J_contra, event: JobEvent, /) -> None: ...
 
 
-def to_wire(event: StatusChanged | Reported | RankReported | Checkpointed) -> tuple[str, Any]:
+def to_wire(event: StatusChanged | Reported | RankReported | Checkpointed) -> tuple[str, object]:
     """The ``(kind, payload)`` pair an event travels as (a question travels on its own,
     as a ``call``)."""
     match event:

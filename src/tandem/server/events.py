@@ -117,7 +117,7 @@ class EventHub:
                     s.push(item)
             return first
 
-    def event(self, job_id: str, kind: str, payload: Any) -> None:
+    def event(self, job_id: str, kind: str, payload: object) -> None:
         with self._lock:
             live = self._jobs.get(job_id)
             if live is None or not live.subscribers:

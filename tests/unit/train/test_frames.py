@@ -51,6 +51,7 @@ def test_every_frame_travels_as_its_old_tuple_and_comes_back_equal():
 @pytest.mark.parametrize("raw, named", [
     (("reports", 1), "'reports'"),          # a field missing
     (("error", 0, "not an ErrorInfo"), "'error'"),
+    (("reports", "0", []), "'reports'"),    # a field of the wrong type
     (("hello", "w1", 42), "'hello'"),       # a cluster frame, not a train worker's
     (b"junk", "bytes"),
 ])

@@ -632,7 +632,7 @@ class TrainController(JobRunner):
         q = self._q
         ranks = {s.worker_id: i for i, s in enumerate(specs)}
 
-        def sink(worker: WorkerProcess, frame: Any) -> None:
+        def sink(worker: WorkerProcess, frame: object) -> None:
             try:
                 decoded = decode_worker_frame(frame)
             except ValueError as e:

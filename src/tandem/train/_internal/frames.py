@@ -146,7 +146,7 @@ class NoticeFrame:
 DriverFrame: TypeAlias = ReplyFrame | NoticeFrame
 
 
-def encode(frame: WorkerFrame | DriverFrame) -> tuple[Any, ...]:
+def encode(frame: WorkerFrame | DriverFrame) -> tuple[object, ...]:
     """The tuple ``frame`` travels as."""
     match frame:
         case ReportsFrame(rank=rank, batch=batch):
@@ -175,39 +175,36 @@ def _shape_error(side: str, raw: object) -> ValueError:
                       f"of another version, or a bug")
 
 
-def decode_worker_frame(raw: Any) -> WorkerFrame:
+def decode_worker_frame(raw: object) -> WorkerFrame:
     """The frame a worker's tuple (or the cluster's end-of-stream tuple) stands for.
 
     Raises:
         ValueError: ``raw`` is not a worker frame.
     """
-    try:
-        match raw:
-            case ("reports", rank, batch):
-                return ReportsFrame(rank, batch)
-            case ("done", rank, value):
-                return DoneFrame(rank, value)
-            case ("error", rank, ErrorInfo() as info):
-                return ErrorFrame(rank, info)
-            case ("call", call_id, method, payload):
-                return CallFrame(call_id, method, payload)
-            case ("__eof__",):
-                return StreamEnded()
-            case ("__exit__", code):
-                return ProcessExited(code)
-    except TypeError:
-        pass
+    match raw:
+        case ("reports", int() as rank, list() as batch):
+            return ReportsFrame(rank, batch)
+        case ("done", int() as rank, (bytes() | None) as value):
+            return DoneFrame(rank, value)
+        case ("error", int() as rank, ErrorInfo() as info):
+            return ErrorFrame(rank, info)
+        case ("call", int() as call_id, str() as method, payload):
+            return CallFrame(call_id, method, payload)
+        case ("__eof__",):
+            return StreamEnded()
+        case ("__exit__", (int() | None) as code):
+            return ProcessExited(code)
     raise _shape_error("worker", raw)
 
 
-def decode_driver_frame(raw: Any) -> DriverFrame:
+def decode_driver_frame(raw: object) -> DriverFrame:
     """The frame a driver's tuple stands for.
 
     Raises:
         ValueError: ``raw`` is not a driver frame.
     """
     match raw:
-        case ("reply", call_id, ok, value):
+        case ("reply", int() as call_id, bool() as ok, value):
             return ReplyFrame(call_id, ok, value)
         case (str() as topic, payload) if topic != "reply":
             return NoticeFrame(topic, payload)

@@ -193,6 +193,7 @@ def handle_submit(controller: Any, rank: int, payload: Any, reply: Any) -> None:
 
     def listener(event: JobEvent) -> None:
         outcome: JobOutcome | None = None
+        data: object
         match event:
             case Asked(call=call):  # a question for a submitter inside a worker: not
                 call.answer_default()  # forwarded there (the job goes on as if unfollowed)
@@ -210,8 +211,8 @@ def handle_submit(controller: Any, rank: int, payload: Any, reply: Any) -> None:
         try:
             worker.send(encode(NoticeFrame(JOB_EVENT, (token, kind, data))))
         except Exception as e:  # noqa: BLE001 - e.g. a result that does not pickle
-            if outcome is not None:
-                worker.send(encode(NoticeFrame(JOB_EVENT, (token, kind, (data[0], JobOutcome(
+            if outcome is not None and isinstance(event, StatusChanged):
+                worker.send(encode(NoticeFrame(JOB_EVENT, (token, kind, (event.status, JobOutcome(
                     outcome.status, None,
                     outcome.error or RuntimeError(f"result not transferable: {e}")))))))
 

@@ -220,7 +220,7 @@ class WorkerSession:
         """Registers a handler for driver frames ``(kind, payload)``."""
         self._handlers[kind] = handler
 
-    def _on_driver_message(self, msg: Any) -> None:
+    def _on_driver_message(self, msg: object) -> None:
         frame = decode_driver_frame(msg)
         match frame:
             case ReplyFrame(call_id=call_id, ok=ok, value=value):
