@@ -42,8 +42,10 @@ from tandem.train._internal.frames import (
     ErrorFrame,
     PreemptRequested,
     ProcessExited,
+    ReadyFrame,
     ReplyFrame,
     ReportsFrame,
+    ResultFrame,
     StopRequested,
     StreamEnded,
     decode_worker_frame,
@@ -388,6 +390,8 @@ class TrainController(JobRunner):
                     self._on_call(rank, frame)
                 case StopRequested() | PreemptRequested():
                     pass  # handled above
+                case ReadyFrame() | ResultFrame():
+                    pass  # a 1.x worker group's frames: not a train run's
                 case _:
                     assert_never(frame)
         if rows:

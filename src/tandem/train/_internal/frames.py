@@ -13,6 +13,8 @@ Worker -> driver (``WorkerFrame``):
     DoneFrame(rank, value)       ("done", rank, return_value_bytes | None)
     ErrorFrame(rank, info)       ("error", rank, ErrorInfo)
     CallFrame(call_id, method, payload)   ("call", call_id, method, payload)
+    ReadyFrame(rank)             ("ready", rank)          a 1.x worker group's instance exists
+    ResultFrame(call_id, ok, value)       ("result", call_id, ok, value_bytes | ErrorInfo)
 
 and what the cluster says of the worker's connection and process (``tandem.cluster.base``):
 ``StreamEnded`` (``("__eof__",)``) and ``ProcessExited(returncode)`` (``("__exit__", code)``).
@@ -40,9 +42,11 @@ __all__ = [
     "NoticeFrame",
     "PreemptRequested",
     "ProcessExited",
+    "ReadyFrame",
     "ReplyFrame",
     "ReportBatch",
     "ReportsFrame",
+    "ResultFrame",
     "StopRequested",
     "StreamEnded",
     "WorkerFrame",
@@ -96,6 +100,23 @@ class CallFrame:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadyFrame:
+    """A 1.x worker group's worker built its instance (``Trainer.to_worker_group``)."""
+
+    rank: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResultFrame:
+    """A 1.x worker group's answer to an ``execute`` notice: ``value`` is the cloudpickled
+    return value, or an ``ErrorInfo`` when ``ok`` is False."""
+
+    call_id: int
+    ok: bool
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
 class StreamEnded:
     """The worker's connection closed (the cluster's ``("__eof__",)``)."""
 
@@ -107,8 +128,8 @@ class ProcessExited:
     returncode: int | None
 
 
-WorkerFrame: TypeAlias = (ReportsFrame | DoneFrame | ErrorFrame | CallFrame | StreamEnded
-                          | ProcessExited)
+WorkerFrame: TypeAlias = (ReportsFrame | DoneFrame | ErrorFrame | CallFrame | ReadyFrame
+                          | ResultFrame | StreamEnded | ProcessExited)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +178,10 @@ def encode(frame: WorkerFrame | DriverFrame) -> tuple[object, ...]:
             return ("error", rank, info)
         case CallFrame(call_id=call_id, method=method, payload=payload):
             return ("call", call_id, method, payload)
+        case ReadyFrame(rank=rank):
+            return ("ready", rank)
+        case ResultFrame(call_id=call_id, ok=ok, value=value):
+            return ("result", call_id, ok, value)
         case StreamEnded():
             return ("__eof__",)
         case ProcessExited(returncode=code):
@@ -190,6 +215,10 @@ def decode_worker_frame(raw: object) -> WorkerFrame:
             return ErrorFrame(rank, info)
         case ("call", int() as call_id, str() as method, payload):
             return CallFrame(call_id, method, payload)
+        case ("ready", int() as rank):
+            return ReadyFrame(rank)
+        case ("result", int() as call_id, bool() as ok, value):
+            return ResultFrame(call_id, ok, value)
         case ("__eof__",):
             return StreamEnded()
         case ("__exit__", (int() | None) as code):
