@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from tests.tools.signature_types import scan
 
-ANY_CEILING = 1603
+ANY_CEILING = 1592
 """Annotations mentioning ``Any`` in every signature under src/tandem (1618 before the typed
 job events and frames)."""
-BARE_CEILING = 114
-"""Bare ``dict`` / ``list`` in public signatures."""
+BARE_CEILING = 110
+"""Bare ``dict`` / ``list`` in public signatures (114 on main)."""
 
 
 def test_loose_types_in_signatures_do_not_grow():

@@ -32,6 +32,7 @@ __all__ = [
     "JobSubscriber",
     "RankReported",
     "ReportEntry",
+    "ReportRow",
     "Reported",
     "StatusChanged",
     "from_wire",
@@ -84,6 +85,9 @@ class HasPath(Protocol):
     def path(self) -> str: ...
 
 
+ReportRow: TypeAlias = dict[str, Any]
+"""One report row as ``JobHandle.results()`` gives it: metric name -> value."""
+
 ReportEntry: TypeAlias = tuple[int, float, Mapping[str, Any], str | None]
 """One rank's report: ``(training_iteration, time_total_s, metrics, checkpoint path)``."""
 
@@ -101,7 +105,7 @@ class Reported:
     """A batch of the job's (rank 0's) report rows, in order, as ``JobHandle.results()``
     gives them."""
 
-    rows: list[dict[str, Any]]
+    rows: list[ReportRow]
     kind: ClassVar[str] = "reports"
 
 

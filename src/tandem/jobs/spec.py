@@ -15,6 +15,7 @@ from tandem.jobs.events import (
     JobListener,
     JobStatus,
     RankReported,
+    ReportRow,
 )
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ class JobContext:
         says why (a train server records it with the transition)."""
         self._job._set_status(status, reason)
 
-    def publish(self, reports: list[dict]) -> None:
+    def publish(self, reports: list[ReportRow]) -> None:
         """Makes reports visible to ``JobHandle.results()`` and to listeners."""
         self._job._publish(reports)
 
