@@ -138,10 +138,8 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
     "tandem.train.RunDescription": {
         **{name: R(f"{_TRAIN}.run:job_spec") for name in (
             "train_fn", "config", "scaling_config", "run_config", "datasets", "backend_config",
-            "resume_from_checkpoint", "metadata", "trainer_name", "trial_id", "trial_name",
-            "start_iteration", "time_offset_s", "priority", "tags", "echo_prefix", "preload",
-            "reuse_key",
-            "report_all_ranks", "failure_setting", "call_handlers", "dataset_config")},
+            "resume_from_checkpoint", "metadata", "trainer_name", "trial", "priority", "tags",
+            "echo_prefix", "preload", "legacy", "call_handlers", "dataset_config")},
         "storage": R(f"{_TRAIN}.run:RunDescription.run_storage"),
     },
     "tandem.train.FailureConfig": {

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tandem.jobs.contract import JobView
+from tandem.jobs.events import ReportRow
 from tandem.jobs.view import iter_reports
 
 
@@ -42,7 +43,7 @@ class JobHandle:
     def done(self) -> bool:
         return self._job.status.is_terminal
 
-    def results(self) -> Iterator[dict]:
+    def results(self) -> Iterator[ReportRow]:
         """Every report (rank 0's), from the first still in memory, as it arrives; ends
         when the job ends."""
         return iter_reports(self._job)

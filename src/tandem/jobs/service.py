@@ -12,7 +12,6 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from tandem._core.clock import Clock, RealClock
 from tandem._core.errors import ConfigError, JobNotFoundError, ServiceShutdownError
@@ -28,6 +27,14 @@ from tandem.jobs.admission import (
     Start,
     Wait,
     demand,
+)
+from tandem.jobs.events import (
+    Checkpointed,
+    JobEvent,
+    JobSubscriber,
+    RankReported,
+    Reported,
+    StatusChanged,
 )
 from tandem.jobs.scheduler import GangScheduler
 from tandem.jobs.spec import (
@@ -128,18 +135,18 @@ class Job(JobState):
         self.status_reason = reason
         self.transitions.append((status.value, time.time()))
         self.reasons.append((status.value, reason))
-        self._emit("status", status)
+        self._emit(StatusChanged(status))
 
-    def _emit(self, kind: str, payload: Any) -> None:
-        if kind == "checkpoint":
+    def _emit(self, event: StatusChanged | Reported | Checkpointed | RankReported) -> None:
+        if isinstance(event, Checkpointed):
             self.last_checkpoint_at = self._service.clock.now()
         if self.spec.listener is not None:
-            self.spec.listener(kind, payload)
-        self._service._notify(self, kind, payload)
+            self.spec.listener(event)
+        self._service._notify(self, event)
 
     def _publish(self, reports: list[dict]) -> None:
         self._add_reports(reports)
-        self._emit("reports", reports)
+        self._emit(Reported(reports))
 
 
 class LocalJobService:
@@ -182,7 +189,7 @@ class LocalJobService:
         self._pending: list[Job] = []
         self._seq = itertools.count()
         self._closed = False
-        self._subscribers: list[Callable[[Job, str, Any], None]] = []
+        self._subscribers: list[JobSubscriber[Job]] = []
         self.call_router: Callable[[Job, str, JobCall], bool] | None = None
         """Where a job without a listener sends its questions (``JobContext.ask``): the
         train server routes them to the client following the job; returns False when it
@@ -216,7 +223,7 @@ class LocalJobService:
             self.scheduler.check_submit(job, [j for j in self._pending if j.thread is None])
             self._jobs[job.job_id] = job
             self._pending.append(job)
-            self._notify(job, "status", JobStatus.PENDING)
+            self._notify(job, StatusChanged(JobStatus.PENDING))
             self._schedule()
         return job
 
@@ -307,8 +314,9 @@ class LocalJobService:
             if job is not None and job.status.is_terminal:
                 del self._jobs[job_id]
 
-    def subscribe(self, callback: Callable[[Job, str, Any], None]) -> None:
-        """``callback(job, kind, payload)`` for every status change and report batch."""
+    def subscribe(self, callback: JobSubscriber[Job]) -> None:
+        """``callback(job, event)`` for every event of every job but questions (see
+        ``tandem.jobs.events.JobSubscriber``)."""
         self._subscribers.append(callback)
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
@@ -331,10 +339,10 @@ class LocalJobService:
             job.thread.join(max(0.0, deadline - time.monotonic()))
 
     # -- internals ---------------------------------------------------------------------
-    def _notify(self, job: Job, kind: str, payload: Any) -> None:
+    def _notify(self, job: Job, event: JobEvent) -> None:
         for cb in self._subscribers:
             try:
-                cb(job, kind, payload)
+                cb(job, event)
             except Exception:
                 logger.exception("job event subscriber failed")
 
@@ -474,4 +482,4 @@ class LocalJobService:
         if job._end(outcome):
             job.transitions.append((outcome.status.value, job.ended_time))
             job.reasons.append((outcome.status.value, None))
-            job._emit("status", outcome.status)
+            job._emit(StatusChanged(outcome.status))

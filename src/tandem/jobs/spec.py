@@ -2,33 +2,37 @@
 
 from __future__ import annotations
 
-import enum
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tandem.jobs.events import (
+    Asked,
+    Checkpointed,
+    JobCall,
+    JobListener,
+    JobStatus,
+    RankReported,
+    ReportRow,
+)
+
 if TYPE_CHECKING:
     from tandem.cluster.base import Cluster, Placement
 
-
-class JobStatus(str, enum.Enum):
-    """``PENDING -> RUNNING -> (RESTARTING ->) FINISHED | FAILED | STOPPED``."""
-
-    PENDING = "PENDING"
-    RUNNING = "RUNNING"
-    RESTARTING = "RESTARTING"
-    FINISHED = "FINISHED"
-    FAILED = "FAILED"
-    STOPPED = "STOPPED"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.STOPPED)
-
-    def __str__(self) -> str:
-        return self.value
+__all__ = [
+    "JobCall",
+    "JobContext",
+    "JobHost",
+    "JobOutcome",
+    "JobRunner",
+    "JobSpec",
+    "JobStatus",
+    "JobSubmitter",
+    "PreemptionRequest",
+    "SubmittedJob",
+]
 
 
 @dataclass(frozen=True)
@@ -38,26 +42,6 @@ class JobOutcome:
     status: JobStatus
     value: Any = None
     error: BaseException | None = None
-
-
-@dataclass
-class JobCall:
-    """A question a running job asks whoever submitted it, e.g. a tuning trial's worker
-    asking the tuner whether to go on after a report.
-
-    It reaches the submitter's job listener as ``(kind, call)``: in this process directly,
-    for a job on a train server through the server's event stream. The submitter answers
-    it exactly once with ``call.reply(ok, value)`` (``ok=False``: ``value`` is an error to
-    raise in the job). ``default`` is the answer the job gets when nobody follows it (no
-    listener, or a train server's client gone).
-    """
-
-    payload: Any
-    reply: Callable[[bool, Any], None]
-    default: Any = None
-
-    def answer_default(self) -> None:
-        self.reply(True, self.default)
 
 
 @dataclass(frozen=True)
@@ -124,7 +108,7 @@ class JobHost(Protocol):
 
     def _publish(self, reports: list[dict]) -> None: ...
 
-    def _emit(self, kind: str, payload: Any) -> None: ...
+    def _emit(self, event: Checkpointed | RankReported) -> None: ...
 
     def _route_call(self, kind: str, call: JobCall) -> bool:
         """Hands a question to the service's call router (a train server's event stream);
@@ -155,7 +139,7 @@ class JobContext:
         says why (a train server records it with the transition)."""
         self._job._set_status(status, reason)
 
-    def publish(self, reports: list[dict]) -> None:
+    def publish(self, reports: list[ReportRow]) -> None:
         """Makes reports visible to ``JobHandle.results()`` and to listeners."""
         self._job._publish(reports)
 
@@ -168,9 +152,10 @@ class JobContext:
     def priority(self) -> int:
         return self._job.priority
 
-    def emit(self, kind: str, payload: Any) -> None:
-        """Passes an event (e.g. ``("checkpoint", ...)``) to the job's listener and subscribers."""
-        self._job._emit(kind, payload)
+    def emit(self, event: Checkpointed | RankReported) -> None:
+        """Passes an event of the run (a committed checkpoint, a rank's reports) to the
+        job's listener and subscribers."""
+        self._job._emit(event)
 
     def ask(self, kind: str, payload: Any, reply: Callable[[bool, Any], None],
             default: Any = None) -> None:
@@ -179,7 +164,7 @@ class JobContext:
         call = JobCall(payload, reply, default)
         listener = self._job.spec.listener
         if listener is not None:
-            listener(kind, call)
+            listener(Asked(kind, call))
             return
         if self._job._route_call(kind, call):
             return
@@ -284,7 +269,7 @@ class JobSpec:
     default owner (``tandem.init(owner=...)``, else ``"default"``)."""
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
-    listener: Callable[[str, Any], None] | None = None
-    """Called with ``("reports", [..])`` and ``("status", JobStatus)`` on the job's thread,
-    other events (``("checkpoint", ..)``), and the job's questions as ``(kind, JobCall)``,
-    which it must answer (see ``JobCall``)."""
+    listener: JobListener | None = None
+    """Called with every ``tandem.jobs.events.JobEvent`` of the job on the job's thread:
+    ``StatusChanged``, ``Reported``, the run's ``Checkpointed``/``RankReported``, and the
+    job's questions as ``Asked``, which it must answer (see ``JobCall``)."""

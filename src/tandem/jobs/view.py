@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator, Mapping
 
 from tandem.jobs.contract import JobView, ReportWindow
+from tandem.jobs.events import ReportRow
 from tandem.jobs.spec import JobOutcome, JobStatus
 
 #: Reports a job view keeps in memory by default; past it, the oldest half is dropped
@@ -147,7 +148,7 @@ def read_rank_logs(log_paths: Mapping[int, str]) -> str:
     return "\n".join(out) + ("\n" if out else "")
 
 
-def iter_reports(job: JobView, poll_s: float = 0.5) -> Iterator[dict]:
+def iter_reports(job: JobView, poll_s: float = 0.5) -> Iterator[ReportRow]:
     """Yields a job's reports as they arrive, from the first still in its window, until the
     job ends (a very long run keeps only its latest reports in memory; all of them are in
     the run folder's ``result.json``)."""

@@ -21,6 +21,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from tandem.jobs.events import ReportRow
 from tandem.jobs.spec import JobCall
 
 logger = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ class EventHub:
             for s in live.subscribers:
                 s.push(item)
 
-    def reports(self, job_id: str, rows: list[dict]) -> int:
+    def reports(self, job_id: str, rows: list[ReportRow]) -> int:
         """Appends a batch; returns the seq of its first row."""
         with self._lock:
             live = self._jobs.get(job_id)
@@ -117,7 +118,7 @@ class EventHub:
                     s.push(item)
             return first
 
-    def event(self, job_id: str, kind: str, payload: Any) -> None:
+    def event(self, job_id: str, kind: str, payload: object) -> None:
         with self._lock:
             live = self._jobs.get(job_id)
             if live is None or not live.subscribers:

@@ -15,11 +15,21 @@ import time
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, assert_never
 
 import cloudpickle
 
 from tandem._core.errors import TandemError
+from tandem.jobs.events import (
+    Asked,
+    Checkpointed,
+    JobEvent,
+    RankReported,
+    Reported,
+    StatusChanged,
+    to_wire,
+)
+from tandem.jobs.service import Job
 from tandem.jobs.spec import JobOutcome, JobStatus
 from tandem.jobs.store import JobRecord, ReportRecord, UsageSample
 from tandem.server.events import EventHub
@@ -76,47 +86,48 @@ class EventProjection:
 
     # ----------------------------------------------------------------- events
 
-    def on_job_event(self, job: Any, kind: str, payload: Any) -> None:
+    def on_job_event(self, job: Job, event: JobEvent) -> None:
         """The service's subscriber: called on the job's thread, in order."""
         job_id = job.job_id
         if self.detached or job_id not in self._summaries:
             return  # not a server job: a nested job a worker started (untracked)
         now = time.time()
-        if kind == "status":
-            status: JobStatus = payload
-            if status.is_terminal:
-                self._on_end(job, status, now)
-                return
-            if status is JobStatus.PENDING:
-                return  # recorded at submission (or at re-queue)
-            self.writer.put(("state", job_id, status.value, now, None, None,
-                             getattr(job, "status_reason", None)))
-            self.hub.status(job_id, status.value, now)
-        elif kind == "reports":
-            first = self.hub.reports(job_id, payload)
-            if first < 0:
-                return
-            self.writer.put(("reports", job_id, [
-                ReportRecord(job_id, first + i, row, now, 0) for i, row in enumerate(payload)
-            ]))
-            summary = self._summaries.get(job_id)
-            if summary is not None and "log_paths" not in summary and job.log_paths:
-                summary["log_paths"] = {str(r): p for r, p in job.log_paths.items()}
-                self.writer.put(("update", job_id, {"result": dict(summary)}))
-        else:
-            if kind == "checkpoint":
-                self._on_checkpoint(job_id, payload)
-            self.hub.event(job_id, kind, payload)
+        match event:
+            case StatusChanged(status=status):
+                if status.is_terminal:
+                    self._on_end(job, status, now)
+                    return
+                if status is JobStatus.PENDING:
+                    return  # recorded at submission (or at re-queue)
+                self.writer.put(("state", job_id, status.value, now, None, None,
+                                 job.status_reason))
+                self.hub.status(job_id, status.value, now)
+            case Reported(rows=rows):
+                first = self.hub.reports(job_id, rows)
+                if first < 0:
+                    return
+                self.writer.put(("reports", job_id, [
+                    ReportRecord(job_id, first + i, row, now, 0) for i, row in enumerate(rows)
+                ]))
+                summary = self._summaries.get(job_id)
+                if summary is not None and "log_paths" not in summary and job.log_paths:
+                    summary["log_paths"] = {str(r): p for r, p in job.log_paths.items()}
+                    self.writer.put(("update", job_id, {"result": dict(summary)}))
+            case Checkpointed():
+                self._on_checkpoint(job_id, event)
+                self.hub.event(job_id, *to_wire(event))
+            case RankReported():
+                self.hub.event(job_id, *to_wire(event))
+            case Asked():
+                pass  # questions go to the job's listener or the call router, not here
+            case _:
+                assert_never(event)
 
     def on_usage(self, samples: list[UsageSample]) -> None:
         self.writer.put(("usage", samples))
 
-    def _on_checkpoint(self, job_id: str, payload: Any) -> None:
-        try:
-            iteration, ckpt, _metrics = payload
-            path = str(ckpt.path)
-        except Exception:  # noqa: BLE001
-            return
+    def _on_checkpoint(self, job_id: str, event: Checkpointed) -> None:
+        path, iteration = str(event.checkpoint.path), event.iteration
         summary = self._summaries.get(job_id)
         if summary is None:
             return
@@ -125,7 +136,7 @@ class EventProjection:
         summary.setdefault("checkpoints", []).append(path)
         self.writer.put(("update", job_id, {"result": dict(summary)}))
 
-    def _on_end(self, job: Any, status: JobStatus, now: float) -> None:
+    def _on_end(self, job: Job, status: JobStatus, now: float) -> None:
         job_id = job.job_id
         outcome = job.outcome or JobOutcome(status)
         summary = dict(self._summaries.get(job_id) or {})
@@ -155,7 +166,7 @@ class EventProjection:
             while len(self._outcomes) > _OUTCOMES_KEPT:
                 self._outcomes.popitem(last=False)
             stopped_by = self._stopped_by.pop(job_id, None)
-        reason = _end_reason(status, error, stopped_by, getattr(job, "started_time", 1.0))
+        reason = _end_reason(status, error, stopped_by, job.started_time)
         self.writer.put(("update", job_id, {"result": summary}))
         self.writer.put(("state", job_id, status.value, now, error, tb, reason))
         self.hub.status(job_id, status.value, now)

@@ -14,12 +14,21 @@ import logging
 import queue
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, assert_never
 
 import cloudpickle
 
 from tandem._core.errors import ConfigError, TandemError
 from tandem.jobs.contract import JobView
+from tandem.jobs.events import (
+    Asked,
+    Checkpointed,
+    JobEvent,
+    JobListener,
+    RankReported,
+    Reported,
+    StatusChanged,
+)
 from tandem.jobs.spec import JobStatus
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.files import join_path, make_dirs, write_file
@@ -103,7 +112,7 @@ class TuneController:
     def __init__(
         self,
         *,
-        launch: Callable[[TuneTrial, Checkpoint | None, Callable[[str, Any], None]], JobView],
+        launch: Callable[[TuneTrial, Checkpoint | None, JobListener], JobView],
         searcher: Searcher,
         scheduler: TrialScheduler,
         num_samples: int,
@@ -157,7 +166,7 @@ class TuneController:
         self.strict_metric = strict_metric
         self.queue_depth = max(1, queue_depth)
         self.fail_fast = fail_fast.upper() if isinstance(fail_fast, str) else bool(fail_fast)
-        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._q: queue.SimpleQueue[tuple[str, int, JobEvent]] = queue.SimpleQueue()
         self.trials: list[TuneTrial] = list(restored or [])
         self._by_id = {t.trial_id: t for t in self.trials}
         self._dirnames: dict[str, str] = {t.dirname: t.trial_id for t in self.trials}
@@ -237,24 +246,35 @@ class TuneController:
                 items.append(self._q.get_nowait())
             except queue.Empty:
                 break
-        for trial_id, gen, kind, payload in items:
+        for trial_id, gen, event in items:
             trial = self._by_id.get(trial_id)
             if trial is None or gen != trial.gen:
-                if kind == "verdict":  # from a gang this tuner already ended
-                    payload.reply(True, "stop")
+                if isinstance(event, Asked):  # from a gang this tuner already ended
+                    event.call.reply(True, "stop" if event.question == "verdict"
+                                     else event.call.default)
                 continue
-            if kind == "reports":
-                self._on_reports(trial, payload)
-            elif kind == "checkpoint":
-                trial.checkpoint = payload[1]
-                for cb in self.callbacks:
-                    cb.on_trial_save(iteration=self._iteration, trials=self.trials, trial=trial)
-            elif kind == "status":
-                self._on_status(trial, payload)
-            elif kind == "verdict":  # a JobCall: the worker waits for it (AskSubmitter)
-                self.verdict_questions += 1
-                self._verdicts.setdefault(trial.trial_id, []).append(
-                    (tuple(payload.payload), payload.reply))
+            match event:
+                case Reported(rows=rows):
+                    self._on_reports(trial, rows)
+                case Checkpointed(checkpoint=checkpoint):
+                    assert isinstance(checkpoint, Checkpoint)
+                    trial.checkpoint = checkpoint
+                    for cb in self.callbacks:
+                        cb.on_trial_save(iteration=self._iteration, trials=self.trials,
+                                         trial=trial)
+                case StatusChanged(status=status):
+                    self._on_status(trial, status)
+                case Asked(question="verdict", call=call):
+                    # the worker waits for it (AskSubmitter("verdict"))
+                    self.verdict_questions += 1
+                    self._verdicts.setdefault(trial.trial_id, []).append(
+                        (tuple(call.payload), call.reply))
+                case Asked(call=call):
+                    call.answer_default()  # a question this tuner does not ask
+                case RankReported():
+                    pass
+                case _:
+                    assert_never(event)
         if self._verdicts:
             self._answer_verdicts()
         self.reporter.refresh(self.trials)
@@ -379,8 +399,8 @@ class TuneController:
         q = self._q
         tid = trial.trial_id
 
-        def listener(kind: str, payload: Any) -> None:
-            q.put((tid, gen, kind, payload))
+        def listener(event: JobEvent) -> None:
+            q.put((tid, gen, event))
 
         trial.status = TrialStatus.PENDING
         trial.action = None

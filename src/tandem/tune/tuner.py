@@ -16,12 +16,19 @@ import cloudpickle
 from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
 from tandem.jobs.contract import JobService, JobView
+from tandem.jobs.events import JobListener
 from tandem.jobs.runtime import get_service, log_to_driver
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig, RunConfig, ScalingConfig, as_search_dict
 from tandem.train.api.files import join_path, make_dirs, read_file, remove_dir, write_file
 from tandem.train.api.result import Result, kept_checkpoints
-from tandem.train.api.run import AskSubmitter, RunDescription, job_spec, pickle_train_fn
+from tandem.train.api.run import (
+    AskSubmitter,
+    RunDescription,
+    TrialContext,
+    job_spec,
+    pickle_train_fn,
+)
 from tandem.train.api.trainer import DataParallelTrainer
 from tandem.train.context import AWAIT_VERDICT, TRIAL_RESOURCES, StorageContext
 from tandem.tune._verdicts import GateOf, verdict_gate
@@ -398,7 +405,7 @@ class Tuner:
     def _make_launcher(self, service: JobService, exp_path: str, exp_name: str,
                        verbose: int, verdicts: GateOf | None = None,
                        reuse_key: str | None = None) -> Callable[
-            [TuneTrial, Checkpoint | None, Callable[[str, Any], None]], JobView]:
+            [TuneTrial, Checkpoint | None, JobListener], JobView]:
         rc = self.run_config
         kind, fn = self._kind, self._fn
         resources = self.trainable.resources if isinstance(self.trainable, _WithResources) else None
@@ -429,7 +436,7 @@ class Tuner:
             self._fn.param_space_keys if isinstance(self._fn, DataParallelTrainer) else ())
 
         def launch(trial: TuneTrial, checkpoint: Checkpoint | None,
-                   listener: Callable[[str, Any], None]) -> JobView:
+                   listener: JobListener) -> JobView:
             if kind == "trainer":
                 fields = self._trial_fields(base, trial.config, space_keys)
             else:
@@ -451,11 +458,12 @@ class Tuner:
                 handlers["tune_verdict"] = AskSubmitter("verdict", default="continue")
             run = replace(
                 base, **fields, storage=StorageContext(exp_path, trial.dirname, exp_name),
-                trial_id=trial.trial_id, trial_name=trial.name,
+                trial=TrialContext(trial.trial_id, trial.name,
+                                   start_iteration=_resume_iteration(checkpoint),
+                                   time_offset_s=trial.time_total_s, reuse_key=reuse_key),
                 resume_from_checkpoint=checkpoint or base.resume_from_checkpoint,
                 echo_prefix=f"{trial.name}, " if verbose >= 2 or log_to_driver() else None,
-                start_iteration=_resume_iteration(checkpoint), time_offset_s=trial.time_total_s,
-                preload=("tandem.tune",), call_handlers=handlers, reuse_key=reuse_key,
+                preload=("tandem.tune",), call_handlers=handlers,
             )
             return service.submit(job_spec(run, listener=listener, fn_bytes=fn_bytes))
 

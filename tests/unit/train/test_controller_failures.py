@@ -89,7 +89,7 @@ class FakeJob:
     def _publish(self, rows: list) -> None:
         pass
 
-    def _emit(self, kind: str, payload: Any) -> None:
+    def _emit(self, event: Any) -> None:
         pass
 
     def _replace_placement(self) -> Placement | None:

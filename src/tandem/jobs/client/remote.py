@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import cloudpickle
@@ -35,6 +35,7 @@ from tandem.jobs.client.packaging import (
     package_working_dir,
     script_folder,
 )
+from tandem.jobs.events import Asked, JobListener, Reported, StatusChanged, from_wire
 from tandem.jobs.spec import JobCall, JobOutcome, JobSpec, JobStatus
 from tandem.jobs.view import DEFAULT_REPORT_WINDOW, JobState, check_report_window
 
@@ -61,7 +62,7 @@ class RemoteJob(JobState):
         self,
         service: RemoteJobService,
         info: Mapping[str, Any],
-        listener: Callable[[str, Any], None] | None = None,
+        listener: JobListener | None = None,
     ) -> None:
         super().__init__(str(info["job_id"]), str(info.get("name", "")),
                          status=JobStatus(info.get("state", "PENDING")),
@@ -142,7 +143,7 @@ class RemoteJob(JobState):
             self._change_status(status)
             if status != self._told and self.listener is not None:
                 self._told = status  # the listener hears every state, from PENDING on
-                self.listener("status", status)
+                self.listener(StatusChanged(status))
         elif event == "reports":
             first = int(data["first_seq"])
             rows = data["rows"][max(0, self._last_seq + 1 - first):]
@@ -151,16 +152,17 @@ class RemoteJob(JobState):
             self._last_seq = first + len(data["rows"]) - 1
             self._add_reports(rows)
             if self.listener is not None:
-                self.listener("reports", rows)
+                self.listener(Reported(rows))
         elif event == "event":
             if self.listener is not None:
                 try:
                     payload = cloudpickle.loads(base64.b64decode(data["pickle"]))
+                    job_event = from_wire(str(data["kind"]), payload)
                 except Exception as e:  # noqa: BLE001
                     logger.warning("job %s: could not load a %r event: %s", self.job_id,
                                    data.get("kind"), e)
                     return False
-                self.listener(data["kind"], payload)
+                self.listener(job_event)
         elif event == "call":
             self._on_call(data)
         elif event == "end":
@@ -187,11 +189,11 @@ class RemoteJob(JobState):
         def reply(ok: bool, value: Any) -> None:
             service.answer_call(job_id, call_id, ok, value)
 
-        self.listener(str(data["kind"]), JobCall(payload, reply))
+        self.listener(Asked(str(data["kind"]), JobCall(payload, reply)))
 
     def _finish(self, outcome: JobOutcome) -> None:
         if self._end(outcome) and self.listener is not None:
-            self.listener("status", outcome.status)
+            self.listener(StatusChanged(outcome.status))
 
 
 class _ClusterView:

@@ -22,9 +22,18 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
+from tandem.jobs.events import (
+    Asked,
+    Checkpointed,
+    JobEvent,
+    RankReported,
+    Reported,
+    StatusChanged,
+)
 from tandem.jobs.scheduler import GangScheduler
+from tandem.jobs.service import Job
 from tandem.jobs.spec import JobStatus
 from tandem.server.context import ServerContext
 from tandem.server.vocabulary import shown_job_state
@@ -159,25 +168,29 @@ class DashboardLive:
     def _tracked(self, job_id: str) -> bool:
         return self.server.hub.num_reports(job_id) is not None
 
-    def _on_job_event(self, job: Any, kind: str, payload: Any) -> None:
+    def _on_job_event(self, job: Job, event: JobEvent) -> None:
         """The job service's subscriber (runs on the job's thread: only quick work)."""
         job_id = job.job_id
         if not self._tracked(job_id):
             return  # a nested job a worker started: not a server job
-        if kind == "status":
-            status = payload.value if isinstance(payload, JobStatus) else str(payload)
-            status = shown_job_state(status, job.spec.metadata)
-            self._broadcast(("job", {"job_id": job_id, "name": job.name, "state": status,
-                                     "time": time.time()}))
-        elif kind == "reports" and payload:
-            with self._lock:
-                p = self._progress.get(job_id)
-                if p is None:
-                    p = self._progress[job_id] = Progress()
-                    while len(self._progress) > PROGRESS_KEPT:
-                        self._progress.popitem(last=False)
-                p.add(payload)
-                self._dirty.add(job_id)
+        match event:
+            case StatusChanged(status=status):
+                state = shown_job_state(status.value, job.spec.metadata)
+                self._broadcast(("job", {"job_id": job_id, "name": job.name, "state": state,
+                                         "time": time.time()}))
+            case Reported(rows=rows) if rows:
+                with self._lock:
+                    p = self._progress.get(job_id)
+                    if p is None:
+                        p = self._progress[job_id] = Progress()
+                        while len(self._progress) > PROGRESS_KEPT:
+                            self._progress.popitem(last=False)
+                    p.add(rows)
+                    self._dirty.add(job_id)
+            case Reported() | Checkpointed() | RankReported() | Asked():
+                pass  # the dashboard shows states and report progress only
+            case _:
+                assert_never(event)
 
     def last_report(self, job_id: str) -> dict[str, Any]:
         with self._lock:

@@ -18,12 +18,13 @@ import signal
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, assert_never
 
 import cloudpickle
 
 from tandem._core.errors import ConfigError
 from tandem.cluster.base import Placement, WorkerProcess, WorkerSpec
+from tandem.jobs.events import Checkpointed, RankReported
 from tandem.jobs.spec import JobContext, JobOutcome, JobRunner, JobStatus, PreemptionRequest
 from tandem.train._internal import data as data_mod
 from tandem.train._internal.checkpoints import (
@@ -34,6 +35,22 @@ from tandem.train._internal.checkpoints import (
     existing_checkpoints,
 )
 from tandem.train._internal.failure import FailureDecision, FailurePolicy, FailureStatus
+from tandem.train._internal.frames import (
+    CallFrame,
+    ControllerItem,
+    DoneFrame,
+    ErrorFrame,
+    PreemptRequested,
+    ProcessExited,
+    ReadyFrame,
+    ReplyFrame,
+    ReportsFrame,
+    ResultFrame,
+    StopRequested,
+    StreamEnded,
+    decode_worker_frame,
+    encode,
+)
 from tandem.train._internal.gang import (
     elastic_target,
     plan_gang,
@@ -48,7 +65,7 @@ from tandem.train._internal.rendezvous import GangRendezvous
 from tandem.train._internal.run_context import AskSubmitter, StorageContext, TrainContext
 from tandem.train._internal.state import TrainControllerState
 from tandem.train._internal.storage import RunStorage
-from tandem.train._internal.worker import CHECKPOINT_ONLY, ErrorInfo, WorkerTask
+from tandem.train._internal.worker import CHECKPOINT_ONLY, WorkerTask
 from tandem.train.api.callback import (
     Callback,
     CallbackDispatcher,
@@ -139,7 +156,7 @@ class TrainController(JobRunner):
         self.checkpoints = CheckpointManager(spec.checkpoint_config, remove_dir,
                                              owner=spec.storage.run_path,
                                              on_commit=self._record_checkpoints)
-        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._q: queue.SimpleQueue[tuple[int, int, ControllerItem]] = queue.SimpleQueue()
         self._attempt = 0
         self._workers: list[WorkerProcess] = []
         self._done: dict[int, Any] = {}
@@ -154,7 +171,7 @@ class TrainController(JobRunner):
         self.ctx: JobContext | None = None
         self._echo_keys: list[int] = []
         self._stop_requested = False
-        self._ends: dict[int, set] = {}  # rank -> {"__eof__", "__exit__"} of the current gang
+        self._ends: dict[int, set[type]] = {}  # rank -> {StreamEnded, ProcessExited} of this gang
         self._nested_jobs: list[str] = []
         self._lent_resources = False
         self._ray_endpoint: data_mod.RayEndpoint | None = None  # LOCAL_RAY held by this run
@@ -246,7 +263,7 @@ class TrainController(JobRunner):
 
     def stop(self) -> None:
         self._stop_requested = True
-        self._q.put((-1, -1, ("__stop__",)))
+        self._q.put((-1, -1, StopRequested()))
 
     @property
     def preemptible(self) -> bool:
@@ -257,7 +274,7 @@ class TrainController(JobRunner):
         if self.ctx is None or self._stop_requested or self._preemption is not None or \
                 self.state is not TrainControllerState.RUNNING:
             return False
-        self._q.put((-1, -1, ("__preempt__", request)))
+        self._q.put((-1, -1, PreemptRequested(request)))
         return True
 
     def run(self, ctx: JobContext) -> JobOutcome:
@@ -312,63 +329,71 @@ class TrainController(JobRunner):
                 break
         return self._handle(items)
 
-    def _handle(self, items: list, seen: dict[int, set] | None = None) -> TrainControllerState:
-        """Applies worker frames; ``seen`` collects each rank's ``__eof__``/``__exit__``."""
+    def _handle(self, items: list[tuple[int, int, ControllerItem]],
+                seen: dict[int, set[type]] | None = None) -> TrainControllerState:
+        """Applies worker frames; ``seen`` collects each rank's ``StreamEnded`` /
+        ``ProcessExited``."""
         if seen is None:
             seen = self._ends  # ends seen by the main loop count for _kill_gang too
         rows: list[dict] = []
         state = TrainControllerState.RUNNING
         for attempt, rank, frame in items:
-            kind = frame[0]
-            if kind == "__stop__":
-                self._stop_requested = True
-                state = TrainControllerState.STOPPED
-                continue
-            if kind == "__preempt__":
-                if self._preemption is None and self.ctx is not None:
-                    self._preemption = (frame[1], self._preemption_info(frame[1]))
-                    if state is TrainControllerState.RUNNING:
-                        state = TrainControllerState.PREEMPTING
-                continue
+            match frame:
+                case StopRequested():
+                    self._stop_requested = True
+                    state = TrainControllerState.STOPPED
+                    continue
+                case PreemptRequested(request=request):
+                    if self._preemption is None and self.ctx is not None:
+                        self._preemption = (request, self._preemption_info(request))
+                        if state is TrainControllerState.RUNNING:
+                            state = TrainControllerState.PREEMPTING
+                    continue
             if attempt != self._attempt:
                 continue  # a late frame from a gang we already replaced
-            if kind == "reports":
-                self._on_reports(rank, frame[2], rows)
-            elif kind == "done":
-                self._done[rank] = frame[2]
-                if (len(self._done) == self._n
-                        and state is TrainControllerState.RUNNING):
-                    state = TrainControllerState.FINISHED
-            elif kind == "error":
-                info: ErrorInfo = frame[2]
-                cause = None
-                if info.pickled is not None:
-                    try:
-                        cause = cloudpickle.loads(info.pickled)
-                    except Exception:
-                        cause = None
-                self._failures.append(
-                    _Failure(rank, "error", info.exc_type, info.message, info.traceback, cause)
-                )
-                if state is not TrainControllerState.STOPPED:
-                    state = TrainControllerState.WORKER_FAILED
-            elif kind in ("__eof__", "__exit__"):
-                if seen is not None:
-                    seen.setdefault(rank, set()).add(kind)
-                if rank in self._done:
-                    continue
-                # Only the end of the worker's stream proves it ended without finishing: its
-                # exit notice travels another way and can overtake its last frames.
-                if kind == "__eof__":
-                    if not any(f.rank == rank for f in self._failures):
-                        self._failures.append(_Failure(rank, "died", *_death(None)))
+            match frame:
+                case ReportsFrame(batch=batch):
+                    self._on_reports(rank, batch, rows)
+                case DoneFrame(value=value):
+                    self._done[rank] = value
+                    if (len(self._done) == self._n
+                            and state is TrainControllerState.RUNNING):
+                        state = TrainControllerState.FINISHED
+                case ErrorFrame(info=info):
+                    cause = None
+                    if info.pickled is not None:
+                        try:
+                            cause = cloudpickle.loads(info.pickled)
+                        except Exception:
+                            cause = None
+                    self._failures.append(_Failure(rank, "error", info.exc_type, info.message,
+                                                   info.traceback, cause))
                     if state is not TrainControllerState.STOPPED:
                         state = TrainControllerState.WORKER_FAILED
-                elif any(f.rank == rank for f in self._failures):
-                    # the exit code names how a worker that already failed died
-                    self._failures.append(_Failure(rank, "died", *_death(frame[1])))
-            elif kind == "call":
-                self._on_call(rank, frame)
+                case StreamEnded() | ProcessExited():
+                    if seen is not None:
+                        seen.setdefault(rank, set()).add(type(frame))
+                    if rank in self._done:
+                        continue
+                    # Only the end of the worker's stream proves it ended without finishing:
+                    # its exit notice travels another way and can overtake its last frames.
+                    if isinstance(frame, StreamEnded):
+                        if not any(f.rank == rank for f in self._failures):
+                            self._failures.append(_Failure(rank, "died", *_death(None)))
+                        if state is not TrainControllerState.STOPPED:
+                            state = TrainControllerState.WORKER_FAILED
+                    elif any(f.rank == rank for f in self._failures):
+                        # the exit code names how a worker that already failed died
+                        self._failures.append(
+                            _Failure(rank, "died", *_death(frame.returncode)))
+                case CallFrame():
+                    self._on_call(rank, frame)
+                case StopRequested() | PreemptRequested():
+                    pass  # handled above
+                case ReadyFrame() | ResultFrame():
+                    pass  # a 1.x worker group's frames: not a train run's
+                case _:
+                    assert_never(frame)
         if rows:
             self._publish(rows)
         return state
@@ -377,7 +402,7 @@ class TrainController(JobRunner):
         ckpts = self.checkpoints
         if self.spec.emit_rank_reports:
             assert self.ctx is not None
-            self.ctx.emit("rank_reports", (rank, batch))
+            self.ctx.emit(RankReported(rank, batch))
         if self._user_callbacks:
             for it, _t, metrics, _path in batch:
                 if CHECKPOINT_ONLY not in metrics:
@@ -466,7 +491,7 @@ class TrainController(JobRunner):
             self.storage.sync()
             assert self.ctx is not None
             for entry in new:
-                self.ctx.emit("checkpoint", entry)
+                self.ctx.emit(Checkpointed(*entry))
                 self.callbacks.checkpoint(entry)
 
     def _publish(self, rows: list[dict]) -> None:
@@ -475,8 +500,8 @@ class TrainController(JobRunner):
         self.ctx.publish(rows)
         self.callbacks.report(rows)
 
-    def _on_call(self, rank: int, frame: tuple) -> None:
-        _, call_id, method, payload = frame
+    def _on_call(self, rank: int, frame: CallFrame) -> None:
+        call_id, method, payload = frame.call_id, frame.method, frame.payload
         if rank >= len(self._workers):
             return  # a call from a gang already killed (frames drained after its end)
         worker = self._workers[rank]
@@ -487,21 +512,22 @@ class TrainController(JobRunner):
             if payload not in self._preemption_answers:
                 self._preemption_answers[payload] = (
                     self._preemption[1] if self._preemption is not None else None)
-            worker.send(("reply", call_id, True, self._preemption_answers[payload]))
+            worker.send(encode(ReplyFrame(call_id, True, self._preemption_answers[payload])))
             return
         handler = self.spec.call_handlers.get(method) or DRIVER_CALLS.get(method)
 
         def reply(ok: bool, value: Any) -> None:
             try:
-                worker.send(("reply", call_id, ok, value))
+                worker.send(encode(ReplyFrame(call_id, ok, value)))
             except Exception as e:  # value did not pickle
-                worker.send(("reply", call_id, False, RuntimeError(repr(e))))
+                worker.send(encode(ReplyFrame(call_id, False, RuntimeError(repr(e)))))
 
         if method == "reported_checkpoints":
             self.reported_checkpoints(int(payload), reply)
             return
         if handler is None:
-            worker.send(("reply", call_id, False, RuntimeError(f"unknown driver call {method!r}")))
+            worker.send(encode(ReplyFrame(
+                call_id, False, RuntimeError(f"unknown driver call {method!r}"))))
             return
 
         if isinstance(handler, AskSubmitter):
@@ -553,7 +579,7 @@ class TrainController(JobRunner):
         self._rdzv = GangRendezvous(n)  # per gang: frames of old gangs are ignored
         self._preemption_answers = {}
         if self._preemption is not None:  # asked while the last gang was being replaced
-            self._q.put((-1, -1, ("__preempt__", self._preemption[0])))
+            self._q.put((-1, -1, PreemptRequested(self._preemption[0])))
             self._preemption = None
         self._rank_iter = [start_it] * n
         self._rank_metrics.clear()  # a new gang reports its iterations again
@@ -610,8 +636,13 @@ class TrainController(JobRunner):
         q = self._q
         ranks = {s.worker_id: i for i, s in enumerate(specs)}
 
-        def sink(worker: WorkerProcess, frame: Any) -> None:
-            q.put((attempt, ranks[worker.worker_id], frame))
+        def sink(worker: WorkerProcess, frame: object) -> None:
+            try:
+                decoded = decode_worker_frame(frame)
+            except ValueError as e:
+                logger.warning("worker %s: dropped a frame: %s", worker.worker_id, e)
+                return
+            q.put((attempt, ranks[worker.worker_id], decoded))
 
         self._start_echo()
         self._workers = ctx.cluster.start_workers(placement, specs, tasks, sink)
@@ -656,8 +687,8 @@ class TrainController(JobRunner):
         them ``wait_s`` to end before killing the rest (a Ray actor cut off while it ends
         makes Ray print a "worker died" error)."""
         workers, self._workers = self._workers, []
-        seen: dict[int, set] = self._ends
-        ended = {"__eof__", "__exit__"}
+        seen: dict[int, set[type]] = self._ends
+        ended: set[type] = {StreamEnded, ProcessExited}
 
         def drain(deadline: float) -> None:
             while any(seen.get(r) != ended for r in range(len(workers))):

@@ -12,17 +12,32 @@ from __future__ import annotations
 import itertools
 import threading
 from dataclasses import replace
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, assert_never, runtime_checkable
 
 import cloudpickle
 
 from tandem._core.errors import JobNotFoundError
-from tandem.jobs.spec import JobCall, JobOutcome, JobRunner, JobSpec
+from tandem.jobs.events import (
+    Asked,
+    Checkpointed,
+    JobEvent,
+    RankReported,
+    Reported,
+    StatusChanged,
+    from_wire,
+    to_wire,
+)
+from tandem.jobs.spec import JobOutcome, JobRunner, JobSpec
 from tandem.jobs.view import DEFAULT_REPORT_WINDOW, JobState, check_report_window
+from tandem.train._internal.frames import NoticeFrame, encode
 from tandem.train.api.callback import Callback, CallbackDispatcher, CallbackSite
 from tandem.train.api.result import Result
 
 _tokens = itertools.count(1)
+JOB_EVENT = "job_event"
+"""The topic of the ``NoticeFrame`` that carries a nested job's event to its worker:
+``(token, kind, payload)`` with ``tandem.jobs.events.to_wire``'s kind and payload (a
+status's payload is ``(status, outcome)``)."""
 
 
 @runtime_checkable
@@ -58,13 +73,15 @@ class NestedJob(JobState):
         return self._service.logs(self.job_id)
 
     def on_event(self, kind: str, data: Any) -> None:
-        if kind == "status":
+        """One ``job_event`` frame from the driver: ``(kind, payload)`` as
+        ``tandem.jobs.events.to_wire`` makes it, but a status carries its outcome too."""
+        if kind == StatusChanged.kind:
             status, outcome = data
             # before waking the waiter: what on_end reports must precede the caller's return
             if outcome is not None and isinstance(outcome.value, Result):
                 self.callbacks.end(outcome.value)
             if self._listener is not None:
-                self._listener("status", status)
+                self._listener(StatusChanged(status))
             if outcome is not None:
                 self._end(outcome)
             elif status.is_terminal:  # the driver could not send the outcome
@@ -72,13 +89,19 @@ class NestedJob(JobState):
             else:
                 self._change_status(status)
             return
-        if kind == "reports":
-            self._add_reports(data)
-            self.callbacks.report(data)
-        elif kind == "checkpoint":
-            self.callbacks.checkpoint(data)
+        event = from_wire(kind, data)
+        match event:
+            case Reported(rows=rows):
+                self._add_reports(rows)
+                self.callbacks.report(rows)
+            case Checkpointed(iteration=iteration, checkpoint=checkpoint, metrics=metrics):
+                self.callbacks.checkpoint((iteration, checkpoint, dict(metrics)))
+            case StatusChanged() | RankReported():
+                pass
+            case _:
+                assert_never(event)
         if self._listener is not None:
-            self._listener(kind, data)
+            self._listener(event)
 
 
 class NestedJobService:
@@ -91,7 +114,7 @@ class NestedJobService:
         self.report_window = check_report_window(report_window)
         self._jobs: dict[int, NestedJob] = {}
         self._by_id: dict[str, NestedJob] = {}
-        session.on("job_event", self._on_event)
+        session.on(JOB_EVENT, self._on_event)
 
     def submit(self, spec: JobSpec) -> NestedJob:
         callbacks: tuple[Callback, ...] = ()
@@ -168,24 +191,30 @@ def handle_submit(controller: Any, rank: int, payload: Any, reply: Any) -> None:
     holder: dict[str, Any] = {}
     ready = threading.Event()
 
-    def listener(kind: str, data: Any) -> None:
-        if isinstance(data, JobCall):  # a question for a submitter inside a worker: not
-            data.answer_default()      # forwarded there (the job goes on as if unfollowed)
-            return
-        if kind == "status":
-            outcome = None
-            if data.is_terminal:
-                ready.wait(10)
-                job = holder.get("job")
-                outcome = job.outcome if job is not None else None
-            data = (data, outcome)
+    def listener(event: JobEvent) -> None:
+        outcome: JobOutcome | None = None
+        data: object
+        match event:
+            case Asked(call=call):  # a question for a submitter inside a worker: not
+                call.answer_default()  # forwarded there (the job goes on as if unfollowed)
+                return
+            case StatusChanged(status=status):
+                if status.is_terminal:
+                    ready.wait(10)
+                    job = holder.get("job")
+                    outcome = job.outcome if job is not None else None
+                kind, data = StatusChanged.kind, (status, outcome)
+            case Reported() | Checkpointed() | RankReported():
+                kind, data = to_wire(event)
+            case _:
+                assert_never(event)
         try:
-            worker.send(("job_event", (token, kind, data)))
+            worker.send(encode(NoticeFrame(JOB_EVENT, (token, kind, data))))
         except Exception as e:  # noqa: BLE001 - e.g. a result that does not pickle
-            if kind == "status" and data[1] is not None:
-                o = data[1]
-                worker.send(("job_event", (token, kind, (data[0], JobOutcome(
-                    o.status, None, o.error or RuntimeError(f"result not transferable: {e}"))))))
+            if outcome is not None and isinstance(event, StatusChanged):
+                worker.send(encode(NoticeFrame(JOB_EVENT, (token, kind, (event.status, JobOutcome(
+                    outcome.status, None,
+                    outcome.error or RuntimeError(f"result not transferable: {e}")))))))
 
     spec = replace(spec, listener=listener, priority=ctx.priority + 1)
     try:

@@ -11,7 +11,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
+
+from tandem.train._internal.frames import ReplyFrame, encode
 
 METHODS = ("rendezvous_set", "rendezvous_get", "rendezvous_vote", "rendezvous_gather")
 
@@ -28,19 +30,26 @@ class RendezvousVote:
     outcome: Outcome
 
 
+class Replier(Protocol):
+    """Where a rendezvous answer goes: a driver-side worker handle
+    (``tandem.cluster.base.WorkerProcess``)."""
+
+    def send(self, obj: object) -> None: ...
+
+
 class GangRendezvous:
     def __init__(self, num_workers: int = 0) -> None:
         self._value: Any = None
         self._set = False
-        self._waiters: list[tuple[Any, int]] = []
+        self._waiters: list[tuple[Replier, int]] = []
         self._votes: dict[int, dict[int, Outcome]] = {}
-        self._voters: dict[int, list[tuple[Any, int]]] = {}
+        self._voters: dict[int, list[tuple[Replier, int]]] = {}
         self._n = num_workers
         # rendezvous_gather: key -> {rank: (value, worker, call_id)}; answered once all
         # ranks gave theirs, with the values in rank order (a worker-group ``execute``)
-        self._gathers: dict[Any, dict[int, tuple[Any, Any, int]]] = {}
+        self._gathers: dict[Any, dict[int, tuple[Any, Replier, int]]] = {}
 
-    def handle(self, method: str, payload: Any, worker: Any, call_id: int) -> None:
+    def handle(self, method: str, payload: Any, worker: Replier, call_id: int) -> None:
         if method == "rendezvous_vote":
             self._vote(payload, worker, call_id)
             return
@@ -52,22 +61,23 @@ class GangRendezvous:
                 del self._gathers[key]
                 values = [got[r][0] for r in sorted(got)]
                 for _v, w, cid in got.values():
-                    w.send(("reply", cid, True, values))
+                    w.send(encode(ReplyFrame(cid, True, values)))
             return
         if method == "rendezvous_set":
             self._value, self._set = payload, True
-            worker.send(("reply", call_id, True, None))
+            worker.send(encode(ReplyFrame(call_id, True, None)))
             for w, cid in self._waiters:
-                w.send(("reply", cid, True, payload))
+                w.send(encode(ReplyFrame(cid, True, payload)))
             self._waiters = []
         elif self._set:
-            worker.send(("reply", call_id, True, self._value))
+            worker.send(encode(ReplyFrame(call_id, True, self._value)))
         else:
             self._waiters.append((worker, call_id))
 
-    def _vote(self, vote: Any, worker: Any, call_id: int) -> None:
+    def _vote(self, vote: object, worker: Replier, call_id: int) -> None:
         if not isinstance(vote, RendezvousVote) or not 0 <= vote.rank < vote.world_size:
-            worker.send(("reply", call_id, False, ValueError(f"bad rendezvous vote {vote!r}")))
+            worker.send(encode(ReplyFrame(call_id, False,
+                                          ValueError(f"bad rendezvous vote {vote!r}"))))
             return
         votes = self._votes.setdefault(vote.round, {})
         votes[vote.rank] = vote.outcome
@@ -78,4 +88,4 @@ class GangRendezvous:
         outcomes = dict(sorted(votes.items()))
         del self._votes[vote.round], self._voters[vote.round]
         for w, cid in voters:
-            w.send(("reply", cid, True, outcomes))
+            w.send(encode(ReplyFrame(cid, True, outcomes)))

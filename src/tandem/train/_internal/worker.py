@@ -1,12 +1,8 @@
 """What runs inside each worker process: the session, the backend, the user's function.
 
 ``report()`` writes its frame straight to the driver's socket (microseconds), so a report
-survives its worker being killed right after; a checkpoint is copied to storage first. Protocol (worker -> driver frames):
-
-    ("reports", rank, [(iteration, time_total_s, metrics, checkpoint_path | None), ...])
-    ("done", rank, return_value_bytes | None)
-    ("error", rank, ErrorInfo)
-    ("call", request_id, method, payload)      a request to the driver (nested jobs)
+survives its worker being killed right after; a checkpoint is copied to storage first. The
+frames to and from the driver are ``tandem.train._internal.frames``'s.
 
 A report whose metrics hold the key ``CHECKPOINT_ONLY`` carries a checkpoint and no metrics
 row (the 1.x ``train.save_checkpoint(**state)``); its other metrics only score the checkpoint.
@@ -28,22 +24,13 @@ from typing import Any, TextIO
 import cloudpickle
 
 from tandem.train import session as session_mod
+from tandem.train._internal.frames import DoneFrame, ErrorFrame, ErrorInfo
 from tandem.train._internal.run_context import TrainContext
 from tandem.train._internal.worker_session import (  # noqa: F401 - the worker's frames' names
     CHECKPOINT_DIR,
     CHECKPOINT_ONLY,
     WorkerSession,
 )
-
-
-@dataclass(frozen=True)
-class ErrorInfo:
-    """A worker's exception, in a form that always crosses the process boundary."""
-
-    exc_type: str
-    message: str
-    traceback: str
-    pickled: bytes | None = None
 
 
 def prepare_worker_process(env: Mapping[str, str]) -> None:
@@ -116,7 +103,7 @@ class WorkerTask:
             except Exception:
                 payload = cloudpickle.dumps(repr(value))
             session.run_exit_hooks(failed=False)
-            session.finish(("done", rank, payload))
+            session.finish(DoneFrame(rank, payload))
             code = 0
         except BaseException as e:  # noqa: BLE001 - everything goes back to the driver
             tb = traceback.format_exc()
@@ -127,7 +114,7 @@ class WorkerTask:
             except Exception:
                 pickled = None
             session.run_exit_hooks(failed=True)
-            session.finish(("error", rank, ErrorInfo(type(e).__name__, str(e), tb, pickled)))
+            session.finish(ErrorFrame(rank, ErrorInfo(type(e).__name__, str(e), tb, pickled)))
             code = 1
         finally:
             try:

@@ -13,9 +13,19 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, assert_never
 
 from tandem.train._internal.data import RayDataShard
+from tandem.train._internal.frames import (
+    CallFrame,
+    DoneFrame,
+    ErrorFrame,
+    NoticeFrame,
+    ReplyFrame,
+    ReportsFrame,
+    decode_driver_frame,
+    encode,
+)
 from tandem.train._internal.metrics import clean_metrics
 from tandem.train._internal.run_context import AWAIT_VERDICT, TrainContext, VerdictGate
 from tandem.train.api.checkpoint import Checkpoint, _is_url, get_fs
@@ -97,7 +107,7 @@ class WorkerSession:
         # Sent inline: once report() returns, the report is in the kernel's socket buffer and
         # reaches the driver even if this process is killed the next instant.
         t = time.monotonic() - self._t0
-        self._send(("reports", self._rank, [(self.iteration, t, clean, path)]))
+        self._send(encode(ReportsFrame(self._rank, [(self.iteration, t, clean, path)])))
         self._rows += 1
         self._last_metrics = clean
         if self._await_verdict and self._needs_verdict(clean, t):
@@ -117,9 +127,9 @@ class WorkerSession:
         """Adds ``checkpoint`` to the latest report (same iteration, no new metrics row):
         a checkpoint the tuner asked for after that report."""
         path = self._persist(checkpoint)
-        self._send(("reports", self._rank, [(self.iteration, time.monotonic() - self._t0,
-                                             {**self._last_metrics, CHECKPOINT_ONLY: True},
-                                             path)]))
+        self._send(encode(ReportsFrame(self._rank, [(
+            self.iteration, time.monotonic() - self._t0,
+            {**self._last_metrics, CHECKPOINT_ONLY: True}, path)])))
 
     def _wait_for_verdict(self) -> None:
         """In a tuning trial whose scheduler or stopper can decide at any result: returns once
@@ -187,9 +197,9 @@ class WorkerSession:
             except Exception:  # noqa: BLE001 - a hook's error is printed, not raised
                 traceback.print_exc()
 
-    def finish(self, final: tuple) -> None:
+    def finish(self, final: DoneFrame | ErrorFrame) -> None:
         """Sends the final frame (after every report, which were sent inline)."""
-        self._send(final)
+        self._send(encode(final))
 
     def call(self, method: str, payload: Any, timeout_s: float | None = None) -> Any:
         """Sends a request to the driver and blocks for its answer."""
@@ -198,7 +208,7 @@ class WorkerSession:
             call_id = self._call_ids
             waiter: tuple[threading.Event, list] = (threading.Event(), [])
             self._calls[call_id] = waiter
-        self._send(("call", call_id, method, payload))
+        self._send(encode(CallFrame(call_id, method, payload)))
         if not waiter[0].wait(timeout_s):
             raise TimeoutError(f"the driver did not answer {method!r} in {timeout_s} s")
         ok, value = waiter[1][0]
@@ -210,16 +220,20 @@ class WorkerSession:
         """Registers a handler for driver frames ``(kind, payload)``."""
         self._handlers[kind] = handler
 
-    def _on_driver_message(self, msg: Any) -> None:
-        kind = msg[0]
-        if kind == "reply":
-            _, call_id, ok, value = msg
-            waiter = self._calls.pop(call_id, None)
-            if waiter is not None:
-                waiter[1].append((ok, value))
-                waiter[0].set()
-        elif kind in self._handlers:
-            self._handlers[kind](msg[1])
+    def _on_driver_message(self, msg: object) -> None:
+        frame = decode_driver_frame(msg)
+        match frame:
+            case ReplyFrame(call_id=call_id, ok=ok, value=value):
+                waiter = self._calls.pop(call_id, None)
+                if waiter is not None:
+                    waiter[1].append((ok, value))
+                    waiter[0].set()
+            case NoticeFrame(topic=topic, payload=payload):
+                handler = self._handlers.get(topic)
+                if handler is not None:
+                    handler(payload)
+            case _:
+                assert_never(frame)
 
 
 

@@ -30,6 +30,7 @@ import cloudpickle
 
 from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
+from tandem.jobs.events import JobListener
 from tandem.jobs.handle import JobHandle
 from tandem.jobs.runtime import get_service, job_defaults, log_to_driver
 from tandem.jobs.spec import JobSpec
@@ -40,7 +41,45 @@ from tandem.train.api.validation import check_train_fn
 from tandem.train.backends.base import BackendConfig
 from tandem.train.context import AskSubmitter, StorageContext
 
-__all__ = ["AskSubmitter", "RunDescription", "submit"]
+__all__ = ["AskSubmitter", "LegacyOptions", "RunDescription", "TrialContext", "submit"]
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """Where a run sits in a tuning experiment (``RunDescription(trial=...)``).
+
+    Args:
+        trial_id, trial_name: the trial's (``train.get_context()`` then reports them;
+            ``tune.get_context()`` too).
+        start_iteration, time_offset_s: where ``training_iteration`` and ``time_total_s``
+            continue from (a trial resumed after a pause or an exploit).
+        reuse_key: set, a worker process whose task ended well may run the next worker of
+            a run with the same key and resource shape (``TuneConfig(reuse_actors=True)``).
+    """
+
+    trial_id: str
+    trial_name: str
+    start_iteration: int = 0
+    time_offset_s: float = 0.0
+    reuse_key: str | None = None
+
+
+@dataclass(frozen=True)
+class LegacyOptions:
+    """What a run of the 1.x ``Trainer`` API does differently (``RunDescription(legacy=...)``).
+
+    Args:
+        report_all_ranks: also publish every rank's reports as ``RankReported`` events to
+            the listener (the 1.x ``Trainer`` gathers them).
+        failure_setting: how error messages name the restart budget, with ``{}`` for its
+            value (``Trainer(max_retries={})``).
+    """
+
+    report_all_ranks: bool = True
+    failure_setting: str = "Trainer(max_retries={})"
+
+
+_PLAIN_FAILURE_SETTING = "FailureConfig(max_failures={})"
 
 
 @dataclass(frozen=True)
@@ -67,27 +106,21 @@ class RunDescription:
             records it (``"DataParallelTrainer"``, ``"TorchTrainer"``, a model class...).
         storage: the exact run folder (``StorageContext``); None: ``run_config.storage_path``
             / ``run_config.name`` (default ``<trainer_name>_<date>_<time>_<id>``).
-        trial_id, trial_name: set when the run is a tuning trial (``train.get_context()``
-            then reports them; ``tune.get_context()`` too).
-        start_iteration, time_offset_s: where ``training_iteration`` and ``time_total_s``
-            continue from (a trial resumed after a pause or an exploit).
+        trial: set when the run is a tuning trial (a ``TrialContext``: its id and name,
+            the counters it continues from, process reuse); None for a plain run.
         priority: the job's priority in the queue (higher starts first).
         tags: labels recorded with the job (``tandem jobs list`` shows them on a server).
         echo_prefix: workers' output is echoed to this process prefixed with
             ``(<echo_prefix>rank=N)``; None echoes nothing (``RunConfig(verbose=0)`` too).
         preload: extra modules the worker processes import once, up front.
-        reuse_key: set, a worker process whose task ended well may run the next worker of
-            a run with the same key and resource shape (``TuneConfig(reuse_actors=True)``).
-        report_all_ranks: also publish every rank's reports as ``("rank_reports", (rank,
-            batch))`` events to the listener (the 1.x ``Trainer`` gathers them).
-        failure_setting: how error messages name the restart budget, with ``{}`` for its
-            value (the 1.x ``Trainer`` says ``Trainer(max_retries={})``).
         call_handlers: ``name -> handler(controller, rank, payload, reply)``: calls the
             workers may make to the driver; or ``name -> AskSubmitter(kind, default)``: a
             call the run's submitter answers (the tuner's ``tune_verdict``), also when the
             run goes to a train server.
         dataset_config: a ``DataConfig``: the datasets not in its ``datasets_to_split``
             reach every worker whole.
+        legacy: what a run of the 1.x ``Trainer`` API does differently (a
+            ``LegacyOptions``); None for every other run.
     """
 
     train_fn: Callable[..., Any]
@@ -100,19 +133,14 @@ class RunDescription:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     trainer_name: str = "DataParallelTrainer"
     storage: StorageContext | None = None
-    trial_id: str | None = None
-    trial_name: str | None = None
-    start_iteration: int = 0
-    time_offset_s: float = 0.0
+    trial: TrialContext | None = None
     priority: int = 0
     tags: tuple[str, ...] = ()
     echo_prefix: str | None = ""
     preload: tuple[str, ...] = ()
-    reuse_key: str | None = None
-    report_all_ranks: bool = False
-    failure_setting: str = "FailureConfig(max_failures={})"
     call_handlers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     dataset_config: DataConfig | None = None
+    legacy: LegacyOptions | None = None
     _takes_config: bool = field(default=True, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -122,6 +150,10 @@ class RunDescription:
             (self.scaling_config, ScalingConfig, "scaling_config"),
             (self.run_config, RunConfig, "run_config"),
         )
+        if self.trial is not None:
+            checks += ((self.trial, TrialContext, "trial"),)
+        if self.legacy is not None:
+            checks += ((self.legacy, LegacyOptions, "legacy"),)
         for value, cls, name in checks:
             if not isinstance(value, cls):
                 raise ConfigError(
@@ -172,7 +204,7 @@ def pickle_train_fn(fn: Callable[..., Any]) -> bytes:
 
 
 def submit(
-    run: RunDescription, *, listener: Callable[[str, Any], None] | None = None
+    run: RunDescription, *, listener: JobListener | None = None
 ) -> JobHandle:
     """Submits a run to the job service and returns its ``JobHandle`` at once.
 
@@ -183,10 +215,10 @@ def submit(
 
     Args:
         run: what to run.
-        listener: called as ``listener(kind, payload)`` in this process for the job's
-            events — ``("status", JobStatus)``, ``("reports", [row, ...])``,
-            ``("checkpoint", (iteration, Checkpoint, metrics))`` — on the job's thread; it
-            must return quickly.
+        listener: called as ``listener(event)`` in this process for each of the job's
+            events (a ``tandem.jobs.events.JobEvent``: ``StatusChanged(status)``,
+            ``Reported(rows)``, ``Checkpointed(iteration, checkpoint, metrics)``, ...) on
+            the job's thread; it must return quickly.
 
     Raises:
         ConfigError: the train function (or something it refers to) cannot be pickled; a
@@ -207,7 +239,7 @@ def submit(
 def job_spec(
     run: RunDescription,
     *,
-    listener: Callable[[str, Any], None] | None = None,
+    listener: JobListener | None = None,
     fn_bytes: bytes | None = None,
 ) -> JobSpec:
     """The job that carries out ``run`` (its gang and its ``TrainController``).
@@ -226,7 +258,7 @@ def job_spec(
             f"picklable by cloudpickle: avoid capturing locks, open files or sockets; create "
             f"them inside the function."
         ) from e
-    rc = run.run_config
+    rc, trial, legacy = run.run_config, run.trial, run.legacy
     backend_config = run.backend_config if run.backend_config is not None else BackendConfig()
     if rc.logging_config is not None:  # Ray's LoggingConfig: the train logger's level
         import logging
@@ -253,22 +285,23 @@ def job_spec(
                            or run.dataset_config.datasets_to_split == "all"
                            else tuple(run.dataset_config.datasets_to_split)),
         resume_from_checkpoint=run.resume_from_checkpoint,
-        trial_id=run.trial_id,
-        trial_name=run.trial_name,
+        trial_id=trial.trial_id if trial is not None else None,
+        trial_name=trial.trial_name if trial is not None else None,
         echo_prefix=None if rc.verbose == 0 or log_to_driver() is False else run.echo_prefix,
         callbacks=tuple(rc.callbacks or ()),
         metadata=run.metadata,
-        start_iteration=run.start_iteration,
-        time_offset_s=run.time_offset_s,
+        start_iteration=trial.start_iteration if trial is not None else 0,
+        time_offset_s=trial.time_offset_s if trial is not None else 0.0,
         preload=run.preload,
-        reuse_key=run.reuse_key,
-        failure_setting=run.failure_setting,
-        emit_rank_reports=run.report_all_ranks,
+        reuse_key=trial.reuse_key if trial is not None else None,
+        failure_setting=(legacy.failure_setting if legacy is not None
+                         else _PLAIN_FAILURE_SETTING),
+        emit_rank_reports=legacy is not None and legacy.report_all_ranks,
         log_files=rc.log_files(),
         call_handlers=dict(run.call_handlers),
         # a run whose (storage_path, name) holds an earlier run resumes it, as Ray Train's
         # fit() does; a trial's restarts are the tuner's business
-        resume_latest_in_run_path=run.trial_id is None,
+        resume_latest_in_run_path=trial is None,
         env_vars=dict(worker_env.get("env_vars") or {}),
         working_dir=worker_env.get("working_dir"),
     )
@@ -291,5 +324,5 @@ def job_spec(
         listener=listener,
         metadata={"run_path": storage.run_path, "trainer": run.trainer_name,
                   # a Tune trial's job: shown with the trial's words (tandem.server.vocabulary)
-                  **({"trial_id": run.trial_id} if run.trial_id is not None else {})},
+                  **({"trial_id": trial.trial_id} if trial is not None else {})},
     )

@@ -27,12 +27,20 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 import cloudpickle
 
 from tandem._core.errors import ConfigError, JobStoppedError, TandemError
 from tandem._core.ids import short_uid
+from tandem.jobs.events import (
+    Asked,
+    Checkpointed,
+    JobEvent,
+    RankReported,
+    Reported,
+    StatusChanged,
+)
 from tandem.jobs.handle import JobHandle
 from tandem.jobs.runtime import get_service
 from tandem.jobs.spec import JobSpec, JobStatus
@@ -41,7 +49,7 @@ from tandem.train.api.checkpoint import Checkpoint, _is_url
 from tandem.train.api.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from tandem.train.api.files import join_path
 from tandem.train.api.result import Result
-from tandem.train.api.run import RunDescription, submit
+from tandem.train.api.run import LegacyOptions, RunDescription, submit
 from tandem.train.api.trainer import DataParallelTrainer
 from tandem.train.api.validation import check_train_fn
 from tandem.train.backends.base import Backend, BackendConfig
@@ -218,17 +226,21 @@ class _ReportGatherer:
         except Exception:  # must never break the controller
             logger.exception("gathering the workers' reports failed")
 
-    def on_event(self, kind: str, payload: Any) -> None:
-        if kind == "rank_reports":
-            self.on_reports(*payload)
-            return
-        if kind != "status":
-            return
-        if payload == JobStatus.RESTARTING:
-            for q in self.pending:
-                q.clear()
-        elif isinstance(payload, JobStatus) and payload.is_terminal:
-            self.out.put(("end", None))
+    def on_event(self, event: JobEvent) -> None:
+        match event:
+            case RankReported(rank=rank, batch=batch):
+                self.on_reports(rank, batch)
+            case StatusChanged(status=JobStatus.RESTARTING):
+                for q in self.pending:
+                    q.clear()
+            case StatusChanged(status=status) if status.is_terminal:
+                self.out.put(("end", None))
+            case Asked(call=call):
+                call.answer_default()  # this run asks its submitter nothing
+            case StatusChanged() | Reported() | Checkpointed():
+                pass
+            case _:
+                assert_never(event)
 
 
 # -- the iterator -------------------------------------------------------------------------
@@ -535,8 +547,7 @@ class Trainer:
             resume_from_checkpoint=resume,
             trainer_name="Trainer",
             storage=StorageContext(self._logdir, run_name),
-            report_all_ranks=True,
-            failure_setting="Trainer(max_retries={})",
+            legacy=LegacyOptions(report_all_ranks=True, failure_setting="Trainer(max_retries={})"),
         )
         gatherer = _ReportGatherer(self._scaling.max_workers)
         if before_submit is not None:

@@ -4,13 +4,13 @@ The group is a job in the job service, like a training run: its gang is placed a
 its resources until ``shutdown()``, and ``tandem.jobs.list()`` shows it RUNNING. Each
 worker sets up the backend (e.g. joins the torch process group), builds ``cls(*args,
 **kwargs)``, then serves calls until the driver tells it to stop. Protocol, on top of the
-cluster's channel::
+cluster's channel (``tandem.train._internal.frames``)::
 
-    driver -> worker   ("execute", (call_id, cloudpickled (method, args, kwargs)))
-                       ("stop", None)
-    worker -> driver   ("ready", rank)                       the instance exists
-                       ("result", call_id, ok, value_bytes | ErrorInfo)
-                       ("error", rank, ErrorInfo)             setup or __init__ failed
+    driver -> worker   NoticeFrame("execute", (call_id, cloudpickled (method, args, kwargs)))
+                       NoticeFrame("stop", None)
+    worker -> driver   ReadyFrame(rank)                       the instance exists
+                       ResultFrame(call_id, ok, value_bytes | ErrorInfo)
+                       ErrorFrame(rank, ErrorInfo)            setup or __init__ failed
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import time
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
 import cloudpickle
 
@@ -35,6 +35,21 @@ from tandem._core.errors import ConfigError, TandemError
 from tandem.cluster.base import WorkerProcess, WorkerSpec
 from tandem.jobs.spec import JobContext, JobOutcome, JobRunner, JobStatus
 from tandem.train import session as session_mod
+from tandem.train._internal.frames import (
+    CallFrame,
+    DoneFrame,
+    ErrorFrame,
+    NoticeFrame,
+    ProcessExited,
+    ReadyFrame,
+    ReportsFrame,
+    ResultFrame,
+    StopRequested,
+    StreamEnded,
+    WorkerFrame,
+    decode_worker_frame,
+    encode,
+)
 from tandem.train._internal.gang import plan_gang, with_local_ranks
 from tandem.train._internal.logs import ECHO
 from tandem.train._internal.rendezvous import METHODS as RENDEZVOUS_METHODS
@@ -107,16 +122,16 @@ class GroupWorkerTask:
         except BaseException as e:  # noqa: BLE001 - goes back to the driver
             info = _error_info(e)
             sys.stderr.write(info.traceback)
-            channel.send(("error", rank, info))
+            channel.send(encode(ErrorFrame(rank, info)))
             return 1
-        channel.send(("ready", rank))
+        channel.send(encode(ReadyFrame(rank)))
         try:
             while True:
                 item = inbox.get()
                 if item is None:
                     return 0
                 call_id, payload = item
-                channel.send(("result", call_id, *self._execute(instance, payload)))
+                channel.send(encode(ResultFrame(call_id, *self._execute(instance, payload))))
         finally:
             with contextlib.suppress(Exception):
                 self.backend.on_worker_shutdown(self.context)
@@ -156,7 +171,7 @@ class WorkerGroupRunner(JobRunner):
         self._backend = backend
         self._log_dir = log_dir
         self._echo = echo
-        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._q: queue.SimpleQueue[tuple[int, WorkerFrame | StopRequested]] = queue.SimpleQueue()
         self._workers: list[WorkerProcess] = []
         self._rdzv = GangRendezvous()
         self._calls: dict[int, _Call] = {}
@@ -173,7 +188,7 @@ class WorkerGroupRunner(JobRunner):
             cluster.prewarm(self._backend.preload)
 
     def stop(self) -> None:
-        self._q.put((-1, ("__stop__",)))
+        self._q.put((-1, StopRequested()))
 
     def run(self, ctx: JobContext) -> JobOutcome:
         placement = ctx.placement
@@ -197,8 +212,11 @@ class WorkerGroupRunner(JobRunner):
         ranks = {s.worker_id: i for i, s in enumerate(specs)}
         q = self._q
 
-        def sink(worker: WorkerProcess, frame: Any) -> None:
-            q.put((ranks[worker.worker_id], frame))
+        def sink(worker: WorkerProcess, frame: object) -> None:
+            try:
+                q.put((ranks[worker.worker_id], decode_worker_frame(frame)))
+            except ValueError as e:
+                logger.warning("worker group %s: dropped a frame: %s", worker.worker_id, e)
 
         echo_keys = []
         if self._echo:
@@ -219,37 +237,44 @@ class WorkerGroupRunner(JobRunner):
         started: set[int] = set()
         while True:
             rank, frame = self._q.get()
-            kind = frame[0]
-            if kind == "__stop__":
-                return self._graceful_stop()
-            if kind == "result":
-                self._deliver(rank, frame[1], frame[2], frame[3])
-            elif kind == "call" and frame[2] in RENDEZVOUS_METHODS:
-                self._rdzv.handle(frame[2], frame[3], self._workers[rank], frame[1])
-            elif kind == "ready":
-                started.add(rank)
-                if len(started) == n:
-                    self.ready.set()
-            elif kind == "error":
-                info: ErrorInfo = frame[2]
-                self.error = WorkerGroupError(
-                    f"Starting the worker group failed on rank {rank}: {info.exc_type}: "
-                    f"{info.message}\n\nWorker traceback (rank {rank}):\n{info.traceback.rstrip()}",
-                    rank=rank, cause=_load_cause(info), worker_traceback=info.traceback,
-                )
-                return JobOutcome(JobStatus.FAILED, error=self.error)
-            elif kind in ("__eof__", "__exit__"):
-                code = frame[1] if kind == "__exit__" else None
-                how = (f"was killed by signal {-code}" if code is not None and code < 0 else
-                       f"exited with code {code}" if code is not None else "lost its connection")
-                self.error = WorkerGroupError(
-                    f"Worker rank {rank} of the worker group {how}; the group is no longer "
-                    f"running. Create a new one with Trainer.to_worker_group(...).", rank=rank)
-                return JobOutcome(JobStatus.FAILED, error=self.error)
+            match frame:
+                case StopRequested():
+                    return self._graceful_stop()
+                case ResultFrame(call_id=call_id, ok=ok, value=value):
+                    self._deliver(rank, call_id, ok, value)
+                case CallFrame(call_id=call_id, method=method, payload=payload):
+                    if method in RENDEZVOUS_METHODS:
+                        self._rdzv.handle(method, payload, self._workers[rank], call_id)
+                case ReadyFrame():
+                    started.add(rank)
+                    if len(started) == n:
+                        self.ready.set()
+                case ErrorFrame(info=info):
+                    self.error = WorkerGroupError(
+                        f"Starting the worker group failed on rank {rank}: {info.exc_type}: "
+                        f"{info.message}\n\nWorker traceback (rank {rank}):\n"
+                        f"{info.traceback.rstrip()}",
+                        rank=rank, cause=_load_cause(info), worker_traceback=info.traceback,
+                    )
+                    return JobOutcome(JobStatus.FAILED, error=self.error)
+                case StreamEnded() | ProcessExited():
+                    code = frame.returncode if isinstance(frame, ProcessExited) else None
+                    how = (f"was killed by signal {-code}" if code is not None and code < 0 else
+                           f"exited with code {code}" if code is not None
+                           else "lost its connection")
+                    self.error = WorkerGroupError(
+                        f"Worker rank {rank} of the worker group {how}; the group is no longer "
+                        f"running. Create a new one with Trainer.to_worker_group(...).",
+                        rank=rank)
+                    return JobOutcome(JobStatus.FAILED, error=self.error)
+                case ReportsFrame() | DoneFrame():
+                    pass  # a train run's frames: a worker group sends none
+                case _:
+                    assert_never(frame)
 
     def _graceful_stop(self) -> JobOutcome:
         for w in self._workers:
-            w.send(("stop", None))
+            w.send(encode(NoticeFrame("stop", None)))
         exited: set[int] = set()
         deadline = time.monotonic() + self.patience_s
         while len(exited) < len(self._workers):
@@ -260,7 +285,7 @@ class WorkerGroupRunner(JobRunner):
                 rank, frame = self._q.get(timeout=left)
             except queue.Empty:
                 break
-            if frame[0] == "__exit__":
+            if isinstance(frame, ProcessExited):
                 exited.add(rank)
         status = JobStatus.FINISHED if self.shutdown_requested else JobStatus.STOPPED
         return JobOutcome(status)
@@ -306,7 +331,7 @@ class WorkerGroupRunner(JobRunner):
             call_id = next(self._ids)
             self._calls[call_id] = call
         for r in ranks:
-            self._workers[r].send(("execute", (call_id, payload)))
+            self._workers[r].send(encode(NoticeFrame("execute", (call_id, payload))))
         call.event.wait()
         if call.error is not None:
             raise call.error
