@@ -260,7 +260,7 @@ class LocalJobService:
             setter(owner, group)
         self._schedule()
 
-    def _quota_setter(self, name: str) -> Any:
+    def _quota_setter(self, name: str) -> Callable[..., None]:
         setter = getattr(self.scheduler, name, None)
         if setter is None:
             raise ConfigError(
