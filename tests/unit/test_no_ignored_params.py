@@ -32,6 +32,7 @@ MODULES = [
     "tandem.train.v2.api.context", "tandem.train.v2.api.result",
     "tandem.train.v2.api.train_fn_utils", "tandem.train.v2.api.callback",
     "tandem.train.v2.api.report_config", "tandem.train.v2.api.reported_checkpoint",
+    "tandem.train.v2.api.validation_config",
     "tandem.train.backend", "tandem.train.collective", "tandem.train.context",
     "tandem.tune.utils", "tandem.tune.experiment", "tandem.tune.search.sample",
     "tandem.tune.schedulers.async_hyperband", "tandem.tune.schedulers.median_stopping_rule",
@@ -130,6 +131,7 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "backend_config": R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description"),
         "datasets": R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description"),
         "dataset_config": R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description"),
+        "validation_config": R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description"),
         "metadata": R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description"),
         "resume_from_checkpoint": R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description"),
         "scaling_config": R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description"),
@@ -141,7 +143,8 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
             "resume_from_checkpoint", "metadata", "trainer_name", "trial_id", "trial_name",
             "start_iteration", "time_offset_s", "priority", "tags", "echo_prefix", "preload",
             "reuse_key",
-            "report_all_ranks", "failure_setting", "call_handlers", "dataset_config")},
+            "report_all_ranks", "failure_setting", "call_handlers", "dataset_config",
+            "validation_config")},
         "storage": R(f"{_TRAIN}.run:RunDescription.run_storage"),
     },
     "tandem.train.FailureConfig": {
@@ -215,6 +218,15 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
     },
     "tandem.tune.search.SearchGenerator.add_configurations": {"experiments": Same(
         "tandem's loop takes the param space from the Tuner: the call raises, saying so")},
+    "tandem.train.ValidationConfig": {
+        "fn": R("tandem.train._internal.validation:_child"),
+        "task_config": R("tandem.train.v2.api.validation_config:merged_kwargs"),
+        "ray_remote_kwargs": R("tandem.train._internal.validation:ValidationPlan.of"),
+    },
+    "tandem.train.ValidationTaskConfig": {
+        "fn_kwargs": R("tandem.train.v2.api.validation_config:merged_kwargs"),
+        "timeout_s": R("tandem.train._internal.validation:_timeout"),
+    },
     "tandem.train.ScalingConfig": {
         "num_workers": R(f"{_TRAIN}.config:ScalingConfig.max_workers"),
         "elastic_resize_monitor_interval_s": R(f"{_TRAIN}.run:job_spec"),

@@ -34,11 +34,14 @@ from tandem.jobs.handle import JobHandle
 from tandem.jobs.runtime import get_service, job_defaults, log_to_driver
 from tandem.jobs.spec import JobSpec
 from tandem.train._internal.controller import RunSpec, TrainController
+from tandem.train._internal.run_context import HAS_VALIDATION
+from tandem.train._internal.validation import ValidationPlan
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import DataConfig, RunConfig, ScalingConfig
 from tandem.train.api.validation import check_train_fn
 from tandem.train.backends.base import BackendConfig
 from tandem.train.context import AskSubmitter, StorageContext
+from tandem.train.v2.api.validation_config import ValidationConfig
 
 __all__ = ["AskSubmitter", "RunDescription", "submit"]
 
@@ -88,6 +91,9 @@ class RunDescription:
             run goes to a train server.
         dataset_config: a ``DataConfig``: the datasets not in its ``datasets_to_split``
             reach every worker whole.
+        validation_config: a ``ValidationConfig``: checkpoints reported with
+            ``train.report(..., validation=...)`` are validated by its function once
+            committed, and its metrics merged into theirs.
     """
 
     train_fn: Callable[..., Any]
@@ -113,6 +119,7 @@ class RunDescription:
     failure_setting: str = "FailureConfig(max_failures={})"
     call_handlers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     dataset_config: DataConfig | None = None
+    validation_config: ValidationConfig | None = None
     _takes_config: bool = field(default=True, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -257,7 +264,10 @@ def job_spec(
         trial_name=run.trial_name,
         echo_prefix=None if rc.verbose == 0 or log_to_driver() is False else run.echo_prefix,
         callbacks=tuple(rc.callbacks or ()),
-        metadata=run.metadata,
+        metadata=({**run.metadata, HAS_VALIDATION: True} if run.validation_config is not None
+                  else run.metadata),
+        validation=(ValidationPlan.of(run.validation_config)
+                    if run.validation_config is not None else None),
         start_iteration=run.start_iteration,
         time_offset_s=run.time_offset_s,
         preload=run.preload,
