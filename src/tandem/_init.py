@@ -92,12 +92,12 @@ def init(
     from tandem.jobs import runtime
     from tandem.jobs.service import LocalJobService
 
-    given = {"labels": labels, "object_store_memory": object_store_memory,
+    ray_only = {"labels": labels, "object_store_memory": object_store_memory,
              "dashboard_port": dashboard_port, "job_config": job_config, "namespace": namespace,
              "cgroup_path": cgroup_path, "system_reserved_cpu": system_reserved_cpu,
              "system_reserved_memory": system_reserved_memory,
              "proxy_server_url": proxy_server_url}
-    refused = {k: v for k, v in given.items() if v is not None}
+    refused = {k: v for k, v in ray_only.items() if v is not None}
     if dashboard_host != "127.0.0.1":
         refused["dashboard_host"] = dashboard_host
     if enable_resource_isolation is not False:

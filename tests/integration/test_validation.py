@@ -52,7 +52,8 @@ def _loop(config):
                      validation=spec if rank == 0 else False)
     seen = [(c.metrics.get("val_score"), c.status.value)
             for c in train.get_all_reported_checkpoints()]  # VALIDATED: waits for them
-    train.report({"seen": seen, "errors": errors})
+    train.report({"seen": seen, "errors": errors,
+                  "context": type(train.get_context()).__name__})
 
 
 @pytest.mark.slow
@@ -69,6 +70,7 @@ def test_validation_metrics_land_on_their_checkpoint(tmp_path, caplog):
                                       [None, "VALIDATION_FAILED"],
                                       [None, "VALIDATION_TIMEOUT"]]
     assert result.metrics["errors"] == ["Validation requires a checkpoint to be provided."]
+    assert result.metrics["context"] == "DistributedTrainContext"  # Ray's, in a worker
     # on the result: the validation metrics are merged into their checkpoint's metrics
     by_i = {m["i"]: m for _c, m in result.best_checkpoints}
     assert by_i[0]["val_score"] == 0 and by_i[1]["val_score"] == 100  # fn_kwargs merged

@@ -48,6 +48,8 @@ NOT_USER_BUILT = {
     "tandem.tune.schedulers.TrialSuggestion", "tandem.tune.search.Variant",
     "tandem.model.ServeHandle", "tandem.model.ModelJobHandle", "tandem.train.PreemptionInfo",
     "tandem.train.ReportedCheckpoint", "tandem.tune.experiment.Trial",
+    "tandem.train.v2.api.context.DistributedTrainContext",
+    "tandem.train.v2.api.context.LocalTrainContext",
 }
 
 #: Methods the framework calls on objects users give it (hooks and interface methods): their
@@ -492,6 +494,10 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "space": R("tandem.tune.search.optuna:OptunaSearch._setup", attr="_space"),
         "points_to_evaluate": R("tandem.tune.search.optuna:OptunaSearch._setup",
                                 attr="_points"),
+        "study_name": R("tandem.tune.search.optuna:OptunaSearch._setup", attr="_study_name"),
+        "storage": R("tandem.tune.search.optuna:OptunaSearch._setup", attr="_storage"),
+        "evaluated_rewards": R("tandem.tune.search.optuna:OptunaSearch._setup",
+                               attr="_rewards"),
     },
     **{f"tandem.train.{lib}.RayTrainReportCallback": {
         "metrics": R(f"{_GBDT}:ReportCallbackBase._report_metrics", attr="_metrics"),
@@ -506,7 +512,7 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         ("lightgbm", "tandem.train.lightgbm.callback:RayTrainReportCallback.__call__"))},
     **{f"tandem.train.{path}": {
         name: R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description")
-        for name in ("train_loop_config", "metadata")
+        for name in ("train_loop_config", "metadata", "validation_config")
     } for path in ("xgboost.XGBoostTrainer", "lightgbm.LightGBMTrainer")},
     "tandem.tune.stopper.CombinedStopper": {
         "*stoppers": R(f"{_TUNE}.stopper:CombinedStopper.__call__", attr="_stoppers"),
@@ -529,6 +535,7 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
     },
     "tandem.train.xgboost.XGBoostConfig": {
         "timeout_s": R("tandem.train.xgboost.trainer:XGBoostConfig.backend"),
+        "xgboost_communicator": Refused("federated"),
     },
     "tandem.train.lightgbm.LightGBMConfig": {
         "timeout_s": R("tandem.train.lightgbm.trainer:LightGBMConfig.backend"),

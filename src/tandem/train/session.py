@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import TandemError
+from tandem.train._internal.contexts import LocalTrainContext
 from tandem.train._internal.metrics import clean_metrics  # noqa: F401 - its old path
 from tandem.train._internal.run_context import HAS_VALIDATION, TrainContext
 from tandem.train.api.checkpoint import Checkpoint
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from tandem.train.api.preemption import PreemptionInfo
 
 _session: WorkerSession | None = None
-_DEFAULT_CONTEXT = TrainContext()
+_DEFAULT_CONTEXT = LocalTrainContext(experiment_name=None)
 
 
 class SessionMisuseError(TandemError, RuntimeError):
@@ -163,7 +164,9 @@ def get_checkpoint() -> Checkpoint | None:
 
 
 def get_context() -> TrainContext:
-    """This worker's ranks and run; outside a worker, a single-worker context with no run."""
+    """This worker's ranks and run (a ``DistributedTrainContext``); outside a worker, a
+    ``LocalTrainContext``: one worker of rank 0, no run (its ``get_storage()`` raises, as
+    Ray's)."""
     return _session.context if _session is not None else _DEFAULT_CONTEXT
 
 

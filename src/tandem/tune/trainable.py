@@ -23,6 +23,7 @@ import cloudpickle
 from tandem._core.errors import ConfigError
 from tandem.train import session as train_session
 from tandem.train.api.checkpoint import Checkpoint
+from tandem.train.context import StorageContext
 from tandem.tune.result import SHOULD_CHECKPOINT
 
 _DICT_FILE = ".tune_checkpoint.pkl"
@@ -41,13 +42,25 @@ class Trainable:
     A result with ``"done": True`` ends the trial.
     """
 
-    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: dict[str, Any] | None = None,
+                 storage: StorageContext | None = None, **kwargs: Any) -> None:
+        """``storage`` (Ray's): where this trainable's files go when it is built by hand
+        (``self.logdir`` is its ``run_path``); in a trial, the trial's folder. Other keyword
+        arguments go to ``setup`` (``tune.with_parameters``)."""
         self.config = dict(config or {})
         self._iteration = 0
         ctx = train_session.get_context()
         self._trial_id = ctx.trial_id
         self._trial_name = ctx.trial_name
         self._logdir = ctx.trial_dir
+        if storage is not None:
+            if not isinstance(storage, StorageContext):
+                raise ConfigError(
+                    f"{type(self).__name__}(storage={storage!r}): pass a "
+                    f"tandem.train.StorageContext(storage_path=..., run_name=...) or None."
+                )
+            if self._logdir is None:
+                self._logdir = storage.run_path
         self.setup(copy.deepcopy(self.config), **kwargs)
 
     # -- the user's methods (current names delegate to the older ones if defined) ---------
@@ -486,7 +499,8 @@ class FunctionTrainable(Trainable):
 
     _name = "func"
 
-    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: dict[str, Any] | None = None,
+                 storage: StorageContext | None = None, **kwargs: Any) -> None:
         raise ConfigError(
             f"{type(self).__name__}(...): a FunctionTrainable runs only as a trial; give the "
             "class (or the function itself) to tune.Tuner(...) or tune.run(...)."

@@ -33,6 +33,7 @@ from tandem.train._internal.checkpoints import (
     committed_checkpoints,
     existing_checkpoints,
 )
+from tandem.train._internal.contexts import DistributedTrainContext
 from tandem.train._internal.failure import FailureDecision, FailurePolicy, FailureStatus
 from tandem.train._internal.gang import (
     elastic_target,
@@ -45,7 +46,7 @@ from tandem.train._internal.logs import ECHO
 from tandem.train._internal.nested import DRIVER_CALLS
 from tandem.train._internal.rendezvous import METHODS as RENDEZVOUS_METHODS
 from tandem.train._internal.rendezvous import GangRendezvous
-from tandem.train._internal.run_context import AskSubmitter, StorageContext, TrainContext
+from tandem.train._internal.run_context import AskSubmitter, StorageContext
 from tandem.train._internal.state import TrainControllerState
 from tandem.train._internal.storage import RunStorage
 from tandem.train._internal.validation import Outcome, ValidationPlan, ValidationRunner
@@ -645,7 +646,7 @@ class TrainController(JobRunner):
         tasks, specs = [], []
         for p in plan:
             rank = p.world_rank
-            tctx = TrainContext(
+            tctx = DistributedTrainContext(
                 world_size=n, world_rank=rank, local_rank=p.local_rank,
                 local_world_size=p.local_world_size, node_rank=p.node_rank,
                 storage=spec.storage, trial_id=spec.trial_id, trial_name=spec.trial_name,
