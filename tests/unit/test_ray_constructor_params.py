@@ -87,3 +87,33 @@ def test_train_context_kinds_outside_a_worker():
     assert (local.get_experiment_name(), local.get_world_size(), local.get_world_rank()) == (
         "exp", 4, 2)
     assert issubclass(DistributedTrainContext, train.TrainContext)
+
+
+def test_trainable_train_fills_rays_auto_keys(tmp_path):
+    from tandem.tune import Trainable
+
+    class Steps(Trainable):
+        def step(self):
+            return {"score": self.iteration, "timesteps_this_iter": 10,
+                    "time_this_iter_s": 0.5}
+
+        def save_checkpoint(self, checkpoint_dir):
+            return {"score": self.iteration}
+
+        def load_checkpoint(self, checkpoint):
+            pass
+
+    t = Steps({"a": 1})
+    first, second = t.train(), t.train()
+    assert second["training_iteration"] == 2 and second["done"] is False
+    assert second["time_total_s"] == 1.0 and second["time_this_iter_s"] == 0.5
+    assert second["timesteps_total"] == 20 and second["iterations_since_restore"] == 2
+    assert second["pid"] == os.getpid() and second["config"] == {"a": 1}
+    assert second["trial_id"] == "default"
+    assert {"date", "timestamp", "hostname", "node_ip", "time_since_restore"} <= set(first)
+    path = t.save(str(tmp_path / "ckpt"))
+    again = Steps({"a": 1})
+    again.restore(path)
+    third = again.train()
+    assert (third["training_iteration"], third["time_total_s"]) == (3, 1.5)
+    assert third["iterations_since_restore"] == 1  # counted from the restore, as Ray
