@@ -117,3 +117,12 @@ def test_trainable_train_fills_rays_auto_keys(tmp_path):
     third = again.train()
     assert (third["training_iteration"], third["time_total_s"]) == (3, 1.5)
     assert third["iterations_since_restore"] == 1  # counted from the restore, as Ray
+
+
+def test_params_form_boosted_trainer_refuses_validation_config():
+    from tandem.train import ValidationConfig
+    from tandem.train.xgboost import XGBoostTrainer
+
+    with pytest.raises(ConfigError, match="params form's own loop"):
+        XGBoostTrainer(params={"objective": "reg:squarederror"},
+                       validation_config=ValidationConfig(fn=lambda checkpoint: {}))

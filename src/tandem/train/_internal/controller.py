@@ -602,6 +602,10 @@ class TrainController(JobRunner):
     def _start_gang(self) -> None:
         ctx, spec = self.ctx, self.spec
         assert ctx is not None and self.storage is not None
+        # validations asked for by a gang that failed before its checkpoint committed: gone
+        self._validation_specs.clear()
+        self.checkpoints.protected = {it for it, status in self.validation_status.items()
+                                      if status == "PENDING_VALIDATION"}
         placement = ctx.placement
         n = self._n = min(spec.num_workers, len(placement.bundles))
         self.sizes.append(n)
