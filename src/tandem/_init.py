@@ -34,6 +34,18 @@ def init(
     priority: int | None = None,
     scheduling: Any = None,
     quotas: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
+    object_store_memory: int | None = None,
+    dashboard_host: str = "127.0.0.1",
+    dashboard_port: int | None = None,
+    job_config: Any = None,
+    logging_config: Any = None,
+    namespace: str | None = None,
+    enable_resource_isolation: bool = False,
+    cgroup_path: str | None = None,
+    system_reserved_cpu: float | None = None,
+    system_reserved_memory: int | None = None,
+    proxy_server_url: str | None = None,
     **ray_kwargs: Any,
 ) -> None:
     """Starts tandem's job service in this process, with the resources you declare.
@@ -80,8 +92,20 @@ def init(
     from tandem.jobs import runtime
     from tandem.jobs.service import LocalJobService
 
-    _check_ray_keywords(ray_kwargs, include_dashboard=include_dashboard, local_mode=local_mode,
-                        log_to_driver=log_to_driver)
+    ray_only = {"labels": labels, "object_store_memory": object_store_memory,
+             "dashboard_port": dashboard_port, "job_config": job_config, "namespace": namespace,
+             "cgroup_path": cgroup_path, "system_reserved_cpu": system_reserved_cpu,
+             "system_reserved_memory": system_reserved_memory,
+             "proxy_server_url": proxy_server_url}
+    refused = {k: v for k, v in ray_only.items() if v is not None}
+    if dashboard_host != "127.0.0.1":
+        refused["dashboard_host"] = dashboard_host
+    if enable_resource_isolation is not False:
+        refused["enable_resource_isolation"] = enable_resource_isolation
+    _check_ray_keywords({**refused, **ray_kwargs}, include_dashboard=include_dashboard,
+                        local_mode=local_mode, log_to_driver=log_to_driver)
+    if logging_config is not None:
+        logging_level = _from_logging_config(logging_config, logging_level)
     level = _logging_level(logging_level)
     if isinstance(address, str) and address.strip().lower() == "local":
         address = None  # as TANDEM_ADDRESS=local: this process
@@ -193,7 +217,15 @@ _RAY_ONLY: dict[str, str] = {
     "namespace": "tandem has no named actors; drop it",
     "dashboard_host": "the dashboard is served by `tandem server start --host ...`",
     "dashboard_port": "the dashboard is served by `tandem server start --port ...`",
-    "logging_config": "use logging_level= and logging_format=",
+    "enable_resource_isolation": "tandem reserves no cgroups for system processes; leave "
+                                 "it False and declare the workers' share with num_cpus=",
+    "cgroup_path": "tandem reserves no cgroups for system processes (no resource isolation)",
+    "system_reserved_cpu": "tandem reserves no cgroups for system processes; declare fewer "
+                           "num_cpus= to leave some for the system",
+    "system_reserved_memory": "tandem reserves no cgroups for system processes; declare "
+                              "less memory= to leave some for the system",
+    "proxy_server_url": "Ray Client's proxy does not exist here; give address= of a tandem "
+                        "train server instead",
     "job_config": "give runtime_env= (with address=) for jobs sent to a train server",
     "labels": "declare custom resources with resources={...}",
     "_temp_dir": "tandem writes runs under RunConfig(storage_path=...)",
@@ -229,6 +261,21 @@ def _check_ray_keywords(extra: Mapping[str, Any], *, include_dashboard: bool | N
         )
     if log_to_driver is not None and not isinstance(log_to_driver, bool):
         raise ConfigError(f"tandem.init(log_to_driver={log_to_driver!r}): use True or False.")
+
+
+def _from_logging_config(config: Any, default: int | str) -> int | str:
+    """``ray.init(logging_config=ray.LoggingConfig(log_level=..., encoding="TEXT"))``: its
+    ``log_level`` sets the ``tandem`` logger's level; JSON encoding and extra attributes
+    are refused (tandem's console handler writes text)."""
+    encoding = getattr(config, "encoding", "TEXT")
+    attrs = getattr(config, "additional_log_standard_attrs", None)
+    if not hasattr(config, "log_level") or str(encoding).upper() != "TEXT" or attrs:
+        raise ConfigError(
+            f"tandem.init(logging_config={config!r}): tandem reads its log_level (text "
+            f"encoding only, no additional_log_standard_attrs). Pass "
+            f"ray.LoggingConfig(log_level='INFO') or use logging_level= and logging_format=."
+        )
+    return config.log_level if config.log_level is not None else default
 
 
 def _logging_level(level: int | str) -> int:

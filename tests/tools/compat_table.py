@@ -145,6 +145,9 @@ class Table:
     params: dict[str, list[ParamRow]]
     missing_notes: list[str]
     unused_notes: list[str]
+    all_params: dict[str, list[ParamRow]] = dataclasses.field(default_factory=dict)
+    """The parameters of every public class (its constructor) and function walked, by Ray
+    path (those of ``params`` included)."""
 
 
 def tandem_path(ray_path: str) -> str:
@@ -514,6 +517,7 @@ def build(notes: dict[str, Any] | None = None,
     signatures = list(SIGNATURES if signatures is None else signatures)
     used: set[tuple[str, str]] = set()
     rows: list[NameRow] = []
+    all_params: dict[str, list[ParamRow]] = {}
     # a Ray object reachable under several paths shares the note of the path that has one
     by_object: dict[int, str] = {}
     imported = {m for m, how in modules if how == ALL}  # no extra imports (mlflow, wandb)
@@ -531,6 +535,8 @@ def build(notes: dict[str, Any] | None = None,
             if found:
                 ok, theirs = ray_object(ray_path)
                 param_rows = compare_params(theirs, ours) if ok else None
+                if param_rows is not None and how != CONSTANTS:
+                    all_params[ray_path] = param_rows
                 if param_rows is not None:
                     lacking = (sorted(members(theirs, False) - members(ours, True))
                                if inspect.isclass(theirs) and inspect.isclass(ours) else [])
@@ -572,15 +578,28 @@ def build(notes: dict[str, Any] | None = None,
             if forced and row.status != MISSING:
                 row.status = forced
         params[ray_path] = param_rows
+        all_params[ray_path] = param_rows
+    for path, prs in all_params.items():  # the notes of the other callables' parameters
+        if path in params:
+            continue
+        entries = notes["params"].get(path) or {}
+        if entries:
+            used.add(("params", path))
+        for row in prs:
+            if row.status == MISSING or row.name in entries:
+                row.note, _forced = _note_for(entries.get(row.name), row.status != MISSING)
     missing_notes = [r.ray_path for r in rows if not r.note]
     missing_notes += [f"{path}({row.name})" for path, prs in params.items() for row in prs
                       if row.status != SAME and not row.note]
     unused = [f"{kind}: {key}" for kind in ("modules", "names")
               for key in notes[kind] if (kind, key) not in used]
+    missing_notes += [f"{path}({row.name})" for path, prs in all_params.items()
+                      if path not in params for row in prs
+                      if row.status == MISSING and not row.note]
     for path, entries in notes["params"].items():
-        known = {r.name for r in params.get(path, [])}
+        known = {r.name for r in all_params.get(path, [])}
         unused += [f"params: {path}({n})" for n in (entries or {}) if n not in known]
-    return Table(ray.__version__, rows, params, missing_notes, unused)
+    return Table(ray.__version__, rows, params, missing_notes, unused, all_params)
 
 
 # -- rendering --------------------------------------------------------------------------------
@@ -607,7 +626,11 @@ def render(table: Table) -> str:
         (f"**Parameters** of the {len(table.params)} config classes and entry points below: "
          f"{len([s for s in param_statuses if s != EXTRA])} in Ray: "
          f"{_counts(param_statuses, (SAME, DIFFERS, MISSING))}; "
-         f"{param_statuses.count(EXTRA)} more that only tandem has."), "",
+         f"{param_statuses.count(EXTRA)} more that only tandem has."),
+        (f"**Parameters of every public class and function** above (constructors of classes): "
+         f"{len([r for prs in table.all_params.values() for r in prs if r.status != EXTRA])} "
+         f"in Ray: {_counts([r.status for prs in table.all_params.values() for r in prs], (SAME, DIFFERS, MISSING))}."),
+        "",
         ("\"same\" means the name exists under the mirrored path (`ray.X` → `tandem.X`) with "
          "Ray's parameters and defaults, and its note found no difference in behaviour; "
          "\"differs\" says how in the note; \"missing\" means `import tandem.X` fails."), ""]
@@ -622,6 +645,17 @@ def render(table: Table) -> str:
             text = " — ".join(t for t in (row.detail, row.note) if t)
             out.append(f"| `{row.name}` | {row.status} | {_cell(text)} |")
         out.append("")
+    lacking = [(path, r) for path, prs in table.all_params.items()
+               if path not in table.params for r in prs if r.status == MISSING]
+    out += ["### Parameters Ray has that tandem lacks (other classes and functions)", ""]
+    if lacking:
+        out += ["| Ray callable | parameter | Ray default | note |", "|---|---|---|---|"]
+        out += [f"| `{path}` | `{r.name}` | `{_cell(r.ray_default)}` | {_cell(r.note)} |"
+                for path, r in lacking]
+    else:
+        out.append("None: every parameter of Ray's public classes and functions above exists "
+                   "in tandem (see each name's row for the ones whose default differs).")
+    out.append("")
     out += ["### Parameters of the config classes and entry points", ""]
     for path, prs in table.params.items():
         if not prs:

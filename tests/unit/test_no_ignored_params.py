@@ -32,6 +32,7 @@ MODULES = [
     "tandem.train.v2.api.context", "tandem.train.v2.api.result",
     "tandem.train.v2.api.train_fn_utils", "tandem.train.v2.api.callback",
     "tandem.train.v2.api.report_config", "tandem.train.v2.api.reported_checkpoint",
+    "tandem.train.v2.api.validation_config",
     "tandem.train.backend", "tandem.train.collective", "tandem.train.context",
     "tandem.tune.utils", "tandem.tune.experiment", "tandem.tune.search.sample",
     "tandem.tune.schedulers.async_hyperband", "tandem.tune.schedulers.median_stopping_rule",
@@ -47,6 +48,8 @@ NOT_USER_BUILT = {
     "tandem.tune.schedulers.TrialSuggestion", "tandem.tune.search.Variant",
     "tandem.model.ServeHandle", "tandem.model.ModelJobHandle", "tandem.train.PreemptionInfo",
     "tandem.train.ReportedCheckpoint", "tandem.tune.experiment.Trial",
+    "tandem.train.v2.api.context.DistributedTrainContext",
+    "tandem.train.v2.api.context.LocalTrainContext",
 }
 
 #: Methods the framework calls on objects users give it (hooks and interface methods): their
@@ -130,6 +133,7 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "backend_config": R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description"),
         "datasets": R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description"),
         "dataset_config": R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description"),
+        "validation_config": R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description"),
         "metadata": R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description"),
         "resume_from_checkpoint": R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description"),
         "scaling_config": R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description"),
@@ -139,7 +143,8 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         **{name: R(f"{_TRAIN}.run:job_spec") for name in (
             "train_fn", "config", "scaling_config", "run_config", "datasets", "backend_config",
             "resume_from_checkpoint", "metadata", "trainer_name", "trial", "priority", "tags",
-            "echo_prefix", "preload", "legacy", "call_handlers", "dataset_config")},
+            "echo_prefix", "preload", "legacy", "call_handlers", "dataset_config",
+            "validation_config")},
         "storage": R(f"{_TRAIN}.run:RunDescription.run_storage"),
     },
     "tandem.train.FailureConfig": {
@@ -213,6 +218,15 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
     },
     "tandem.tune.search.SearchGenerator.add_configurations": {"experiments": Same(
         "tandem's loop takes the param space from the Tuner: the call raises, saying so")},
+    "tandem.train.ValidationConfig": {
+        "fn": R("tandem.train._internal.validation:_child"),
+        "task_config": R("tandem.train.v2.api.validation_config:merged_kwargs"),
+        "ray_remote_kwargs": R("tandem.train._internal.validation:ValidationPlan.of"),
+    },
+    "tandem.train.ValidationTaskConfig": {
+        "fn_kwargs": R("tandem.train.v2.api.validation_config:merged_kwargs"),
+        "timeout_s": R("tandem.train._internal.validation:_timeout"),
+    },
     "tandem.train.ScalingConfig": {
         "num_workers": R(f"{_TRAIN}.config:ScalingConfig.max_workers"),
         "elastic_resize_monitor_interval_s": R(f"{_TRAIN}.run:job_spec"),
@@ -478,6 +492,10 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "space": R("tandem.tune.search.optuna:OptunaSearch._setup", attr="_space"),
         "points_to_evaluate": R("tandem.tune.search.optuna:OptunaSearch._setup",
                                 attr="_points"),
+        "study_name": R("tandem.tune.search.optuna:OptunaSearch._setup", attr="_study_name"),
+        "storage": R("tandem.tune.search.optuna:OptunaSearch._setup", attr="_storage"),
+        "evaluated_rewards": R("tandem.tune.search.optuna:OptunaSearch._setup",
+                               attr="_rewards"),
     },
     **{f"tandem.train.{lib}.RayTrainReportCallback": {
         "metrics": R(f"{_GBDT}:ReportCallbackBase._report_metrics", attr="_metrics"),
@@ -492,7 +510,7 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         ("lightgbm", "tandem.train.lightgbm.callback:RayTrainReportCallback.__call__"))},
     **{f"tandem.train.{path}": {
         name: R(f"{_TRAIN}.trainer:DataParallelTrainer.run_description")
-        for name in ("train_loop_config", "metadata")
+        for name in ("train_loop_config", "metadata", "validation_config")
     } for path in ("xgboost.XGBoostTrainer", "lightgbm.LightGBMTrainer")},
     "tandem.tune.stopper.CombinedStopper": {
         "*stoppers": R(f"{_TUNE}.stopper:CombinedStopper.__call__", attr="_stoppers"),
@@ -515,6 +533,7 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
     },
     "tandem.train.xgboost.XGBoostConfig": {
         "timeout_s": R("tandem.train.xgboost.trainer:XGBoostConfig.backend"),
+        "xgboost_communicator": Refused("federated"),
     },
     "tandem.train.lightgbm.LightGBMConfig": {
         "timeout_s": R("tandem.train.lightgbm.trainer:LightGBMConfig.backend"),

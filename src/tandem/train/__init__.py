@@ -52,6 +52,11 @@ from tandem.train.session import (
 )
 from tandem.train.v2.api.report_config import CheckpointConsistencyMode, CheckpointUploadMode
 from tandem.train.v2.api.reported_checkpoint import ReportedCheckpoint, ReportedCheckpointStatus
+from tandem.train.v2.api.validation_config import (
+    ValidationConfig,
+    ValidationFn,
+    ValidationTaskConfig,
+)
 
 TRAIN_DATASET_KEY = "train"
 """The dataset name trainers treat as the training set (Ray's constant)."""
@@ -88,6 +93,9 @@ __all__ = [
     "Trainer",
     "TrainingFailedError",
     "UserCallback",
+    "ValidationConfig",
+    "ValidationFn",
+    "ValidationTaskConfig",
     "WorkerGroupError",
     "get_all_reported_checkpoints",
     "get_checkpoint",

@@ -11,18 +11,20 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import TandemError
+from tandem.train._internal.contexts import LocalTrainContext
 from tandem.train._internal.metrics import clean_metrics  # noqa: F401 - its old path
-from tandem.train._internal.run_context import TrainContext
+from tandem.train._internal.run_context import HAS_VALIDATION, TrainContext
 from tandem.train.api.checkpoint import Checkpoint
-from tandem.train.v2.api.report_config import CheckpointConsistencyMode
+from tandem.train.v2.api.report_config import CheckpointConsistencyMode, CheckpointUploadMode
 from tandem.train.v2.api.reported_checkpoint import ReportedCheckpoint, ReportedCheckpointStatus
+from tandem.train.v2.api.validation_config import ValidationTaskConfig
 
 if TYPE_CHECKING:
     from tandem.train._internal.worker_session import WorkerSession
     from tandem.train.api.preemption import PreemptionInfo
 
 _session: WorkerSession | None = None
-_DEFAULT_CONTEXT = TrainContext()
+_DEFAULT_CONTEXT = LocalTrainContext(experiment_name=None)
 
 
 class SessionMisuseError(TandemError, RuntimeError):
@@ -51,6 +53,11 @@ def _require(fn: str) -> WorkerSession:
 def report(
     metrics: Mapping[str, Any] | None = None,
     checkpoint: Checkpoint | None = None,
+    checkpoint_dir_name: str | None = None,
+    checkpoint_upload_mode: CheckpointUploadMode = CheckpointUploadMode.SYNC,
+    delete_local_checkpoint_after_upload: bool | None = None,
+    checkpoint_upload_fn: Callable[[Checkpoint, str], Checkpoint] | None = None,
+    validation: bool | ValidationTaskConfig = False,
     **kwargs: Any,
 ) -> None:
     """Reports metrics (and optionally a checkpoint) for this worker's current step.
@@ -62,14 +69,63 @@ def report(
     The 1.x keyword spelling ``report(loss=0.1, epoch=2)`` is accepted too (a keyword
     ``checkpoint=`` whose value is not a ``Checkpoint`` is then a metric of that name).
 
+    Args:
+        checkpoint_dir_name: the checkpoint's folder name in the run folder (default
+            ``checkpoint_NNNNNN``, the iteration); unique per checkpoint, as in Ray.
+        checkpoint_upload_mode: ``SYNC`` (default): copied before ``report`` returns;
+            ``ASYNC``: also copied before it returns (tandem has no upload thread; the result
+            is the same), and the local folder is deleted afterwards by default;
+            ``NO_UPLOAD``: the checkpoint is already in storage and is registered where it is.
+        delete_local_checkpoint_after_upload: delete the reported folder once copied (a
+            folder inside the run folder is never deleted); default: only for ``ASYNC``.
+        checkpoint_upload_fn: ``fn(checkpoint, checkpoint_dir_name) -> Checkpoint`` copies
+            the checkpoint itself; the checkpoint it returns is the one registered.
+        validation: ``True`` or a ``ValidationTaskConfig``: once committed, the checkpoint
+            is validated by the trainer's ``ValidationConfig`` function (off this worker's
+            path) and the metrics it returns are merged into this report's for it.
+
     Raises:
         TypeError: ``metrics`` is not a dict of strings to numbers, strings, lists or dicts,
             or a dict and keyword metrics were both given.
+        ValueError: ``validation`` without a checkpoint, or without a ``validation_config``
+            on the trainer.
     """
     session = _require("report")
     if kwargs or metrics is None:
         metrics, checkpoint = _keyword_metrics(metrics, checkpoint, kwargs)
-    session.report(metrics, checkpoint)
+    if validation is not False and not isinstance(validation, (bool, ValidationTaskConfig)):
+        raise TypeError(
+            f"train.report(validation={validation!r}): pass True, False or a "
+            f"ValidationTaskConfig(fn_kwargs=..., timeout_s=...)."
+        )
+    if validation and not checkpoint:
+        raise ValueError("Validation requires a checkpoint to be provided.")
+    if validation and not session.context.metadata.get(HAS_VALIDATION):
+        raise ValueError(
+            "`validation_config` was not set on the trainer, but a validation was requested. "
+            "Pass validation_config=ValidationConfig(fn=...) to the trainer, or report "
+            "without validation=."
+        )
+    if not isinstance(checkpoint_upload_mode, CheckpointUploadMode):
+        raise TypeError(
+            f"train.report(checkpoint_upload_mode={checkpoint_upload_mode!r}): pass a "
+            f"CheckpointUploadMode (SYNC, ASYNC or NO_UPLOAD)."
+        )
+    if checkpoint_dir_name is not None and (
+            not isinstance(checkpoint_dir_name, str) or not checkpoint_dir_name
+            or "/" in checkpoint_dir_name or checkpoint_dir_name in (".", "..")):
+        raise ValueError(
+            f"train.report(checkpoint_dir_name={checkpoint_dir_name!r}): pass a folder name "
+            f"(no '/'), unique per checkpoint, e.g. f'epoch_{{epoch}}'."
+        )
+    if delete_local_checkpoint_after_upload is None:
+        delete_local_checkpoint_after_upload = (
+            checkpoint_upload_mode.default_delete_local_checkpoint_after_upload())
+    session.report(metrics, checkpoint, validation=validation,
+                   dir_name=checkpoint_dir_name,
+                   upload=checkpoint_upload_mode is not CheckpointUploadMode.NO_UPLOAD,
+                   delete_local=bool(delete_local_checkpoint_after_upload),
+                   upload_fn=checkpoint_upload_fn)
 
 
 def _keyword_metrics(
@@ -108,7 +164,9 @@ def get_checkpoint() -> Checkpoint | None:
 
 
 def get_context() -> TrainContext:
-    """This worker's ranks and run; outside a worker, a single-worker context with no run."""
+    """This worker's ranks and run (a ``DistributedTrainContext``); outside a worker, a
+    ``LocalTrainContext``: one worker of rank 0, no run (its ``get_storage()`` raises, as
+    Ray's)."""
     return _session.context if _session is not None else _DEFAULT_CONTEXT
 
 
@@ -156,8 +214,9 @@ def get_all_reported_checkpoints(
     reported that iteration), as Ray's ``COMMITTED``/``VALIDATED`` modes do.
 
     Args:
-        consistency_mode: a ``CheckpointConsistencyMode`` (default ``VALIDATED``; tandem has
-            no validation step, so both wait for the commit).
+        consistency_mode: a ``CheckpointConsistencyMode``: ``COMMITTED`` waits for the
+            commit; ``VALIDATED`` (default) also waits until no validation requested with
+            ``report(..., validation=...)`` is still running.
         timeout_s: give up after this many seconds (``TimeoutError``); None waits.
 
     Raises:
@@ -170,6 +229,7 @@ def get_all_reported_checkpoints(
             f"CheckpointConsistencyMode (COMMITTED or VALIDATED)."
         )
     session = _require("get_all_reported_checkpoints")
-    kept = session.call("reported_checkpoints", session.iteration, timeout_s)
-    return [ReportedCheckpoint(Checkpoint(path), metrics, ReportedCheckpointStatus.COMMITTED)
-            for path, metrics in kept]
+    validated = consistency_mode is CheckpointConsistencyMode.VALIDATED
+    kept = session.call("reported_checkpoints", (session.iteration, validated), timeout_s)
+    return [ReportedCheckpoint(Checkpoint(path), metrics, ReportedCheckpointStatus(status))
+            for path, metrics, status in kept]

@@ -87,14 +87,29 @@ class ExperimentAnalysis:
     experiment folder: ``ExperimentAnalysis("~/tandem_results/my_exp")``.
 
     Args:
-        experiment: a ``ResultGrid``, or the path of an experiment folder (the one holding
-            ``experiment_state.json``).
+        experiment_checkpoint_path: the path of an experiment folder (the one holding
+            ``experiment_state.json``), or a ``ResultGrid``.
+        storage_filesystem: a ``pyarrow.fs.FileSystem`` the path is in (as Ray's; mapped to
+            its URL).
+        trials: only these trials (objects with a ``trial_id``, such as
+            ``analysis.trials``' entries), as Ray's.
         default_metric, default_mode: used when a method is called without
             ``metric``/``mode`` (``tune.run`` passes its own ``metric``/``mode``).
     """
 
-    def __init__(self, experiment: ResultGrid | str | os.PathLike,
+    def __init__(self, experiment_checkpoint_path: ResultGrid | str | os.PathLike, *,
+                 storage_filesystem: Any = None, trials: list[Any] | None = None,
                  default_metric: str | None = None, default_mode: str | None = None) -> None:
+        experiment = experiment_checkpoint_path
+        if storage_filesystem is not None:
+            if not isinstance(experiment, (str, os.PathLike)):
+                raise ConfigError(
+                    "ExperimentAnalysis(..., storage_filesystem=...) needs the experiment's "
+                    "path inside that filesystem as its first argument."
+                )
+            from tandem.train.api.config import storage_url
+
+            experiment = storage_url(storage_filesystem, os.fspath(experiment))
         if default_mode is not None:
             check_mode(default_mode, "ExperimentAnalysis(default_mode=...)")
         if isinstance(experiment, ResultGrid):
@@ -123,6 +138,9 @@ class ExperimentAnalysis:
             )
             for r, tid, status in zip(grid, ids, statuses)
         ]
+        if trials is not None:
+            wanted = {getattr(t, "trial_id", t) for t in trials}
+            self._trials = [t for t in self._trials if t.trial_id in wanted]
         self._result_of = {t.trial_id: r for t, r in zip(self._trials, grid)}
 
     # -- the experiment ------------------------------------------------------------------

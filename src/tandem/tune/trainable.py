@@ -23,6 +23,7 @@ import cloudpickle
 from tandem._core.errors import ConfigError
 from tandem.train import session as train_session
 from tandem.train.api.checkpoint import Checkpoint
+from tandem.train.context import StorageContext
 from tandem.tune.result import SHOULD_CHECKPOINT
 
 _DICT_FILE = ".tune_checkpoint.pkl"
@@ -41,13 +42,25 @@ class Trainable:
     A result with ``"done": True`` ends the trial.
     """
 
-    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: dict[str, Any] | None = None,
+                 storage: StorageContext | None = None, **kwargs: Any) -> None:
+        """``storage`` (Ray's): where this trainable's files go when it is built by hand
+        (``self.logdir`` is its ``run_path``); in a trial, the trial's folder. Other keyword
+        arguments go to ``setup`` (``tune.with_parameters``)."""
         self.config = dict(config or {})
         self._iteration = 0
         ctx = train_session.get_context()
         self._trial_id = ctx.trial_id
         self._trial_name = ctx.trial_name
         self._logdir = ctx.trial_dir
+        if storage is not None:
+            if not isinstance(storage, StorageContext):
+                raise ConfigError(
+                    f"{type(self).__name__}(storage={storage!r}): pass a "
+                    f"tandem.train.StorageContext(storage_path=..., run_name=...) or None."
+                )
+            if self._logdir is None:
+                self._logdir = storage.run_path
         self.setup(copy.deepcopy(self.config), **kwargs)
 
     # -- the user's methods (current names delegate to the older ones if defined) ---------
@@ -127,6 +140,64 @@ class Trainable:
 
     # -- driving it (called by tandem, in the trial's worker) ---------------------------
     def train(self) -> dict[str, Any]:
+        """One ``step()``, with Ray's auto-filled keys (``Trainable.train`` called
+        directly): ``done`` (False unless given), ``training_iteration``,
+        ``time_this_iter_s`` (unless given), ``time_total_s``, ``trial_id``, ``date``,
+        ``timestamp``, ``pid``, ``hostname``, ``node_ip``, ``config``,
+        ``time_since_restore``, ``iterations_since_restore`` and, when the step reports
+        ``timesteps_this_iter`` / ``episodes_this_iter``, their totals. (As a trial, the
+        run fills the row's keys itself.)"""
+        import datetime
+        import platform
+        import socket
+        import time
+
+        start = time.time()
+        result = self._train_step()
+        if "__duplicate__" in result:
+            return result
+        given = result.get("time_this_iter_s")
+        this_iter = float(given) if given is not None else time.time() - start
+        self._time_total = getattr(self, "_time_total", 0.0) + this_iter
+        self._time_since_restore = getattr(self, "_time_since_restore", 0.0) + this_iter
+        self._iterations_since_restore = getattr(self, "_iterations_since_restore", 0) + 1
+        result.setdefault("done", False)
+        for key, total in (("timesteps_this_iter", "_timesteps_total"),
+                           ("episodes_this_iter", "_episodes_total")):
+            if result.get(key) is not None:
+                setattr(self, total, (getattr(self, total, None) or 0) + result[key])
+        if result.get("timesteps_this_iter") is not None:
+            self._timesteps_since_restore = (getattr(self, "_timesteps_since_restore", 0)
+                                             + result["timesteps_this_iter"])
+        for key, total in (("timesteps_total", "_timesteps_total"),
+                           ("episodes_total", "_episodes_total")):
+            if getattr(self, total, None) is not None:
+                result.setdefault(key, getattr(self, total))
+        now = datetime.datetime.today()
+        try:
+            ip = socket.gethostbyname(socket.gethostname())
+        except OSError:
+            ip = "127.0.0.1"
+        result.update({
+            "trial_id": self._trial_id if self._trial_id is not None else "default",
+            "date": now.strftime("%Y-%m-%d_%H-%M-%S"),
+            "timestamp": result.get("timestamp") or int(time.mktime(now.timetuple())),
+            "time_this_iter_s": this_iter,
+            "time_total_s": self._time_total,
+            "pid": os.getpid(),
+            "hostname": platform.node(),
+            "node_ip": ip,
+            "config": self.config,
+            "time_since_restore": self._time_since_restore,
+            "iterations_since_restore": self._iterations_since_restore,
+        })
+        if getattr(self, "_timesteps_since_restore", 0):
+            result["timesteps_since_restore"] = self._timesteps_since_restore
+        return result
+
+    def _train_step(self) -> dict[str, Any]:
+        """One ``step()`` as a trial reports it: the step's dict with ``training_iteration``
+        (the run adds the timing keys to the row)."""
         result = self.step()
         if not isinstance(result, Mapping):
             raise TypeError(
@@ -143,7 +214,8 @@ class Trainable:
         os.makedirs(checkpoint_dir, exist_ok=True)
         out = self.save_checkpoint(checkpoint_dir)
         with open(os.path.join(checkpoint_dir, _META_FILE), "w") as f:
-            json.dump({"iteration": self._iteration}, f)
+            json.dump({"iteration": self._iteration,
+                       "time_total": getattr(self, "_time_total", 0.0)}, f)
         if isinstance(out, Mapping):
             with open(os.path.join(checkpoint_dir, _DICT_FILE), "wb") as f:
                 pickle.dump(dict(out), f)
@@ -162,7 +234,10 @@ class Trainable:
         meta = os.path.join(checkpoint_dir, _META_FILE)
         if os.path.exists(meta):  # the iteration count goes on from the checkpoint's
             with open(meta) as f:
-                self._iteration = int(json.load(f).get("iteration", self._iteration))
+                meta_data = json.load(f)
+            self._iteration = int(meta_data.get("iteration", self._iteration))
+            self._time_total = float(meta_data.get("time_total", 0.0))
+            self._time_since_restore, self._iterations_since_restore = 0.0, 0
         dict_file = os.path.join(checkpoint_dir, _DICT_FILE)
         path_file = os.path.join(checkpoint_dir, _PATH_FILE)
         if os.path.exists(dict_file):
@@ -219,7 +294,7 @@ class ClassTrainableRunner:
             trainable._iteration = session.iteration
         try:
             while True:
-                result = trainable.train()
+                result = trainable._train_step()
                 done = bool(result.get("done")) or self._should_stop(result)
                 it = trainable.iteration
                 want = (self.checkpoint_frequency and it % self.checkpoint_frequency == 0) or (
@@ -486,7 +561,8 @@ class FunctionTrainable(Trainable):
 
     _name = "func"
 
-    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: dict[str, Any] | None = None,
+                 storage: StorageContext | None = None, **kwargs: Any) -> None:
         raise ConfigError(
             f"{type(self).__name__}(...): a FunctionTrainable runs only as a trial; give the "
             "class (or the function itself) to tune.Tuner(...) or tune.run(...)."

@@ -9,7 +9,7 @@ import os
 import pytest
 
 import tandem
-from tandem.train import CheckpointConfig, RunConfig, ScalingConfig
+from tandem.train import CheckpointConfig, RunConfig, ScalingConfig, ValidationConfig
 from tandem.train.torch import TorchTrainer
 
 pl = pytest.importorskip("lightning.pytorch")
@@ -55,6 +55,12 @@ def _data(n=64):
     return torch.utils.data.TensorDataset(x, y, torch.arange(n))
 
 
+def _checkpoint_size(checkpoint):
+    """The validation function: runs on each committed checkpoint, off the workers."""
+    return {"ckpt_bytes": os.path.getsize(
+        os.path.join(checkpoint.path, RayTrainReportCallback.CHECKPOINT_NAME))}
+
+
 def train_func(config):
     from tandem import train
 
@@ -64,7 +70,7 @@ def train_func(config):
     strategy = RayFSDPStrategy() if config["strategy"] == "fsdp" else RayDDPStrategy()
     trainer = pl.Trainer(
         max_epochs=3, devices="auto", accelerator="auto", strategy=strategy,
-        plugins=[RayLightningEnvironment()], callbacks=[RayTrainReportCallback()],
+        plugins=[RayLightningEnvironment()], callbacks=[RayTrainReportCallback(validation=True)],
         enable_checkpointing=False, enable_progress_bar=False, logger=False,
     )
     trainer = prepare_trainer(trainer)
@@ -84,6 +90,7 @@ def test_lightning_trainer_on_two_workers(storage, tmp_path, strategy):
         scaling_config=ScalingConfig(num_workers=2),
         run_config=RunConfig(storage_path=storage, name=f"pl_{strategy}", verbose=0,
                              checkpoint_config=CheckpointConfig(num_to_keep=2)),
+        validation_config=ValidationConfig(fn=_checkpoint_size),
     ).fit()
     assert result.error is None
     # RayTrainReportCallback: one report per epoch with Lightning's callback metrics
@@ -91,6 +98,8 @@ def test_lightning_trainer_on_two_workers(storage, tmp_path, strategy):
     assert list(df["epoch"]) == [0, 1, 2] and list(df["step"]) == [4, 8, 12]
     assert df["train_loss"].iloc[-1] < df["train_loss"].iloc[0]
     assert "val_loss" in df.columns
+    # validation=True: each kept checkpoint's metrics hold what the validation returned
+    assert [m["ckpt_bytes"] > 0 for _c, m in result.best_checkpoints] == [True, True]
     # the checkpoint holds Lightning's checkpoint.ckpt, loadable into the module
     with result.checkpoint.as_directory() as d:
         ckpt = os.path.join(d, RayTrainReportCallback.CHECKPOINT_NAME)

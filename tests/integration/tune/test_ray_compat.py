@@ -123,6 +123,21 @@ def test_init_takes_ray_logging_keywords():
         tandem.init(object_store_memory=10**9)
     with pytest.raises(ConfigError, match="local_mode"):
         tandem.init(local_mode=True)
+    # every other ray.init parameter: refused, saying what to do instead
+    for key, value in (("labels", {"a": "b"}), ("dashboard_host", "0.0.0.0"),
+                       ("dashboard_port", 8265), ("job_config", object()), ("namespace", "n"),
+                       ("enable_resource_isolation", True), ("cgroup_path", "/sys/x"),
+                       ("system_reserved_cpu", 1.0), ("system_reserved_memory", 10**9),
+                       ("proxy_server_url", "http://x")):
+        with pytest.raises(ConfigError, match=f"{key}=.*no equivalent here"):
+            tandem.init(**{key: value})
+    from ray import LoggingConfig as RayLoggingConfig
+
+    tandem.init(num_cpus=1, logging_config=RayLoggingConfig(log_level="WARNING"))
+    assert logging.getLogger("tandem").level == logging.WARNING
+    tandem.shutdown()
+    with pytest.raises(ConfigError, match="text encoding only"):
+        tandem.init(logging_config=RayLoggingConfig(encoding="JSON"))
     with pytest.raises(ConfigError, match="tandem server start"):
         tandem.init(include_dashboard=True)
     with pytest.raises(ConfigError, match="unknown keyword"):

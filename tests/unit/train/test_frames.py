@@ -16,6 +16,7 @@ from tandem.train._internal.frames import (
     ReportsFrame,
     ResultFrame,
     StreamEnded,
+    ValidateFrame,
     decode_driver_frame,
     decode_worker_frame,
     encode,
@@ -32,6 +33,7 @@ WORKER = [
     (CallFrame(7, "tune_verdict", (3, 1)), ("call", 7, "tune_verdict", (3, 1))),
     (ReadyFrame(3), ("ready", 3)),
     (ResultFrame(5, False, INFO), ("result", 5, False, INFO)),
+    (ValidateFrame(1, 7, True), ("validate", 1, (7, True))),
     (StreamEnded(), ("__eof__",)),
     (ProcessExited(-9), ("__exit__", -9)),
 ]

@@ -42,6 +42,8 @@ class CheckpointManager:
         self.kept: list[tuple[int, Checkpoint, dict]] = []  # oldest first
         self.latest: tuple[int, Checkpoint, dict] | None = None
         self._warned_missing = False
+        # iterations whose checkpoint waits for its validation: never deleted meanwhile
+        self.protected: set[int] = set()
 
     def seed(self, checkpoint: Checkpoint, iteration: int, metrics: dict | None = None) -> None:
         """Registers an already-committed checkpoint (resume, restore). Without ``metrics``,
@@ -74,6 +76,16 @@ class CheckpointManager:
                 self._on_commit()
         return new
 
+    def validated(self, iteration: int, metrics: dict | None) -> None:
+        """The validation of the checkpoint at ``iteration`` ended: its ``metrics`` (None
+        when it failed or timed out) are merged into the ones reported with it (in place, so
+        the run's result sees them too, as in Ray), and it may be deleted again."""
+        self.protected.discard(iteration)
+        for entry in self.kept:
+            if entry[0] == iteration and metrics:
+                entry[2].update(metrics)
+        self._enforce_limit()
+
     def drop_pending(self) -> list[str]:
         """Forgets uncommitted checkpoints (after a failure); returns their paths."""
         paths = list(self._pending.values())
@@ -102,7 +114,7 @@ class CheckpointManager:
         if k is None or len(self.kept) <= k:
             return
         latest = self.latest
-        candidates = [e for e in self.kept if e is not latest]
+        candidates = [e for e in self.kept if e is not latest and e[0] not in self.protected]
         candidates.sort(key=self._score)
         while len(self.kept) > k and candidates:
             worst = candidates.pop(0)

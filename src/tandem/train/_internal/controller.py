@@ -34,6 +34,7 @@ from tandem.train._internal.checkpoints import (
     committed_checkpoints,
     existing_checkpoints,
 )
+from tandem.train._internal.contexts import DistributedTrainContext
 from tandem.train._internal.failure import FailureDecision, FailurePolicy, FailureStatus
 from tandem.train._internal.frames import (
     CallFrame,
@@ -48,6 +49,8 @@ from tandem.train._internal.frames import (
     ResultFrame,
     StopRequested,
     StreamEnded,
+    ValidateFrame,
+    ValidationsDone,
     decode_worker_frame,
     encode,
 )
@@ -62,9 +65,10 @@ from tandem.train._internal.logs import ECHO
 from tandem.train._internal.nested import DRIVER_CALLS
 from tandem.train._internal.rendezvous import METHODS as RENDEZVOUS_METHODS
 from tandem.train._internal.rendezvous import GangRendezvous
-from tandem.train._internal.run_context import AskSubmitter, StorageContext, TrainContext
+from tandem.train._internal.run_context import AskSubmitter, StorageContext
 from tandem.train._internal.state import TrainControllerState
 from tandem.train._internal.storage import RunStorage
+from tandem.train._internal.validation import Outcome, ValidationPlan, ValidationRunner
 from tandem.train._internal.worker import CHECKPOINT_ONLY, WorkerTask
 from tandem.train.api.callback import (
     Callback,
@@ -137,6 +141,9 @@ class RunSpec:
     working_dir: str | None = None  # workers run here, with it first on sys.path
     env_vars: Mapping[str, str] = field(default_factory=dict)  # set in every worker
     resume_latest_in_run_path: bool = False  # seed from the newest checkpoint_* in the run folder
+    validation: ValidationPlan | None = None
+    """The trainer's ``validation_config``: checkpoints reported with ``validation=...``
+    are validated once committed (``_internal.validation``)."""
 
 
 @dataclass
@@ -163,7 +170,7 @@ class TrainController(JobRunner):
         self._rank_iter: list[int] = []
         self._committed_upto = 0
         # train.get_all_reported_checkpoints() calls waiting for an iteration to commit
-        self._checkpoint_waiters: list[tuple[int, Callable[[bool, Any], None]]] = []
+        self._checkpoint_waiters: list[tuple[int, bool, Callable[[bool, Any], None]]] = []
         self._failures: list[_Failure] = []
         self.num_failures = 0
         self.last_metrics: dict | None = None
@@ -187,6 +194,11 @@ class TrainController(JobRunner):
         # Ray's UserCallback: every rank's metrics of an iteration, until it commits
         self._user_callbacks = [cb for cb in spec.callbacks if isinstance(cb, UserCallback)]
         self._rank_metrics: dict[int, dict[int, dict]] = {}
+        # checkpoint validation: each iteration's validation spec by rank (until it
+        # commits), and the validation status of checkpoints that asked for one
+        self._validation: ValidationRunner | None = None
+        self._validation_specs: dict[int, dict[int, Any]] = {}
+        self.validation_status: dict[int, str] = {}
 
     def without_callbacks(self) -> tuple[TrainController, tuple[Callback, ...]]:
         """This run without its callbacks (a fresh controller), and the callbacks: a job
@@ -349,9 +361,16 @@ class TrainController(JobRunner):
                         if state is TrainControllerState.RUNNING:
                             state = TrainControllerState.PREEMPTING
                     continue
+                case ValidationsDone():
+                    self._apply_validations()
+                    continue
             if attempt != self._attempt:
                 continue  # a late frame from a gang we already replaced
             match frame:
+                case ValidateFrame(iteration=it, spec=spec):
+                    # sent before the report whose checkpoint it names
+                    self._validation_specs.setdefault(it, {})[rank] = spec
+                    self.checkpoints.protected.add(it)  # kept until its validation ends
                 case ReportsFrame(batch=batch):
                     self._on_reports(rank, batch, rows)
                 case DoneFrame(value=value):
@@ -388,7 +407,7 @@ class TrainController(JobRunner):
                             _Failure(rank, "died", *_death(frame.returncode)))
                 case CallFrame():
                     self._on_call(rank, frame)
-                case StopRequested() | PreemptRequested():
+                case StopRequested() | PreemptRequested() | ValidationsDone():
                     pass  # handled above
                 case ReadyFrame() | ResultFrame():
                     pass  # a 1.x worker group's frames: not a train run's
@@ -464,20 +483,24 @@ class TrainController(JobRunner):
         for cb in self._user_callbacks:
             cb.after_exception(context, errors)
 
-    def reported_checkpoints(self, iteration: int, reply: Callable[[bool, Any], None]) -> None:
+    def reported_checkpoints(self, iteration: int, reply: Callable[[bool, Any], None],
+                             validated: bool = False) -> None:
         """Answers ``train.get_all_reported_checkpoints()``: the kept checkpoints (oldest
-        first) with their metrics, once every rank's report ``iteration`` is committed."""
-        self._checkpoint_waiters.append((iteration, reply))
+        first) with their metrics and validation status, once every rank's report
+        ``iteration`` is committed (and, with ``validated``, no validation is pending)."""
+        self._checkpoint_waiters.append((iteration, validated, reply))
         self._answer_checkpoint_waiters()
 
     def _answer_checkpoint_waiters(self) -> None:
-        ready = [(it, r) for it, r in self._checkpoint_waiters if it <= self._committed_upto]
+        pending = self._validations_pending
+        ready = [w for w in self._checkpoint_waiters
+                 if w[0] <= self._committed_upto and not (w[1] and pending)]
         if not ready:
             return
-        self._checkpoint_waiters = [(it, r) for it, r in self._checkpoint_waiters
-                                    if it > self._committed_upto]
-        kept = [(c.path, dict(m or {})) for _it, c, m in self.checkpoints.kept]
-        for _it, reply in ready:
+        self._checkpoint_waiters = [w for w in self._checkpoint_waiters if w not in ready]
+        kept = [(c.path, dict(m or {}), self.validation_status.get(it, "COMMITTED"))
+                for it, c, m in self.checkpoints.kept]
+        for _it, _validated, reply in ready:
             reply(True, kept)
 
     def _record_checkpoints(self) -> None:
@@ -493,6 +516,45 @@ class TrainController(JobRunner):
             for entry in new:
                 self.ctx.emit(Checkpointed(*entry))
                 self.callbacks.checkpoint(entry)
+            self._start_validations(new)
+
+    # -- checkpoint validation (ValidationConfig) ----------------------------------------
+    def _start_validations(self, new: list[tuple[int, Checkpoint, dict]]) -> None:
+        for it, ckpt, _metrics in new:
+            specs = self._validation_specs.pop(it, None)
+            if not specs:
+                continue
+            spec = specs[min(specs)]  # the lowest rank's, as Ray's report handler
+            if self._validation is None:
+                plan = self.spec.validation
+                if plan is None:  # the worker refuses validation= without a config
+                    self.checkpoints.protected.discard(it)
+                    continue
+                self._validation = ValidationRunner(
+                    plan, lambda: self._q.put((-1, -1, ValidationsDone())))
+            self.validation_status[it] = "PENDING_VALIDATION"
+            self._validation.submit(it, ckpt.path, spec)
+
+    def _apply_validations(self, outcomes: list[Outcome] | None = None) -> None:
+        """Merges finished validations into their checkpoints' metrics (Ray's
+        ``update_checkpoints_with_validation_result``): a validated checkpoint's metrics get
+        the returned ones and it is ranked again; a failed or timed-out one keeps its own."""
+        if outcomes is None:
+            if self._validation is None:
+                return
+            outcomes = self._validation.take_finished()
+        if not outcomes:
+            return
+        for o in outcomes:
+            self.validation_status[o.iteration] = o.status
+            self.checkpoints.validated(o.iteration, o.metrics if o.status == "VALIDATED" else None)
+        self._record_checkpoints()
+        if self._checkpoint_waiters:
+            self._answer_checkpoint_waiters()
+
+    @property
+    def _validations_pending(self) -> bool:
+        return any(s == "PENDING_VALIDATION" for s in self.validation_status.values())
 
     def _publish(self, rows: list[dict]) -> None:
         assert self.storage is not None and self.ctx is not None
@@ -522,8 +584,9 @@ class TrainController(JobRunner):
             except Exception as e:  # value did not pickle
                 worker.send(encode(ReplyFrame(call_id, False, RuntimeError(repr(e)))))
 
-        if method == "reported_checkpoints":
-            self.reported_checkpoints(int(payload), reply)
+        if method == "reported_checkpoints":  # payload: iteration, or (iteration, validated)
+            it, validated = payload if isinstance(payload, tuple) else (payload, False)
+            self.reported_checkpoints(int(it), reply, bool(validated))
             return
         if handler is None:
             worker.send(encode(ReplyFrame(
@@ -566,6 +629,10 @@ class TrainController(JobRunner):
     def _start_gang(self) -> None:
         ctx, spec = self.ctx, self.spec
         assert ctx is not None and self.storage is not None
+        # validations asked for by a gang that failed before its checkpoint committed: gone
+        self._validation_specs.clear()
+        self.checkpoints.protected = {it for it, status in self.validation_status.items()
+                                      if status == "PENDING_VALIDATION"}
         placement = ctx.placement
         n = self._n = min(spec.num_workers, len(placement.bundles))
         self.sizes.append(n)
@@ -610,7 +677,7 @@ class TrainController(JobRunner):
         tasks, specs = [], []
         for p in plan:
             rank = p.world_rank
-            tctx = TrainContext(
+            tctx = DistributedTrainContext(
                 world_size=n, world_rank=rank, local_rank=p.local_rank,
                 local_world_size=p.local_world_size, node_rank=p.node_rank,
                 storage=spec.storage, trial_id=spec.trial_id, trial_name=spec.trial_name,
@@ -964,6 +1031,12 @@ class TrainController(JobRunner):
             self._kill_gang(wait_s=5.0, graceful=True)
         else:
             self._kill_gang(wait_s=2.0)
+        if self._validation is not None:
+            if state is TrainControllerState.FINISHED:  # as Ray: the result waits for them
+                self._apply_validations(self._validation.wait())
+            else:
+                self._validation.abort()
+                self._apply_validations(self._validation.take_finished())
         if self._ray_endpoint is not None:  # the gang is gone: Ray Data's reader may go too
             self._ray_endpoint = None
             data_mod.LOCAL_RAY.release()

@@ -15,6 +15,8 @@ Worker -> driver (``WorkerFrame``):
     CallFrame(call_id, method, payload)   ("call", call_id, method, payload)
     ReadyFrame(rank)             ("ready", rank)          a 1.x worker group's instance exists
     ResultFrame(call_id, ok, value)       ("result", call_id, ok, value_bytes | ErrorInfo)
+    ValidateFrame(rank, iteration, spec)  ("validate", rank, (iteration, spec))  sent before
+                                 the report whose checkpoint ``train.report(validation=)`` names
 
 and what the cluster says of the worker's connection and process (``tandem.cluster.base``):
 ``StreamEnded`` (``("__eof__",)``) and ``ProcessExited(returncode)`` (``("__exit__", code)``).
@@ -49,6 +51,8 @@ __all__ = [
     "ResultFrame",
     "StopRequested",
     "StreamEnded",
+    "ValidateFrame",
+    "ValidationsDone",
     "WorkerFrame",
     "decode_driver_frame",
     "decode_worker_frame",
@@ -117,6 +121,16 @@ class ResultFrame:
 
 
 @dataclass(frozen=True, slots=True)
+class ValidateFrame:
+    """``train.report(..., validation=spec)``: validate the checkpoint of report
+    ``iteration`` (sent just before that report)."""
+
+    rank: int
+    iteration: int
+    spec: Any
+
+
+@dataclass(frozen=True, slots=True)
 class StreamEnded:
     """The worker's connection closed (the cluster's ``("__eof__",)``)."""
 
@@ -129,7 +143,7 @@ class ProcessExited:
 
 
 WorkerFrame: TypeAlias = (ReportsFrame | DoneFrame | ErrorFrame | CallFrame | ReadyFrame
-                          | ResultFrame | StreamEnded | ProcessExited)
+                          | ResultFrame | ValidateFrame | StreamEnded | ProcessExited)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +158,13 @@ class PreemptRequested:
     request: PreemptionRequest
 
 
-ControllerItem: TypeAlias = WorkerFrame | StopRequested | PreemptRequested
+@dataclass(frozen=True, slots=True)
+class ValidationsDone:
+    """The controller's own queue item: checkpoint validations finished (their metrics
+    are to be applied)."""
+
+
+ControllerItem: TypeAlias = WorkerFrame | StopRequested | PreemptRequested | ValidationsDone
 """What the train controller's loop handles."""
 
 
@@ -182,6 +202,8 @@ def encode(frame: WorkerFrame | DriverFrame) -> tuple[object, ...]:
             return ("ready", rank)
         case ResultFrame(call_id=call_id, ok=ok, value=value):
             return ("result", call_id, ok, value)
+        case ValidateFrame(rank=rank, iteration=iteration, spec=spec):
+            return ("validate", rank, (iteration, spec))
         case StreamEnded():
             return ("__eof__",)
         case ProcessExited(returncode=code):
@@ -219,6 +241,8 @@ def decode_worker_frame(raw: object) -> WorkerFrame:
             return ReadyFrame(rank)
         case ("result", int() as call_id, bool() as ok, value):
             return ResultFrame(call_id, ok, value)
+        case ("validate", int() as rank, (int() as iteration, spec)):
+            return ValidateFrame(rank, iteration, spec)
         case ("__eof__",):
             return StreamEnded()
         case ("__exit__", (int() | None) as code):

@@ -19,6 +19,10 @@ a result takes effect there. The value is ``True`` (every report waits) or a
 :class:`VerdictGate` (only the reports it names wait)."""
 
 
+HAS_VALIDATION = "__tandem_validation_config__"
+"""Metadata key set on a run whose trainer has a ``validation_config``: ``train.report(...,
+validation=...)`` is refused without it (Ray's ``has_validation_fn``)."""
+
 TRIAL_RESOURCES = "__tandem_trial_resources__"
 """Metadata key: a tune trial's resources (a ``PlacementGroupFactory`` as data), for
 ``tune.get_context().get_trial_resources()``."""

@@ -23,6 +23,7 @@ from tandem.train._internal.frames import (
     NoticeFrame,
     ReplyFrame,
     ReportsFrame,
+    ValidateFrame,
     decode_driver_frame,
     encode,
 )
@@ -92,18 +93,25 @@ class WorkerSession:
         channel.on_message(self._on_driver_message)
 
     # -- reports ---------------------------------------------------------------------
-    def report(self, metrics: Mapping[str, Any], checkpoint: Checkpoint | None) -> None:
+    def report(self, metrics: Mapping[str, Any], checkpoint: Checkpoint | None,
+               validation: Any = False, dir_name: str | None = None, upload: bool = True,
+               delete_local: bool = False,
+               upload_fn: Callable[[Checkpoint, str], Checkpoint] | None = None) -> None:
+        """One ``train.report`` (see there for the arguments, already checked)."""
         clean = clean_metrics(metrics)
         self.iteration += 1
         path = None
         if checkpoint is not None:
             if not isinstance(checkpoint, Checkpoint):
+                self.iteration -= 1
                 raise TypeError(
                     f"train.report(checkpoint=...) takes a tandem.train.Checkpoint, got "
                     f"{type(checkpoint).__name__}. Wrap a directory with "
                     f"Checkpoint.from_directory(path)."
                 )
-            path = self._persist(checkpoint)
+            path = self._store(checkpoint, dir_name, upload, delete_local, upload_fn)
+            if validation:  # before the report: the controller protects the checkpoint
+                self._send(encode(ValidateFrame(self._rank, self.iteration, validation)))
         # Sent inline: once report() returns, the report is in the kernel's socket buffer and
         # reaches the driver even if this process is killed the next instant.
         t = time.monotonic() - self._t0
@@ -147,10 +155,40 @@ class WorkerSession:
             f"not stopped within {VERDICT_STOP_GRACE_S:.0f} s"
         )
 
-    def _persist(self, checkpoint: Checkpoint) -> str:
+    def _store(self, checkpoint: Checkpoint, dir_name: str | None, upload: bool,
+               delete_local: bool, upload_fn: Callable[[Checkpoint, str], Checkpoint] | None
+               ) -> str:
+        """Puts a reported checkpoint in the run folder (or leaves it where it is with
+        ``upload=False``: Ray's ``NO_UPLOAD``); returns the path registered."""
+        if not upload:
+            return checkpoint.path
+        name = dir_name or CHECKPOINT_DIR.format(self.iteration)
+        if upload_fn is not None:
+            stored = upload_fn(checkpoint, name)
+            if not isinstance(stored, Checkpoint):
+                raise TypeError(
+                    f"train.report(checkpoint_upload_fn={upload_fn!r}) returned "
+                    f"{type(stored).__name__}; it must return the uploaded "
+                    f"tandem.train.Checkpoint."
+                )
+            path = stored.path
+        else:
+            path = self._persist(checkpoint, name)
+        if delete_local and checkpoint.is_local and path.rstrip("/") != checkpoint.path.rstrip(
+                "/") and not self._in_run(checkpoint.path) and os.path.isdir(checkpoint.path):
+            shutil.rmtree(checkpoint.path, ignore_errors=True)
+        return path
+
+    def _in_run(self, path: str) -> bool:
+        if self._run_path is None or _is_url(self._run_path):
+            return False
+        root = os.path.abspath(self._run_path)
+        return os.path.abspath(path).startswith(root + os.sep)
+
+    def _persist(self, checkpoint: Checkpoint, name: str | None = None) -> str:
         if self._run_path is None:
             return checkpoint.path
-        dest = self._run_path.rstrip("/") + "/" + CHECKPOINT_DIR.format(self.iteration)
+        dest = self._run_path.rstrip("/") + "/" + (name or CHECKPOINT_DIR.format(self.iteration))
         if checkpoint.path.rstrip("/") == dest.rstrip("/") or _is_persisted(checkpoint.path):
             return checkpoint.path
         if _is_url(dest) or not checkpoint.is_local:

@@ -32,8 +32,18 @@ class Checkpoint:
 
     __slots__ = ("path",)
 
-    def __init__(self, path: str) -> None:
-        self.path = str(path)
+    def __init__(self, path: str | os.PathLike, filesystem: Any = None) -> None:
+        """``path``: a local folder or fsspec URL; with ``filesystem`` (a
+        ``pyarrow.fs.FileSystem``, as Ray's), the folder inside it, mapped to its URL (the
+        form every process can open)."""
+        if filesystem is not None:
+            path = storage_url(filesystem, os.fspath(path))
+        self.path = os.fspath(path)
+
+    @property
+    def filesystem(self) -> Any:
+        """The ``pyarrow.fs.FileSystem`` holding this checkpoint (Ray's attribute)."""
+        return arrow_filesystem(self.path)
 
     @classmethod
     def from_directory(cls, path: str | os.PathLike) -> Checkpoint:
@@ -139,3 +149,59 @@ class Checkpoint:
 
     def __repr__(self) -> str:
         return f"Checkpoint(path={self.path!r})"
+
+
+def storage_url(filesystem: Any, path: str | None) -> str:
+    """The local path or fsspec URL that ``RunConfig(storage_filesystem=fs,
+    storage_path=path)`` names: workers in other processes open storage by URL, so a
+    ``pyarrow.fs`` filesystem is mapped to its URL (local, S3, GCS, HDFS, a ``SubTree`` of
+    one, or an fsspec filesystem wrapped in ``PyFileSystem(FSSpecHandler(...))``).
+
+    Raises:
+        ConfigError: not a ``pyarrow.fs.FileSystem``, no ``storage_path``, or a filesystem
+            with no URL (such as a custom ``PyFileSystem`` handler).
+    """
+    import pyarrow.fs as pafs  # type: ignore[import-untyped,unused-ignore]
+
+    if not isinstance(filesystem, pafs.FileSystem):
+        raise ConfigError(
+            f"RunConfig(storage_filesystem={filesystem!r}) must be a pyarrow.fs.FileSystem "
+            f"(e.g. pyarrow.fs.S3FileSystem(...)), got {type(filesystem).__name__}."
+        )
+    if not path:
+        raise ConfigError(
+            "RunConfig(storage_filesystem=...) needs storage_path: the folder inside that "
+            "filesystem, e.g. storage_path='bucket/results'."
+        )
+    path = os.fspath(path)
+    if isinstance(filesystem, pafs.SubTreeFileSystem):
+        return storage_url(filesystem.base_fs, filesystem.base_path.rstrip("/") + "/" +
+                           path.lstrip("/"))
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        return os.path.abspath(os.path.expanduser(path))
+    if isinstance(filesystem, pafs.PyFileSystem):
+        handler = filesystem.handler
+        inner = getattr(handler, "fs", None)
+        if inner is not None and hasattr(inner, "unstrip_protocol"):
+            url = str(inner.unstrip_protocol(path))
+            return url.removeprefix("file://") if url.startswith("file://") else url
+    schemes = {"s3": "s3", "gcs": "gs", "hdfs": "hdfs"}
+    scheme = schemes.get(filesystem.type_name)
+    if scheme is not None:
+        return f"{scheme}://{path.lstrip('/')}"
+    raise ConfigError(
+        f"RunConfig(storage_filesystem={filesystem!r}): tandem's workers open storage by "
+        f"URL, and this {filesystem.type_name!r} filesystem has none. Use a local, S3, GCS "
+        f"or HDFS pyarrow filesystem, wrap an fsspec filesystem with "
+        f"pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(fs)), or pass storage_path as an "
+        f"fsspec URL instead."
+    )
+
+
+def arrow_filesystem(path: str) -> Any:
+    """A ``pyarrow.fs.FileSystem`` for a local path or an fsspec URL."""
+    import pyarrow.fs as pafs  # type: ignore[import-untyped,unused-ignore]
+
+    if not _is_url(path):
+        return pafs.LocalFileSystem()
+    return pafs.PyFileSystem(pafs.FSSpecHandler(get_fs(path)[0]))

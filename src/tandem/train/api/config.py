@@ -10,6 +10,7 @@ from typing import Any, TypeGuard
 from tandem._core.errors import ConfigError
 from tandem.cluster.base import STRATEGIES, validate_bundle
 from tandem.train.api.callback import Callback, check_callbacks
+from tandem.train.api.checkpoint import storage_url
 
 DEFAULT_STORAGE_PATH = os.path.join("~", "tandem_results")
 
@@ -348,53 +349,6 @@ def _is_file_name(v: object) -> TypeGuard[str]:
 
 class DeprecatedParameterError(ConfigError, DeprecationWarning):
     """A parameter Ray deprecated and refuses (raised as ``DeprecationWarning`` there)."""
-
-
-def storage_url(filesystem: Any, path: str | None) -> str:
-    """The local path or fsspec URL that ``RunConfig(storage_filesystem=fs,
-    storage_path=path)`` names: workers in other processes open storage by URL, so a
-    ``pyarrow.fs`` filesystem is mapped to its URL (local, S3, GCS, HDFS, a ``SubTree`` of
-    one, or an fsspec filesystem wrapped in ``PyFileSystem(FSSpecHandler(...))``).
-
-    Raises:
-        ConfigError: not a ``pyarrow.fs.FileSystem``, no ``storage_path``, or a filesystem
-            with no URL (such as a custom ``PyFileSystem`` handler).
-    """
-    import pyarrow.fs as pafs  # type: ignore[import-untyped,unused-ignore]
-
-    if not isinstance(filesystem, pafs.FileSystem):
-        raise ConfigError(
-            f"RunConfig(storage_filesystem={filesystem!r}) must be a pyarrow.fs.FileSystem "
-            f"(e.g. pyarrow.fs.S3FileSystem(...)), got {type(filesystem).__name__}."
-        )
-    if not path:
-        raise ConfigError(
-            "RunConfig(storage_filesystem=...) needs storage_path: the folder inside that "
-            "filesystem, e.g. storage_path='bucket/results'."
-        )
-    path = os.fspath(path)
-    if isinstance(filesystem, pafs.SubTreeFileSystem):
-        return storage_url(filesystem.base_fs, filesystem.base_path.rstrip("/") + "/" +
-                           path.lstrip("/"))
-    if isinstance(filesystem, pafs.LocalFileSystem):
-        return os.path.abspath(os.path.expanduser(path))
-    if isinstance(filesystem, pafs.PyFileSystem):
-        handler = filesystem.handler
-        inner = getattr(handler, "fs", None)
-        if inner is not None and hasattr(inner, "unstrip_protocol"):
-            url = str(inner.unstrip_protocol(path))
-            return url.removeprefix("file://") if url.startswith("file://") else url
-    schemes = {"s3": "s3", "gcs": "gs", "hdfs": "hdfs"}
-    scheme = schemes.get(filesystem.type_name)
-    if scheme is not None:
-        return f"{scheme}://{path.lstrip('/')}"
-    raise ConfigError(
-        f"RunConfig(storage_filesystem={filesystem!r}): tandem's workers open storage by "
-        f"URL, and this {filesystem.type_name!r} filesystem has none. Use a local, S3, GCS "
-        f"or HDFS pyarrow filesystem, wrap an fsspec filesystem with "
-        f"pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(fs)), or pass storage_path as an "
-        f"fsspec URL instead."
-    )
 
 
 @dataclass

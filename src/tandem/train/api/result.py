@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tandem.train.api.checkpoint import Checkpoint, _is_url, get_fs
+from tandem.train.api.checkpoint import Checkpoint, _is_url, arrow_filesystem, get_fs
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -18,7 +18,7 @@ PARAMS_FILE = "params.json"
 ERROR_FILE = "error.txt"
 
 
-@dataclass
+@dataclass(init=False)
 class Result:
     """A finished (or failed, or stopped) run.
 
@@ -45,7 +45,25 @@ class Result:
     config: dict[str, Any] | None = None
     return_value: Any = field(default=None, repr=False, compare=False)
     return_values: list[Any] | None = field(default=None, repr=False, compare=False)
-    _dataframe: Any = field(default=None, repr=False)
+    _dataframe: Any = field(default=None, repr=False, init=False)
+
+    def __init__(self, metrics: dict[str, Any] | None, checkpoint: Checkpoint | None,
+                 path: str, error: BaseException | None = None,
+                 best_checkpoints: list[tuple[Checkpoint, dict[str, Any]]] | None = None,
+                 config: dict[str, Any] | None = None, return_value: Any = None,
+                 return_values: list[Any] | None = None,
+                 metrics_dataframe: pd.DataFrame | None = None) -> None:
+        """As Ray's ``Result(...)``; ``metrics_dataframe`` (None: read from the run folder's
+        ``result.json`` when asked for) is what ``result.metrics_dataframe`` returns."""
+        self.metrics = metrics
+        self.checkpoint = checkpoint
+        self.path = path
+        self.error = error
+        self.best_checkpoints = list(best_checkpoints) if best_checkpoints is not None else []
+        self.config = config
+        self.return_value = return_value
+        self.return_values = return_values
+        self._dataframe = metrics_dataframe
 
     @property
     def metrics_dataframe(self) -> pd.DataFrame:
@@ -151,15 +169,6 @@ class Result:
         metrics = ({k: v for k, v in self.metrics.items() if k not in _REPR_HIDDEN}
                    if isinstance(self.metrics, dict) else self.metrics)
         return f"Result(metrics={metrics!r}, checkpoint={self.checkpoint!r}, path={self.path!r}{err})"
-
-
-def arrow_filesystem(path: str) -> Any:
-    """A ``pyarrow.fs.FileSystem`` for a local path or an fsspec URL."""
-    import pyarrow.fs as pafs  # type: ignore[import-untyped,unused-ignore]
-
-    if not _is_url(path):
-        return pafs.LocalFileSystem()
-    return pafs.PyFileSystem(pafs.FSSpecHandler(get_fs(path)[0]))
 
 
 # keys Ray's Result repr leaves out: ray.tune.result.AUTO_RESULT_KEYS and

@@ -35,11 +35,14 @@ from tandem.jobs.handle import JobHandle
 from tandem.jobs.runtime import get_service, job_defaults, log_to_driver
 from tandem.jobs.spec import JobSpec
 from tandem.train._internal.controller import RunSpec, TrainController
+from tandem.train._internal.run_context import HAS_VALIDATION
+from tandem.train._internal.validation import ValidationPlan
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import DataConfig, RunConfig, ScalingConfig
 from tandem.train.api.validation import check_train_fn
 from tandem.train.backends.base import BackendConfig
 from tandem.train.context import AskSubmitter, StorageContext
+from tandem.train.v2.api.validation_config import ValidationConfig
 
 __all__ = ["AskSubmitter", "LegacyOptions", "RunDescription", "TrialContext", "submit"]
 
@@ -121,6 +124,9 @@ class RunDescription:
             reach every worker whole.
         legacy: what a run of the 1.x ``Trainer`` API does differently (a
             ``LegacyOptions``); None for every other run.
+        validation_config: a ``ValidationConfig``: checkpoints reported with
+            ``train.report(..., validation=...)`` are validated by its function once
+            committed, and its metrics merged into theirs.
     """
 
     train_fn: Callable[..., Any]
@@ -141,6 +147,7 @@ class RunDescription:
     call_handlers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     dataset_config: DataConfig | None = None
     legacy: LegacyOptions | None = None
+    validation_config: ValidationConfig | None = None
     _takes_config: bool = field(default=True, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -289,9 +296,12 @@ def job_spec(
         trial_name=trial.trial_name if trial is not None else None,
         echo_prefix=None if rc.verbose == 0 or log_to_driver() is False else run.echo_prefix,
         callbacks=tuple(rc.callbacks or ()),
-        metadata=run.metadata,
         start_iteration=trial.start_iteration if trial is not None else 0,
         time_offset_s=trial.time_offset_s if trial is not None else 0.0,
+        metadata=({**run.metadata, HAS_VALIDATION: True} if run.validation_config is not None
+                  else run.metadata),
+        validation=(ValidationPlan.of(run.validation_config)
+                    if run.validation_config is not None else None),
         preload=run.preload,
         reuse_key=trial.reuse_key if trial is not None else None,
         failure_setting=(legacy.failure_setting if legacy is not None

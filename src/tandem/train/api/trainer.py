@@ -17,6 +17,7 @@ from tandem.train.api.run import RunDescription, submit
 from tandem.train.api.validation import check_train_fn
 from tandem.train.backends.base import BackendConfig
 from tandem.train.progress import RunProgress, console_progress, wait_with_progress
+from tandem.train.v2.api.validation_config import ValidationConfig
 
 __all__ = ["DataParallelTrainer", "check_train_fn", "default_storage_path"]
 
@@ -51,6 +52,7 @@ class DataParallelTrainer:
         dataset_config: DataConfig | None = None,
         resume_from_checkpoint: Checkpoint | None = None,
         metadata: Mapping[str, Any] | None = None,
+        validation_config: ValidationConfig | None = None,
     ) -> None:
         self._pass_config = check_train_fn(train_loop_per_worker)
         if train_loop_config is not None and not self._pass_config:
@@ -133,6 +135,12 @@ class DataParallelTrainer:
         self.resume_from_checkpoint = resume_from_checkpoint
         self.metadata = dict(metadata or {})
         self.dataset_config = dataset_config
+        if validation_config is not None and not isinstance(validation_config, ValidationConfig):
+            raise ConfigError(
+                f"validation_config must be a tandem.train.ValidationConfig(fn=...), got "
+                f"{type(validation_config).__name__}."
+            )
+        self.validation_config = validation_config
 
     # -- running ---------------------------------------------------------------------------
     @classmethod
@@ -162,6 +170,7 @@ class DataParallelTrainer:
             metadata=self.metadata,
             trainer_name=type(self).__name__,
             dataset_config=self.dataset_config,
+            validation_config=self.validation_config,
         )
 
     def fit(self, block: bool = True) -> Result | JobHandle:

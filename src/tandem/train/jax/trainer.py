@@ -10,6 +10,7 @@ from tandem._core.errors import ConfigError
 from tandem.train.api.config import DataConfig, RunConfig, ScalingConfig
 from tandem.train.api.trainer import DataParallelTrainer
 from tandem.train.backends.jax import JaxConfig, require_jax
+from tandem.train.v2.api.validation_config import ValidationConfig
 
 
 class JaxTrainer(DataParallelTrainer):
@@ -23,7 +24,7 @@ class JaxTrainer(DataParallelTrainer):
                    datasets=None, validation_config=None)
 
     ``jax_config`` defaults to ``JaxConfig(use_gpu=scaling_config.use_gpu)``.
-    ``validation_config`` (Ray's alpha checkpoint validation) is not supported: pass None.
+    ``validation_config``: a ``ValidationConfig``, as for every trainer.
     """
 
     _backend_config_cls = JaxConfig
@@ -38,16 +39,9 @@ class JaxTrainer(DataParallelTrainer):
         dataset_config: DataConfig | None = None,
         run_config: RunConfig | None = None,
         datasets: Mapping[str, Any] | None = None,
-        validation_config: Any = None,
+        validation_config: ValidationConfig | None = None,
     ) -> None:
         require_jax("JaxTrainer")
-        if validation_config is not None:
-            raise ConfigError(
-                f"JaxTrainer(validation_config={validation_config!r}): checkpoint validation "
-                f"(Ray's alpha ValidationConfig) is not supported by tandem. Validate in the "
-                f"train function and report the metrics with train.report, and pass "
-                f"validation_config=None."
-            )
         if jax_config is not None and not isinstance(jax_config, JaxConfig):
             raise ConfigError(
                 f"JaxTrainer(jax_config=...) takes a JaxConfig, got {type(jax_config).__name__}."
@@ -63,4 +57,5 @@ class JaxTrainer(DataParallelTrainer):
             run_config=run_config,
             datasets=datasets,
             dataset_config=dataset_config,
+            validation_config=validation_config,
         )

@@ -46,6 +46,7 @@ from tandem.train._internal.frames import (
     ResultFrame,
     StopRequested,
     StreamEnded,
+    ValidateFrame,
     WorkerFrame,
     decode_worker_frame,
     encode,
@@ -267,7 +268,7 @@ class WorkerGroupRunner(JobRunner):
                         f"running. Create a new one with Trainer.to_worker_group(...).",
                         rank=rank)
                     return JobOutcome(JobStatus.FAILED, error=self.error)
-                case ReportsFrame() | DoneFrame():
+                case ReportsFrame() | DoneFrame() | ValidateFrame():
                     pass  # a train run's frames: a worker group sends none
                 case _:
                     assert_never(frame)

@@ -147,11 +147,6 @@ def prepare_trainer(trainer: Any) -> Any:
     return trainer
 
 
-def _is_sync(mode: Any) -> bool:
-    return mode is None or str(getattr(mode, "name", getattr(mode, "value", mode))).upper() \
-        == "SYNC"
-
-
 class RayTrainReportCallback(Callback):
     """Reports ``trainer.callback_metrics`` (plus ``epoch`` and ``step``) and a checkpoint
     to tandem at the end of every training epoch, as Ray's callback does.
@@ -162,29 +157,32 @@ class RayTrainReportCallback(Callback):
         └─ checkpoint.ckpt      PyTorch Lightning checkpoint
 
     Args:
-        checkpoint_upload_mode: Ray Train v2's upload mode. tandem's ``train.report``
-            copies the checkpoint into the run folder before it returns, which is Ray's
-            ``SYNC`` (the default); other modes are refused.
-        validation: Ray Train v2's asynchronous checkpoint validation; refused unless
-            False (validate in the training loop, e.g. Lightning's ``validation_step``).
+        checkpoint_upload_mode: a ``CheckpointUploadMode`` passed to ``train.report``
+            (None: ``SYNC``); with ``ASYNC``, ``train.report`` deletes the local folder.
+        validation: passed to ``train.report``: ``True`` or a ``ValidationTaskConfig``
+            validates each checkpoint with the trainer's ``ValidationConfig``.
     """
 
     CHECKPOINT_NAME = "checkpoint.ckpt"
 
     def __init__(self, checkpoint_upload_mode: Any = None, validation: Any = False) -> None:
         super().__init__()
-        if not _is_sync(checkpoint_upload_mode):
+        from tandem.train.v2.api.report_config import CheckpointUploadMode
+        from tandem.train.v2.api.validation_config import ValidationTaskConfig
+
+        if checkpoint_upload_mode is None:
+            checkpoint_upload_mode = CheckpointUploadMode.SYNC
+        if not isinstance(checkpoint_upload_mode, CheckpointUploadMode):
             raise ValueError(
-                f"RayTrainReportCallback(checkpoint_upload_mode={checkpoint_upload_mode!r}) is "
-                f"not supported: tandem's train.report copies the checkpoint into the run "
-                f"folder before it returns (Ray's SYNC mode). Leave checkpoint_upload_mode "
-                f"unset."
+                f"RayTrainReportCallback(checkpoint_upload_mode={checkpoint_upload_mode!r}): "
+                f"pass a CheckpointUploadMode (SYNC, ASYNC or NO_UPLOAD) or None."
             )
-        if validation is not False and validation is not None:
+        if validation is None:
+            validation = False
+        if not isinstance(validation, (bool, ValidationTaskConfig)):
             raise ValueError(
-                f"RayTrainReportCallback(validation={validation!r}) is not supported: tandem "
-                f"does not validate checkpoints asynchronously. Validate in the LightningModule "
-                f"(validation_step; its metrics are reported) and leave validation=False."
+                f"RayTrainReportCallback(validation={validation!r}): pass True, False or a "
+                f"ValidationTaskConfig."
             )
         self.checkpoint_upload_mode = checkpoint_upload_mode
         self.validation = validation
@@ -211,8 +209,10 @@ class RayTrainReportCallback(Callback):
         trainer.save_checkpoint(ckpt_path, weights_only=False)
 
         checkpoint = Checkpoint.from_directory(tmpdir)
-        report(metrics=metrics, checkpoint=checkpoint)
+        report(metrics=metrics, checkpoint=checkpoint,
+               checkpoint_upload_mode=self.checkpoint_upload_mode, validation=self.validation)
 
         # every worker has reported (and its checkpoint is copied) before any goes on
         trainer.strategy.barrier()
-        shutil.rmtree(tmpdir)
+        if not self.checkpoint_upload_mode.default_delete_local_checkpoint_after_upload():
+            shutil.rmtree(tmpdir, ignore_errors=True)  # ASYNC: report deleted it already

@@ -11,6 +11,7 @@ from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import DataConfig, RunConfig, ScalingConfig
 from tandem.train.api.trainer import DataParallelTrainer
 from tandem.train.backends.tensorflow import TensorflowConfig, require_tensorflow
+from tandem.train.v2.api.validation_config import ValidationConfig
 
 
 class TensorflowTrainer(DataParallelTrainer):
@@ -42,6 +43,7 @@ class TensorflowTrainer(DataParallelTrainer):
         datasets: Mapping[str, Any] | None = None,
         metadata: Mapping[str, Any] | None = None,
         resume_from_checkpoint: Checkpoint | None = None,
+        validation_config: ValidationConfig | None = None,
     ) -> None:
         require_tensorflow("TensorflowTrainer")
         if tensorflow_config is not None and not isinstance(tensorflow_config, TensorflowConfig):
@@ -59,6 +61,7 @@ class TensorflowTrainer(DataParallelTrainer):
             dataset_config=dataset_config,
             resume_from_checkpoint=resume_from_checkpoint,
             metadata=metadata,
+            validation_config=validation_config,
         )
 
 

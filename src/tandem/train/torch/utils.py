@@ -84,19 +84,60 @@ def prepare_model(
 
 
 class _DeviceLoader:
-    def __init__(self, loader: Any, device: Any) -> None:
+    """Moves each batch to ``device``; with ``auto_transfer`` on a CUDA device, the next
+    batch is copied on a side CUDA stream while the current one is used (Ray's
+    ``auto_transfer``)."""
+
+    def __init__(self, loader: Any, device: Any, auto_transfer: bool = False) -> None:
         self._loader = loader
         self._device = device
+        self._auto_transfer = auto_transfer and getattr(device, "type", "") == "cuda"
 
     def __len__(self) -> int:
         return len(self._loader)
 
     def __iter__(self) -> Any:
-        for batch in self._loader:
-            yield _to_device(batch, self._device)
+        if not self._auto_transfer:
+            for batch in self._loader:
+                yield _to_device(batch, self._device)
+            return
+        import torch
+
+        stream = torch.cuda.Stream(device=self._device)
+        batches = iter(self._loader)
+
+        def prefetch() -> tuple[Any, bool]:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return None, False
+            with torch.cuda.stream(stream):
+                return _to_device(batch, self._device), True
+
+        nxt, more = prefetch()
+        while more:
+            current = torch.cuda.current_stream(self._device)
+            current.wait_stream(stream)
+            _record_stream(nxt, current)
+            batch = nxt
+            nxt, more = prefetch()
+            yield batch
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
+
+
+def _record_stream(batch: Any, stream: Any) -> None:
+    """Tells the CUDA caching allocator that ``batch`` (copied on another stream) is used on
+    ``stream``, so its memory is not reused while that stream still reads it."""
+    if hasattr(batch, "record_stream"):
+        batch.record_stream(stream)
+    elif isinstance(batch, (list, tuple)):
+        for b in batch:
+            _record_stream(b, stream)
+    elif isinstance(batch, dict):
+        for b in batch.values():
+            _record_stream(b, stream)
 
 
 def _to_device(batch: Any, device: Any) -> Any:
@@ -110,9 +151,11 @@ def _to_device(batch: Any, device: Any) -> Any:
 
 
 def prepare_data_loader(data_loader: Any, add_dist_sampler: bool = True,
-                        move_to_device: bool = True) -> Any:
+                        move_to_device: bool = True, auto_transfer: bool = True) -> Any:
     """Gives each worker a distinct part of the data (a ``DistributedSampler``) and moves
-    batches to the worker's device. Call ``loader.sampler.set_epoch(epoch)`` to reshuffle."""
+    batches to the worker's device. Call ``loader.sampler.set_epoch(epoch)`` to reshuffle.
+    ``auto_transfer`` (on a GPU, with ``move_to_device``): the next batch is copied to the
+    GPU on a side CUDA stream while training runs on the current one, as Ray's."""
     from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 
     ctx = get_context()
@@ -138,7 +181,7 @@ def prepare_data_loader(data_loader: Any, add_dist_sampler: bool = True,
         )
     device = get_device()
     if move_to_device and device.type != "cpu":
-        return _DeviceLoader(data_loader, device)
+        return _DeviceLoader(data_loader, device, auto_transfer)
     return data_loader
 
 

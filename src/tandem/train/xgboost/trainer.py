@@ -19,10 +19,18 @@ if TYPE_CHECKING:
 
 class XGBoostConfig(BackendConfig):
     """Args:
+        xgboost_communicator: the collective's backend; ``"rabit"`` only (XGBoost's
+            tracker), as Ray's.
         timeout_s: how long a worker waits for its peers in a collective call.
     """
 
-    def __init__(self, timeout_s: int = 1800) -> None:
+    def __init__(self, xgboost_communicator: str = "rabit", timeout_s: int = 1800) -> None:
+        if xgboost_communicator != "rabit":
+            raise ValueError(
+                f"Unknown xgboost communicator: {xgboost_communicator!r}. For now, only "
+                f"\"rabit\" is supported: XGBoostConfig(xgboost_communicator='rabit')."
+            )
+        self.xgboost_communicator = xgboost_communicator
         self.timeout_s = timeout_s
 
     def backend(self) -> Backend:

@@ -134,7 +134,12 @@ class OptunaSearch(Searcher):
         mode: ``"min"`` or ``"max"`` (TuneConfig's when None).
         points_to_evaluate: Partial configs to try first (enqueued in the study).
         sampler: An Optuna sampler; default ``TPESampler(seed=seed)``.
+        study_name: The Optuna study's name (default ``"optuna"``, as Ray's).
+        storage: An ``optuna.storages.BaseStorage`` (e.g. ``RDBStorage``) for the study;
+            an existing study of that name there is loaded and continued.
         seed: Seed for the default sampler.
+        evaluated_rewards: The metric values of ``points_to_evaluate``, already evaluated:
+            they are added to the study as completed trials instead of being run.
     """
 
     def __init__(
@@ -144,7 +149,10 @@ class OptunaSearch(Searcher):
         mode: str | list[str] | None = None,
         points_to_evaluate: Sequence[Mapping[str, Any]] | None = None,
         sampler: Any = None,
+        study_name: str | None = None,
+        storage: Any = None,
         seed: int | None = None,
+        evaluated_rewards: Sequence[Any] | None = None,
     ) -> None:
         optuna = _import_optuna()
         super().__init__(metric=metric, mode=mode)
@@ -165,6 +173,28 @@ class OptunaSearch(Searcher):
                 "Pass the seed to the sampler itself, e.g. TPESampler(seed=%s).",
                 seed,
             )
+        if storage is not None and not isinstance(storage, optuna.storages.BaseStorage):
+            raise ConfigError(
+                f"OptunaSearch(storage={storage!r}): The `storage` parameter in "
+                f"`OptunaSearcher` must be an instance of `optuna.storages.BaseStorage` (e.g. "
+                f"optuna.storages.RDBStorage('sqlite:///optuna.db'))."
+            )
+        if evaluated_rewards is not None and len(evaluated_rewards) != len(
+                points_to_evaluate or []):
+            raise ConfigError(
+                f"OptunaSearch(evaluated_rewards=...): {len(evaluated_rewards)} rewards for "
+                f"{len(points_to_evaluate or [])} points_to_evaluate; give one reward per point "
+                f"(its metric value, a list of values for several metrics)."
+            )
+        if evaluated_rewards and callable(space) and not isinstance(space, Mapping):
+            raise ConfigError(
+                "Define-by-run function passed in `space` argument is not yet supported when "
+                "using `evaluated_rewards`. Please provide an `OptunaDistribution` dict or pass "
+                "a Ray Tune search space to `tune.Tuner()`."
+            )
+        self._study_name = study_name or "optuna"  # Ray's fixed name for in-memory storage
+        self._storage = storage
+        self._rewards = list(evaluated_rewards) if evaluated_rewards else None
         self._space = space
         self._points = [dict(p) for p in points_to_evaluate or []]
         self._sampler = sampler if sampler is not None else optuna.samplers.TPESampler(seed=seed)
@@ -257,12 +287,16 @@ class OptunaSearch(Searcher):
         _check_objectives(self._metric, self._mode)
         if isinstance(self._mode, (list, tuple)):  # multi-objective: one direction each
             directions = ["minimize" if m == "min" else "maximize" for m in self._mode]
-            self._study = optuna.create_study(sampler=self._sampler, directions=directions)
+            self._study = optuna.create_study(
+                sampler=self._sampler, directions=directions, storage=self._storage,
+                study_name=self._study_name, load_if_exists=True)
         else:
             direction = "minimize" if self._mode == "min" else "maximize"
-            self._study = optuna.create_study(sampler=self._sampler, direction=direction)
+            self._study = optuna.create_study(
+                sampler=self._sampler, direction=direction, storage=self._storage,
+                study_name=self._study_name, load_if_exists=True)
         by_name = {p.name: p for p in params}
-        for point in self._points:
+        for index, point in enumerate(self._points):
             flat = flatten_dict(point)
             if not callable(self._space):
                 unknown = sorted(set(flat) - set(by_name))
@@ -271,9 +305,17 @@ class OptunaSearch(Searcher):
                         f"OptunaSearch(points_to_evaluate=...): {unknown} are not searched "
                         f"parameters; the searched parameters are {sorted(by_name)}."
                     )
-            self._study.enqueue_trial(
-                {k: by_name[k].to_optuna(v) if k in by_name else v for k, v in flat.items()}
-            )
+            values = {k: by_name[k].to_optuna(v) if k in by_name else v for k, v in flat.items()}
+            if self._rewards is None:
+                self._study.enqueue_trial(values)
+                continue
+            # Ray's add_evaluated_point: a completed trial the sampler learns from
+            reward = self._rewards[index]
+            self._study.add_trial(optuna.trial.create_trial(
+                params=values, distributions={k: by_name[k].distribution for k in values
+                                              if k in by_name},
+                **({"values": list(reward)} if isinstance(reward, (list, tuple))
+                   else {"value": reward})))
 
     @staticmethod
     def _ensure_parent(spec: dict[str, Any], path: Path) -> None:

@@ -57,6 +57,7 @@ class BoostedTreeTrainer(DataParallelTrainer):
         dataset_config: Any = None,
         resume_from_checkpoint: Any = None,
         metadata: Mapping[str, Any] | None = None,
+        validation_config: Any = None,
         **library_config: Any,
     ) -> None:
         name = type(self).__name__
@@ -80,8 +81,17 @@ class BoostedTreeTrainer(DataParallelTrainer):
                 backend_config=backend_config, scaling_config=scaling_config,
                 run_config=run_config, datasets=datasets, dataset_config=dataset_config,
                 resume_from_checkpoint=resume_from_checkpoint, metadata=metadata,
+                validation_config=validation_config,
             )
             return
+        if validation_config is not None:
+            raise ConfigError(
+                f"{name}(params=..., validation_config=...): the params form's own loop "
+                f"reports its checkpoints without validation=, so the validation function "
+                f"would never run. Use the function form ({name}(train_fn, ..., "
+                f"validation_config=...)) and call train.report(..., checkpoint=..., "
+                f"validation=True) in it, or remove validation_config."
+            )
         if params is None or not isinstance(params, Mapping):
             raise ConfigError(
                 f"{name} needs params={{...}} ({self.library} parameters such as "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tandem.train._internal.contexts import DistributedTrainContext, LocalTrainContext
 from tandem.train.context import TrainContext
 
-__all__ = ["TrainContext"]
+__all__ = ["DistributedTrainContext", "LocalTrainContext", "TrainContext"]
