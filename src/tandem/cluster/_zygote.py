@@ -7,11 +7,13 @@ modules only when a job asks for them (``preload``), so trivial jobs never pay f
 
 Protocol (frames from ``_wire``), driver -> zygote on stdin:
     ("preload", [module, ...])
+    ("learn", [module, ...])     what a job's workers imported: import them, skip failures
     ("fork", token, spec)        spec: dict(worker_id, address, authkey, log_path, env, cwd,
                                  sys_path, argv), or dict(warm_id, address, authkey) for a
                                  warm worker that takes on a job later (see _pool.py)
 zygote -> driver on stdout:
     ("preloaded", [module, ...], error_or_None)
+    ("learned", count, None_or_why_learning_must_stop)
     ("forked", token, pid)
     ("exit", pid, returncode)    returncode < 0 is the signal that killed it
 
@@ -119,6 +121,8 @@ class _Zygote:
                     error = f"{type(e).__name__}: {e}"
             gc.freeze()  # children then leave the imported objects' pages shared
             self._send(("preloaded", msg[1], error))
+        elif kind == "learn":
+            self._send(("learned", len(msg[1]), self._learn(msg[1])))
         elif kind == "fork":
             _, token, spec = msg
             pid = os.fork()
@@ -129,6 +133,27 @@ class _Zygote:
         elif kind == "kill":
             for pid in msg[1]:
                 _killpg(pid)
+
+    def _learn(self, names: list[str]) -> str | None:
+        """Imports the modules a job's workers imported (``ImportLearner``), in their order,
+        each failure skipped: the next workers forked start with them. Returns why the zygote
+        must stop learning (an import started a Python thread, which a fork would not
+        carry), else None."""
+        import threading
+
+        before = threading.active_count()
+        for name in names:
+            if name in sys.modules:
+                continue
+            try:
+                importlib.import_module(name)
+            except BaseException:  # noqa: BLE001, S112 - a module that cannot load here is skipped
+                continue
+            if threading.active_count() > before:
+                gc.freeze()
+                return f"importing {name!r} started a thread"
+        gc.freeze()  # children then leave the imported objects' pages shared
+        return None
 
     def _reap(self) -> None:
         while self._children:

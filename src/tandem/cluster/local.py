@@ -12,6 +12,7 @@ import itertools
 import logging
 import math
 import os
+import queue
 import re
 import selectors
 import shutil
@@ -39,6 +40,9 @@ from tandem.cluster.base import (
 )
 
 logger = logging.getLogger(__name__)
+
+#: Most modules the zygote imports because jobs did (``_IOThread.learn``).
+MAX_LEARNED_MODULES = 20_000
 
 NODE_ID = "local"
 NODE_IP = "127.0.0.1"
@@ -292,11 +296,15 @@ def _assign_gpus(free: list[float], amount: float) -> list[tuple[int, float]] | 
 class _Warm:
     """A warm worker: forked ahead of demand, then connected and waiting for a job."""
 
-    __slots__ = ("conn", "modules", "pid", "retire_on_hello", "reuse_key", "since", "state",
-                 "warm_id")
+    __slots__ = ("conn", "generation", "modules", "pid", "retire_on_hello", "reuse_key", "since",
+                 "state", "warm_id")
 
-    def __init__(self, warm_id: str, modules: frozenset[str], reuse_key: str | None = None) -> None:
+    def __init__(self, warm_id: str, modules: frozenset[str], reuse_key: str | None = None,
+                 generation: int = 0) -> None:
         self.warm_id = warm_id
+        # how many rounds of learned imports the zygote had when it forked this one: a gang
+        # takes the newest, and a newer one that connects retires an older idle one
+        self.generation = generation
         # set: a worker that ran a task of this kind and went back to the pool; it runs
         # only tasks of the same kind (TuneConfig(reuse_actors=True))
         self.reuse_key = reuse_key
@@ -350,6 +358,11 @@ class _IOThread(_wire.IOThread):
         self._warm_pending: dict[str, _Warm] = {}  # forked, not yet connected
         self._warm_idle: dict[str, _Warm] = {}  # connected, waiting for a job
         self._warm_by_pid: dict[int, _Warm] = {}
+        self._generation = 0  # rounds of learned imports sent to the zygote
+        self._learning = True  # off once a learned import started a thread in the zygote
+        self._learn_queue: queue.SimpleQueue[list[str] | None] = queue.SimpleQueue()
+        self._learner: threading.Thread | None = None
+        self.learned: list[str] = []  # modules the zygote imported because jobs did
         self.warm_used = 0  # gang workers that started warm (for tests and benchmarks)
         self.reused = 0  # workers that went back to the pool after a task (reuse_actors)
 
@@ -373,6 +386,7 @@ class _IOThread(_wire.IOThread):
         if todo:
             with self._pool_lock:
                 self._preloaded.update(todo)
+                self._generation += 1
                 stale = list(self._warm_idle.values())
                 self._warm_idle.clear()
                 for w in self._warm_pending.values():
@@ -380,6 +394,39 @@ class _IOThread(_wire.IOThread):
             self._to_zygote(("preload", list(todo)))
             for w in stale:
                 self._retire(w)
+
+    def learn(self, names: list[str]) -> None:
+        """Modules a worker imported (``_worker_main.ImportLearner``): the zygote imports
+        them and the warm workers forked from then on start with them (the idle ones stay
+        usable until newer ones are ready). Called on the I/O thread, so the zygote is told
+        from a helper thread: a write to its stdin must never wait on the I/O thread."""
+        if not self._learning or self._stopping:
+            return
+        with self._pool_lock:
+            todo = [n for n in dict.fromkeys(names) if n not in self._preloaded]
+            if not todo or len(self._preloaded) + len(todo) > MAX_LEARNED_MODULES:
+                return
+            self._preloaded.update(todo)
+            self.learned.extend(todo)
+            self._generation += 1
+            if self._learner is None:
+                self._learner = threading.Thread(target=self._learn_loop, daemon=True,
+                                                 name="tandem-learn")
+                self._learner.start()
+        logger.debug("learning %d modules (round %d): %s ...", len(todo), self._generation,
+                     todo[:5])
+        self._learn_queue.put(todo)
+
+    def _learn_loop(self) -> None:
+        while True:
+            todo = self._learn_queue.get()
+            if todo is None or self._stopping:
+                return
+            try:
+                self._to_zygote(("learn", todo))
+                self.refill()
+            except TandemError:
+                return
 
     def note_demand(self, num_workers: int) -> None:
         with self._pool_lock:
@@ -409,6 +456,8 @@ class _IOThread(_wire.IOThread):
                 self._by_pid[warm.pid] = worker
                 self.warm_used += 1
         if warm is not None:
+            logger.debug("%s starts on warm worker %s (round %d of learned imports)",
+                         worker.worker_id, warm.warm_id, warm.generation)
             worker._deliver(("__connected__", warm.pid))
             task, worker._task = worker._task, b""
             worker.send(("assign", job, task))
@@ -436,14 +485,15 @@ class _IOThread(_wire.IOThread):
         one that ran a task of kind ``reuse_key`` first, else a fresh one; a reused worker
         runs only tasks of its own kind."""
         fresh = None
+        newest = -1
         for warm_id, w in self._warm_idle.items():
             if not preload <= w.modules:
                 continue
             if reuse_key is not None and w.reuse_key == reuse_key:
                 fresh = warm_id
                 break
-            if w.reuse_key is None and fresh is None:
-                fresh = warm_id
+            if w.reuse_key is None and w.generation > newest:
+                fresh, newest = warm_id, w.generation
         if fresh is None:
             return None
         w = self._warm_idle.pop(fresh)
@@ -454,12 +504,14 @@ class _IOThread(_wire.IOThread):
     def refill(self) -> None:
         """Forks warm workers up to the policy's target (they connect on their own)."""
         with self._pool_lock:
-            have = len(self._warm_idle) + len(self._warm_pending)
+            gen = self._generation
+            have = sum(1 for w in [*self._warm_idle.values(), *self._warm_pending.values()]
+                       if w.generation == gen and w.reuse_key is None)
             want = self._policy.target() - have
             modules = frozenset(self._preloaded)
             new = []
             for _ in range(max(0, want)):
-                w = _Warm(f"warm-{next(self._warm_ids)}", modules)
+                w = _Warm(f"warm-{next(self._warm_ids)}", modules, generation=gen)
                 token = next(self._tokens)
                 self._warm_pending[w.warm_id] = w
                 self._warm_by_token[token] = w
@@ -503,6 +555,7 @@ class _IOThread(_wire.IOThread):
 
     def stop(self) -> None:
         self._stopping = True
+        self._learn_queue.put(None)
         for w in list(self._by_pid.values()):
             _killpg(w.pid)  # type: ignore[arg-type]
         try:
@@ -562,6 +615,8 @@ class _IOThread(_wire.IOThread):
                 worker._deliver(("__connected__", frame[2]))
                 worker.send(("run", worker._task))
                 worker._task = b""
+            elif frame[0] == "__imports__":
+                self.learn(frame[1])
             elif frame[0] == "__reusable__" and worker.reuse_key is not None:
                 worker = self._back_to_pool(conn, state, worker, frame[1])
             else:
@@ -601,8 +656,16 @@ class _IOThread(_wire.IOThread):
                 w.pid = pid
                 self._warm_by_pid[pid] = w
             state[1] = w
+            stale = []
             if not w.retire_on_hello:
                 self._warm_idle[warm_id] = w
+                # once one with the newest learned imports is ready, the older idle ones go
+                # (whichever connected first); refill keeps the newest up to the target
+                fresh = [o for o in self._warm_idle.values() if o.reuse_key is None]
+                newest = max(o.generation for o in fresh)
+                stale = [self._warm_idle.pop(o.warm_id) for o in fresh if o.generation < newest]
+        for old in stale:
+            self._retire(old)
         if w.retire_on_hello:
             self._retire(w)
         return w
@@ -651,6 +714,12 @@ class _IOThread(_wire.IOThread):
                     if not exited._connected:
                         exited._deliver(("__eof__",))  # it died before it ever connected
                     exited._deliver(("__exit__", msg[2]))
+            elif kind == "learned":
+                logger.debug("the zygote imported %d learned modules", msg[1])
+                if not msg[2]:
+                    continue
+                self._learning = False
+                logger.warning("stopped learning worker imports: %s", msg[2])
             elif kind == "preloaded" and msg[2]:
                 logger.warning("could not preload %s in worker processes: %s", msg[1], msg[2])
 
