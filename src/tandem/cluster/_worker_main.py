@@ -294,9 +294,7 @@ def _learnable(name: str) -> bool:
     if _ROOTS is None:
         import sysconfig
 
-        import tandem
-
         paths = sysconfig.get_paths()
-        _ROOTS = tuple({paths["purelib"], paths["platlib"],
-                        os.path.dirname(os.path.abspath(tandem.__file__))})
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tandem's own
+        _ROOTS = tuple({paths["purelib"], paths["platlib"], here})
     return file.startswith(_ROOTS)

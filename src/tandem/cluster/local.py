@@ -255,15 +255,18 @@ class LocalCluster(Cluster):
         split among the processes sharing them) of the zygote and the idle warm workers.
         0 before the first job; Linux only (0 elsewhere)."""
         io = self._io
+        return io.pool_memory()[0] if io is not None else 0
+
+    def warm_pool_info(self) -> dict[str, Any] | None:
+        """The warm pool now (``tandem status``, a train server's ``/api/cluster``): its
+        memory (``pss_mb``, measured now) against its bound (``max_pss_mb``), the warm
+        workers waiting, how many modules the zygote learned from jobs and whether it still
+        learns. None before the first job."""
+        io = self._io
         if io is None:
-            return 0
-        total = 0
-        for pid in [io._zygote.pid, *io.warm_pids()]:
-            try:
-                total += int(getattr(psutil.Process(pid).memory_full_info(), "pss", 0))
-            except psutil.Error:
-                pass
-        return total
+            return None
+        io.pss_bytes = io.pool_memory()[0]
+        return {**io.info(), "max_workers": self.warm_pool.max_workers}
 
     def shutdown(self) -> None:
         """Kills every worker and the zygote. The cluster may be used again afterwards."""
@@ -361,7 +364,13 @@ class _IOThread(_wire.IOThread):
         self._generation = 0  # rounds of learned imports sent to the zygote
         self._learning = True  # off once a learned import started a thread in the zygote
         self._learn_queue: queue.SimpleQueue[list[str] | None] = queue.SimpleQueue()
-        self._learner: threading.Thread | None = None
+        self._max_pss = (warm_pool or WarmPoolConfig()).max_pss_mb * 2**20
+        self._warm_cap: int | None = None  # most warm workers the memory bound leaves room for
+        self._mem_dirty = threading.Event()  # the pool's memory changed: measure it again
+        self.pss_bytes = 0  # the pool's memory when last measured (launcher_pss_bytes)
+        self._learner = threading.Thread(target=self._learn_loop, daemon=True,
+                                         name="tandem-pool")
+        self._learner.start()
         self.learned: list[str] = []  # modules the zygote imported because jobs did
         self.warm_used = 0  # gang workers that started warm (for tests and benchmarks)
         self.reused = 0  # workers that went back to the pool after a task (reuse_actors)
@@ -409,24 +418,78 @@ class _IOThread(_wire.IOThread):
             self._preloaded.update(todo)
             self.learned.extend(todo)
             self._generation += 1
-            if self._learner is None:
-                self._learner = threading.Thread(target=self._learn_loop, daemon=True,
-                                                 name="tandem-learn")
-                self._learner.start()
         logger.debug("learning %d modules (round %d): %s ...", len(todo), self._generation,
                      todo[:5])
         self._learn_queue.put(todo)
 
     def _learn_loop(self) -> None:
+        """The pool's helper thread: tells the zygote what to learn, and keeps the pool's
+        memory under ``WarmPoolConfig.max_pss_mb`` (measured after it changed, at most
+        every 2 s: one measurement reads each process's smaps, ~20 ms for a torch one)."""
         while True:
-            todo = self._learn_queue.get()
+            try:
+                todo = self._learn_queue.get(timeout=2.0)
+            except queue.Empty:
+                todo = []
             if todo is None or self._stopping:
                 return
             try:
-                self._to_zygote(("learn", todo))
-                self.refill()
+                if todo:
+                    if self.pss_bytes > self._max_pss:
+                        continue  # the bound is reached: learn no more
+                    self._to_zygote(("learn", todo))
+                    self.refill()
+                elif self._mem_dirty.is_set():
+                    self._mem_dirty.clear()
+                    self.enforce_memory_bound()
             except TandemError:
                 return
+
+    def pool_memory(self) -> tuple[int, int, int]:
+        """(PSS of the zygote and the idle warm workers together, the warm workers' own
+        memory (USS) together, how many warm workers): Linux only, zeros elsewhere."""
+        total = own = 0
+        warm = self.warm_pids()
+        for pid in [self._zygote.pid, *warm]:
+            try:
+                info = psutil.Process(pid).memory_full_info()
+            except psutil.Error:
+                continue
+            total += int(getattr(info, "pss", 0))
+            if pid != self._zygote.pid:
+                own += int(getattr(info, "uss", 0))
+        return total, own, len(warm)
+
+    def enforce_memory_bound(self) -> None:
+        """Measures the pool; past the bound, stops learning imports and lets idle warm
+        workers go until the zygote and those left fit (fewer are forked from then on)."""
+        total, own, n = self.pool_memory()
+        self.pss_bytes = total
+        per_warm = own / n if n else 8 * 2**20
+        room = self._max_pss - (total - own)  # what the zygote's share leaves
+        cap = max(0, int(room // max(per_warm, 1)))
+        with self._pool_lock:
+            self._warm_cap = cap if total > self._max_pss or self._warm_cap is not None else None
+            extra = [w for w in self._warm_idle.values() if w.reuse_key is None]
+            extra = extra[:max(0, len(extra) - cap)] if total > self._max_pss else []
+            for w in extra:
+                del self._warm_idle[w.warm_id]
+        if total > self._max_pss and self._learning:
+            self._learning = False
+            logger.warning(
+                "the warm pool holds %.0f MiB (bound %.0f MiB, WarmPoolConfig(max_pss_mb) / "
+                "$TANDEM_WARM_POOL_MB): it learns no more imports and keeps %d warm "
+                "worker(s)", total / 2**20, self._max_pss / 2**20, cap)
+        for w in extra:
+            self._retire(w)
+
+    def info(self) -> dict[str, Any]:
+        with self._pool_lock:
+            idle = len(self._warm_idle)
+        return {"pss_mb": round(self.pss_bytes / 2**20, 1),
+                "max_pss_mb": round(self._max_pss / 2**20, 1),
+                "warm_workers": idle, "learned_modules": len(self.learned),
+                "learning": self._learning}
 
     def note_demand(self, num_workers: int) -> None:
         with self._pool_lock:
@@ -507,7 +570,10 @@ class _IOThread(_wire.IOThread):
             gen = self._generation
             have = sum(1 for w in [*self._warm_idle.values(), *self._warm_pending.values()]
                        if w.generation == gen and w.reuse_key is None)
-            want = self._policy.target() - have
+            target = self._policy.target()
+            if self._warm_cap is not None:
+                target = min(target, self._warm_cap)
+            want = target - have
             modules = frozenset(self._preloaded)
             new = []
             for _ in range(max(0, want)):
@@ -656,6 +722,7 @@ class _IOThread(_wire.IOThread):
                 w.pid = pid
                 self._warm_by_pid[pid] = w
             state[1] = w
+            self._mem_dirty.set()
             stale = []
             if not w.retire_on_hello:
                 self._warm_idle[warm_id] = w
@@ -715,11 +782,14 @@ class _IOThread(_wire.IOThread):
                         exited._deliver(("__eof__",))  # it died before it ever connected
                     exited._deliver(("__exit__", msg[2]))
             elif kind == "learned":
+                self._mem_dirty.set()
                 logger.debug("the zygote imported %d learned modules", msg[1])
                 if not msg[2]:
                     continue
                 self._learning = False
                 logger.warning("stopped learning worker imports: %s", msg[2])
+            elif kind == "preloaded" and not msg[2]:
+                self._mem_dirty.set()
             elif kind == "preloaded" and msg[2]:
                 logger.warning("could not preload %s in worker processes: %s", msg[1], msg[2])
 

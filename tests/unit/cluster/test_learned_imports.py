@@ -120,3 +120,55 @@ def test_a_gang_restarted_after_a_kill_starts_with_the_learned_imports(tmp_path)
         assert {(tmp_path / f"restarted-{r}").read_text() for r in (0, 1)} == {"True"}
     finally:
         tandem.shutdown()
+
+
+def test_the_pool_keeps_under_its_memory_bound(tmp_path, monkeypatch):
+    from tandem._core.errors import ConfigError
+
+    for bad in (0, -5, True, "big"):
+        with pytest.raises(ConfigError, match="max_pss_mb"):
+            WarmPoolConfig(max_pss_mb=bad)
+    monkeypatch.setenv("TANDEM_WARM_POOL_MB", "lots")
+    with pytest.raises(ConfigError, match="TANDEM_WARM_POOL_MB='lots'"):
+        WarmPoolConfig()
+    monkeypatch.setenv("TANDEM_WARM_POOL_MB", "123")
+    assert WarmPoolConfig().max_pss_mb == 123
+    monkeypatch.delenv("TANDEM_WARM_POOL_MB")
+    assert WarmPoolConfig().max_pss_mb == 500
+
+    # A bound the zygote alone exceeds: no warm worker is kept, nothing more is learned.
+    (tmp_path / "learned_probe_user.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cluster = LocalCluster(num_cpus=2, warm_pool=WarmPoolConfig(max_workers=2, idle_s=60,
+                                                                max_pss_mb=1))
+    try:
+        assert cluster.warm_pool_info() is None  # nothing started yet
+        placement = cluster.place([{"CPU": 1.0}])
+        io = cluster._io_thread()
+        _run(cluster, placement, tmp_path, probe, "a")
+        _wait(lambda: io._warm_cap == 0 and not io._learning and not io._warm_idle
+              and not io._warm_pending, 60)
+        used, learned = io.warm_used, list(io.learned)
+        _, out = _run(cluster, placement, tmp_path, imports_idna_and_user_module, "b")
+        assert io.warm_used == used and io.learned == learned  # forked; learned nothing
+        assert not io._warm_pending and not io._warm_idle  # none forked ahead either
+        info = cluster.warm_pool_info()
+        assert info is not None and info["pss_mb"] > 1 and info["max_pss_mb"] == 1
+        assert info["warm_workers"] == 0 and info["learning"] is False
+    finally:
+        cluster.shutdown()
+
+
+def test_tandem_init_bounds_the_pool_memory():
+    import tandem
+    from tandem._core.errors import ConfigError
+    from tandem.jobs import runtime
+
+    for bad in (0, -1, True, "1G"):
+        with pytest.raises(ConfigError, match=r"tandem.init\(warm_pool_mb="):
+            tandem.init(warm_pool_mb=bad)
+    tandem.init(num_cpus=2, warm_pool_mb=300)
+    try:
+        assert runtime.current_service().cluster.warm_pool.max_pss_mb == 300
+    finally:
+        tandem.shutdown()
