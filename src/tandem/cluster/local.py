@@ -371,6 +371,7 @@ class _IOThread(_wire.IOThread):
         self._learner = threading.Thread(target=self._learn_loop, daemon=True,
                                          name="tandem-pool")
         self._learner.start()
+        self._eof_pids: dict[int, float] = {}  # connection closed: watch for its death
         self.learned: list[str] = []  # modules the zygote imported because jobs did
         self.warm_used = 0  # gang workers that started warm (for tests and benchmarks)
         self.reused = 0  # workers that went back to the pool after a task (reuse_actors)
@@ -595,7 +596,39 @@ class _IOThread(_wire.IOThread):
         with self._pool_lock:
             return [w.pid for w in self._warm_idle.values() if w.pid is not None]
 
+    def _select_timeout(self) -> float:
+        return 0.02 if self._eof_pids else 1.0
+
+    def _reap_zombies(self) -> None:
+        """A worker whose connection closed: once it is dead (a zombie its parent, the
+        zygote, has not reaped yet) its job hears ``__exit__`` with the status Linux keeps
+        for the zombie, not only when the zygote gets to it; the zygote may be busy
+        importing for seconds (``learn``), and a crashed gang must not wait for that."""
+        now = self._policy.now()
+        for pid, deadline in list(self._eof_pids.items()):
+            code = _zombie_exitcode(pid)
+            if code is not None:
+                self._exited(pid, code)
+            if code is not None or now > deadline or pid not in self._by_pid:
+                del self._eof_pids[pid]
+
+    def _exited(self, pid: int, code: int) -> None:
+        with self._pool_lock:
+            exited = self._by_pid.pop(pid, None)
+            warm = self._warm_by_pid.pop(pid, None) if exited is None else None
+            if warm is not None:  # a warm worker that never got a job
+                self._warm_pending.pop(warm.warm_id, None)
+                self._warm_idle.pop(warm.warm_id, None)
+        if exited is not None:
+            self._by_id.pop(exited.worker_id, None)
+            exited.exitcode = code
+            if not exited._connected:
+                exited._deliver(("__eof__",))  # it died before it ever connected
+            exited._deliver(("__exit__", code))
+
     def _after_select(self) -> None:
+        if self._eof_pids:
+            self._reap_zombies()
         with self._pool_lock:
             expired = [w for w in self._warm_idle.values() if self._policy.expired(w.since)]
             for w in expired:
@@ -659,6 +692,8 @@ class _IOThread(_wire.IOThread):
             if worker is not None:
                 worker._conn = None
                 worker._deliver(("__eof__",))
+                if worker.pid is not None:  # see whether it died, without the zygote
+                    self._eof_pids[worker.pid] = self._policy.now() + 5.0
             return
         for frame in reader.feed(data):
             if isinstance(worker, _Warm):
@@ -769,18 +804,8 @@ class _IOThread(_wire.IOThread):
                 if worker._killed:
                     _killpg(msg[2])
             elif kind == "exit":
-                with self._pool_lock:
-                    exited = self._by_pid.pop(msg[1], None)
-                    warm = self._warm_by_pid.pop(msg[1], None) if exited is None else None
-                    if warm is not None:  # a warm worker that never got a job
-                        self._warm_pending.pop(warm.warm_id, None)
-                        self._warm_idle.pop(warm.warm_id, None)
-                if exited is not None:
-                    self._by_id.pop(exited.worker_id, None)
-                    exited.exitcode = msg[2]
-                    if not exited._connected:
-                        exited._deliver(("__eof__",))  # it died before it ever connected
-                    exited._deliver(("__exit__", msg[2]))
+                self._eof_pids.pop(msg[1], None)
+                self._exited(msg[1], msg[2])
             elif kind == "learned":
                 self._mem_dirty.set()
                 logger.debug("the zygote imported %d learned modules", msg[1])
@@ -792,6 +817,23 @@ class _IOThread(_wire.IOThread):
                 self._mem_dirty.set()
             elif kind == "preloaded" and msg[2]:
                 logger.warning("could not preload %s in worker processes: %s", msg[1], msg[2])
+
+
+def _zombie_exitcode(pid: int) -> int | None:
+    """The exit code (negative: the signal) of ``pid`` if it is a zombie, else None
+    (alive, already reaped, or not Linux): ``/proc/PID/stat``'s state and exit status."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()  # after "pid (comm) ", from the state on
+    if not fields or fields[0] not in (b"Z", b"X") or len(fields) < 50:
+        return None
+    try:
+        return os.waitstatus_to_exitcode(int(fields[49]))  # field 52: exit_code
+    except ValueError:
+        return None
 
 
 def _killpg(pid: int) -> None:
