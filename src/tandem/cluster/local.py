@@ -259,13 +259,14 @@ class LocalCluster(Cluster):
 
     def warm_pool_info(self) -> dict[str, Any] | None:
         """The warm pool now (``tandem status``, a train server's ``/api/cluster``): its
-        memory (``pss_mb``, measured now) against its bound (``max_pss_mb``), the warm
-        workers waiting, how many modules the zygote learned from jobs and whether it still
-        learns. None before the first job."""
+        memory (``pss_mb``, as measured after its last change) against its bound
+        (``max_pss_mb``), the warm workers waiting, how many modules the zygote learned from
+        jobs and whether it still learns. None before the first job."""
         io = self._io
         if io is None:
             return None
-        io.pss_bytes = io.pool_memory()[0]
+        if io.pss_bytes == 0:
+            io.pss_bytes = io.pool_memory()[0]
         return {**io.info(), "max_workers": self.warm_pool.max_workers}
 
     def shutdown(self) -> None:
@@ -635,6 +636,8 @@ class _IOThread(_wire.IOThread):
                 del self._warm_idle[w.warm_id]
         for w in expired:
             self._retire(w)
+        if expired:
+            self._mem_dirty.set()  # measured again on the pool's thread
 
     def kill(self, worker: LocalWorker) -> None:
         pid = worker.pid
