@@ -13,7 +13,7 @@ Protocol (frames from ``_wire``), driver -> zygote on stdin:
                                  warm worker that takes on a job later (see _pool.py)
 zygote -> driver on stdout:
     ("preloaded", [module, ...], error_or_None)
-    ("learned", count, None_or_why_learning_must_stop)
+    ("learned", count, None_or_why_learning_must_stop)   count: names done with since the last
     ("forked", token, pid)
     ("exit", pid, returncode)    returncode < 0 is the signal that killed it
 
@@ -23,6 +23,7 @@ exits, so no worker outlives its driver.
 
 from __future__ import annotations
 
+import collections
 import errno
 import gc
 import importlib
@@ -73,6 +74,9 @@ class _Zygote:
         self._out = out
         self._reader = _wire.FrameReader()
         self._children: set[int] = set()
+        self._learning: collections.deque[str] = collections.deque()  # still to import
+        self._learned = 0
+        self._stop_learning: str | None = None
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         os.set_blocking(self._wake_r, False)
@@ -91,7 +95,8 @@ class _Zygote:
         try:
             while True:
                 try:
-                    ready, _, _ = select.select([self._in, self._wake_r], [], [])
+                    ready, _, _ = select.select([self._in, self._wake_r], [], [],
+                                                0 if self._learning else None)
                 except InterruptedError:
                     ready = []
                 if self._wake_r in ready:
@@ -107,6 +112,8 @@ class _Zygote:
                         return
                     for msg in self._reader.feed(data):
                         self._handle(msg)
+                if self._learning and not ready:
+                    self._learn_one()
         finally:
             self._kill_all()
 
@@ -122,7 +129,7 @@ class _Zygote:
             gc.freeze()  # children then leave the imported objects' pages shared
             self._send(("preloaded", msg[1], error))
         elif kind == "learn":
-            self._send(("learned", len(msg[1]), self._learn(msg[1])))
+            self._learning.extend(msg[1])
         elif kind == "fork":
             _, token, spec = msg
             pid = os.fork()
@@ -134,26 +141,30 @@ class _Zygote:
             for pid in msg[1]:
                 _killpg(pid)
 
-    def _learn(self, names: list[str]) -> str | None:
-        """Imports the modules a job's workers imported (``ImportLearner``), in their order,
-        each failure skipped: the next workers forked start with them. Returns why the zygote
-        must stop learning (an import started a Python thread, which a fork would not
-        carry), else None."""
+    def _learn_one(self) -> None:
+        """Imports the next module a job's workers imported (``ImportLearner``), in their
+        order, a failure skipped; one per turn of the loop, so forks and exits asked for
+        meanwhile are not held up by a long list. Once the list is done (or an import
+        started a Python thread, which a fork would not carry: then the rest is dropped),
+        tells the driver ``("learned", count, why_to_stop_or_None)``."""
         import threading
 
-        before = threading.active_count()
-        for name in names:
-            if name in sys.modules:
-                continue
+        name = self._learning.popleft()
+        self._learned += 1  # names done with, imported or not
+        if name not in sys.modules:
+            before = threading.active_count()
             try:
                 importlib.import_module(name)
-            except BaseException:  # noqa: BLE001, S112 - a module that cannot load here is skipped
-                continue
+            except BaseException:  # noqa: BLE001, S110 - a module that cannot load here is skipped
+                pass
             if threading.active_count() > before:
-                gc.freeze()
-                return f"importing {name!r} started a thread"
-        gc.freeze()  # children then leave the imported objects' pages shared
-        return None
+                self._stop_learning = f"importing {name!r} started a thread"
+                self._learned += len(self._learning)
+                self._learning.clear()
+        if not self._learning:
+            gc.freeze()  # children then leave the imported objects' pages shared
+            self._send(("learned", self._learned, self._stop_learning))
+            self._learned = 0
 
     def _reap(self) -> None:
         while self._children:

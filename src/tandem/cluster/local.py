@@ -364,6 +364,7 @@ class _IOThread(_wire.IOThread):
         self._warm_by_pid: dict[int, _Warm] = {}
         self._generation = 0  # rounds of learned imports sent to the zygote
         self._learning = True  # off once a learned import started a thread in the zygote
+        # the pool thread's work: modules to learn, [] to refill after a round was learned
         self._learn_queue: queue.SimpleQueue[list[str] | None] = queue.SimpleQueue()
         self._max_pss = (warm_pool or WarmPoolConfig()).max_pss_mb * 2**20
         self._warm_cap: int | None = None  # most warm workers the memory bound leaves room for
@@ -373,7 +374,8 @@ class _IOThread(_wire.IOThread):
                                          name="tandem-pool")
         self._learner.start()
         self._eof_pids: dict[int, float] = {}  # connection closed: watch for its death
-        self.learned: list[str] = []  # modules the zygote imported because jobs did
+        self.learned: list[str] = []
+        self.learn_outstanding = 0  # names sent to the zygote that it has not done yet  # modules the zygote imported because jobs did
         self.warm_used = 0  # gang workers that started warm (for tests and benchmarks)
         self.reused = 0  # workers that went back to the pool after a task (reuse_actors)
 
@@ -419,7 +421,6 @@ class _IOThread(_wire.IOThread):
                 return
             self._preloaded.update(todo)
             self.learned.extend(todo)
-            self._generation += 1
         logger.debug("learning %d modules (round %d): %s ...", len(todo), self._generation,
                      todo[:5])
         self._learn_queue.put(todo)
@@ -430,17 +431,20 @@ class _IOThread(_wire.IOThread):
         every 2 s: one measurement reads each process's smaps, ~20 ms for a torch one)."""
         while True:
             try:
-                todo = self._learn_queue.get(timeout=2.0)
+                todo: list[str] | None = self._learn_queue.get(timeout=2.0)
             except queue.Empty:
-                todo = []
+                todo = None if self._stopping else ["__idle__"]
             if todo is None or self._stopping:
                 return
             try:
-                if todo:
+                if todo == []:  # the zygote learned a round: warm workers with it
+                    self.refill()
+                elif todo != ["__idle__"]:
                     if self.pss_bytes > self._max_pss:
                         continue  # the bound is reached: learn no more
+                    with self._pool_lock:
+                        self.learn_outstanding += len(todo)
                     self._to_zygote(("learn", todo))
-                    self.refill()
                 elif self._mem_dirty.is_set():
                     self._mem_dirty.clear()
                     self.enforce_memory_bound()
@@ -811,7 +815,11 @@ class _IOThread(_wire.IOThread):
                 self._exited(msg[1], msg[2])
             elif kind == "learned":
                 self._mem_dirty.set()
-                logger.debug("the zygote imported %d learned modules", msg[1])
+                logger.debug("the zygote went through %d learned modules", msg[1])
+                with self._pool_lock:
+                    self._generation += 1  # warm workers forked from now on have them
+                    self.learn_outstanding -= msg[1]
+                self._learn_queue.put([])  # refill, on the pool's thread
                 if not msg[2]:
                     continue
                 self._learning = False

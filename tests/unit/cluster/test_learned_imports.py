@@ -45,7 +45,8 @@ def test_the_next_worker_starts_with_what_the_last_one_imported(tmp_path, monkey
         _run(cluster, placement, tmp_path, imports_idna_and_user_module, "learner")
         assert "idna" in io.learned and "learned_probe_user" not in io.learned
         # the zygote imported it and a warm worker of the newest round is ready
-        _wait(lambda: any(w.generation == io._generation for w in list(io._warm_idle.values())))
+        _wait(lambda: io.learn_outstanding == 0 and any(
+            w.generation == io._generation for w in list(io._warm_idle.values())))
         used = io.warm_used
         _, out = _run(cluster, placement, tmp_path, probe, "after")
         assert out == [("had", True, False)] and io.warm_used == used + 1
@@ -110,7 +111,7 @@ def test_a_gang_restarted_after_a_kill_starts_with_the_learned_imports(tmp_path)
         fit.start()
         io = runtime.current_service().cluster._io_thread()
         # two warm workers forked after the zygote imported what rank 1 imported
-        _wait(lambda: "idna" in io.learned and sum(
+        _wait(lambda: "idna" in io.learned and io.learn_outstanding == 0 and sum(
             w.generation == io._generation and w.modules >= {"idna"}
             for w in list(io._warm_idle.values())) >= 2, 120)
         (tmp_path / "go").write_text("")
