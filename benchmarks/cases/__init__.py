@@ -15,6 +15,7 @@ CASE_NAMES: tuple[str, ...] = (
     "ddp_throughput",
     "model_train",
     "failure_recovery",
+    "digits_recovery",
     "report_latency",
     "asha",
     "scale",

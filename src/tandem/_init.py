@@ -30,6 +30,7 @@ def init(
     include_dashboard: bool | None = None,
     local_mode: bool = False,
     warm_workers: int | None = None,
+    warm_pool_mb: float | None = None,
     owner: str | None = None,
     priority: int | None = None,
     scheduling: Any = None,
@@ -77,6 +78,10 @@ def init(
         warm_workers: most worker processes the local cluster keeps started and waiting
             for a job (default 4; each leaves after 30 s without one); 0 starts every worker
             when its job starts. tandem's own (docs/warm_workers.md).
+        warm_pool_mb: most memory (MiB of PSS) the warm workers and the zygote they fork
+            from hold together (default 500, or ``$TANDEM_WARM_POOL_MB``; a train server
+            reads that variable). Past it the pool learns no more imports and keeps fewer
+            warm workers. tandem's own (docs/warm_workers.md).
         owner, priority: tandem only: the owner and queue priority of this process's jobs
             when their ``RunConfig`` names none (default ``"default"`` and 0).
         scheduling: tandem only, embedded service: the admission policy, ``"fifo"``
@@ -125,6 +130,12 @@ def init(
                                      or not isinstance(warm_workers, int) or warm_workers < 0):
         raise ConfigError(f"tandem.init(warm_workers={warm_workers!r}): give a whole number "
                           f">= 0 (0 starts every worker when its job starts).")
+    if warm_pool_mb is not None and (isinstance(warm_pool_mb, bool)
+                                     or not isinstance(warm_pool_mb, (int, float))
+                                     or not warm_pool_mb > 0):
+        raise ConfigError(f"tandem.init(warm_pool_mb={warm_pool_mb!r}): give a number of MiB "
+                          f"> 0 (default 500), the most memory the warm workers and the "
+                          f"process they fork from hold together.")
     if resources is not None:
         validate_bundle(resources, "tandem.init(resources)")
     policy = _scheduling_policy(scheduling, quotas)
@@ -144,7 +155,8 @@ def init(
     if address is not None:
         given = [n for n, v in (("num_cpus", num_cpus), ("num_gpus", num_gpus),
                                 ("memory", memory), ("resources", resources),
-                                ("warm_workers", warm_workers), ("scheduling", scheduling),
+                                ("warm_workers", warm_workers),
+                                ("warm_pool_mb", warm_pool_mb), ("scheduling", scheduling),
                                 ("quotas", quotas)) if v is not None]
         if given:
             raise ConfigError(
@@ -179,7 +191,7 @@ def init(
     c: Any = make_cluster(cluster, ray_address if cluster == "ray" else None,
                           num_cpus=num_cpus, num_gpus=num_gpus, memory=memory,
                           resources=dict(resources) if resources is not None else None,
-                          warm_workers=warm_workers)
+                          warm_workers=warm_workers, warm_pool_mb=warm_pool_mb)
     runtime.set_service(LocalJobService(c, scheduler=policy, default_owner=owner or "default"))
 
 

@@ -155,6 +155,10 @@ def cmd_server_status(a: argparse.Namespace) -> int:
     print(f"tandem server {health['version']} at {conn.url} (pid {health['pid']})")
     print(f"  resources: {res}   free: {free}")
     print(f"  jobs: {cluster['num_running']} running, {cluster['num_pending']} pending")
+    pool = cluster.get("warm_pool")
+    if pool:
+        print(f"  warm pool: {pool['pss_mb']:g} MiB of {pool['max_pss_mb']:g} MiB, "
+              f"{pool['warm_workers']} warm worker(s), {pool['learned_modules']} learned imports")
     print(f"  job store: {health['store']}")
     return 0
 

@@ -150,3 +150,14 @@ def test_tune_resources_doc_runs(tmp_path):
     script.write_text(code)
     out = run([str(script)], tmp_path)
     assert "long trial ended with 4.0 CPUs" in out, out[-2000:]
+
+
+def test_warm_workers_doc_runs(tmp_path):
+    """docs/warm_workers.md's python block: the pool's bounds given to tandem.init."""
+    code = "\n".join(python_blocks(os.path.join(ROOT, "docs", "warm_workers.md")))
+    code += ("\nfrom tandem.jobs import runtime\n"
+             "assert runtime.current_service() is None\n"
+             "print('warm pool bounds accepted')\n")
+    script = tmp_path / "warm_doc.py"
+    script.write_text(code)
+    assert "warm pool bounds accepted" in run([str(script)], tmp_path)

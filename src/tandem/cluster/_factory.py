@@ -20,6 +20,7 @@ def make_cluster(
     memory: float | None = None,
     resources: Mapping[str, float] | None = None,
     warm_workers: int | None = None,
+    warm_pool_mb: float | None = None,
     **ray_options: Any,
 ) -> Cluster:
     """Returns a ``LocalCluster`` or a ``RayCluster``.
@@ -32,6 +33,8 @@ def make_cluster(
             cluster's resources are Ray's own; these are refused with ``kind="ray"``.
         warm_workers: for ``"local"``: most warm workers kept ready
             (``WarmPoolConfig.max_workers``; default 4, 0 = none).
+        warm_pool_mb: for ``"local"``: most memory (MiB of PSS) the zygote and the warm
+            workers hold (``WarmPoolConfig.max_pss_mb``; default 500).
         ray_options: passed to ``RayCluster`` (``runtime_env``, ``autoscaling``, ...).
 
     Raises:
@@ -48,13 +51,19 @@ def make_cluster(
         from tandem.cluster._pool import WarmPoolConfig
         from tandem.cluster.local import LocalCluster
 
-        pool = WarmPoolConfig(max_workers=warm_workers) if warm_workers is not None else None
+        bounds: dict[str, Any] = {}
+        if warm_workers is not None:
+            bounds["max_workers"] = warm_workers
+        if warm_pool_mb is not None:
+            bounds["max_pss_mb"] = warm_pool_mb
+        pool = WarmPoolConfig(**bounds) if bounds else None
         return LocalCluster(num_cpus=num_cpus, num_gpus=num_gpus, memory=memory,
                             resources=dict(resources or {}), warm_pool=pool)
     if kind == "ray":
         given = [n for n, v in (("num_cpus", num_cpus), ("num_gpus", num_gpus),
                                 ("memory", memory), ("resources", resources),
-                                ("warm_workers", warm_workers)) if v is not None]
+                                ("warm_workers", warm_workers),
+                                ("warm_pool_mb", warm_pool_mb)) if v is not None]
         if given:
             raise ConfigError(
                 f"{', '.join(given)} configure the local cluster; on Ray the "

@@ -17,11 +17,17 @@ never more than ``WarmPoolConfig.max_workers``, and lets a warm worker go once i
 from __future__ import annotations
 
 import collections
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from tandem._core.errors import ConfigError
+
+#: The default bound of the pool's memory (MiB of PSS), and the variable that changes it
+#: (for a train server: ``TANDEM_WARM_POOL_MB=800 tandem server start``).
+DEFAULT_MAX_PSS_MB = 500.0
+MAX_PSS_ENV = "TANDEM_WARM_POOL_MB"
 
 
 @dataclass(frozen=True)
@@ -33,19 +39,37 @@ class WarmPoolConfig:
             worker is forked when its gang starts).
         idle_s: a warm worker that waited this long without a job exits.
         burst_window_s: starts within this window count together as one burst of demand.
+        max_pss_mb: most memory (MiB of PSS: shared pages split among the processes that
+            share them) the zygote and the idle warm workers hold together. Past it the
+            zygote learns no more imports and idle warm workers exit, newest last, until the
+            pool is back under it (default 500, or ``$TANDEM_WARM_POOL_MB``).
     """
 
     max_workers: int = 4
     idle_s: float = 30.0
     burst_window_s: float = 1.0
+    max_pss_mb: float = -1.0  # -1: $TANDEM_WARM_POOL_MB, else DEFAULT_MAX_PSS_MB
 
     def __post_init__(self) -> None:
+        if self.max_pss_mb == -1.0:
+            raw = os.environ.get(MAX_PSS_ENV, "").strip()
+            try:
+                value = float(raw) if raw else DEFAULT_MAX_PSS_MB
+            except ValueError:
+                raise ConfigError(f"{MAX_PSS_ENV}={raw!r}: give a number of MiB > 0 "
+                                  f"(default {DEFAULT_MAX_PSS_MB:g}).") from None
+            object.__setattr__(self, "max_pss_mb", value)
         if isinstance(self.max_workers, bool) or not isinstance(self.max_workers, int) \
                 or self.max_workers < 0:
             raise ConfigError(
                 f"WarmPoolConfig(max_workers={self.max_workers!r}): give a whole number >= 0 "
                 f"(0 turns warm workers off)."
             )
+        if isinstance(self.max_pss_mb, bool) or not isinstance(self.max_pss_mb, (int, float)) \
+                or not self.max_pss_mb > 0:
+            raise ConfigError(f"WarmPoolConfig(max_pss_mb={self.max_pss_mb!r}) (or "
+                              f"{MAX_PSS_ENV}): give a number of MiB > 0 (default "
+                              f"{DEFAULT_MAX_PSS_MB:g}).")
         for name in ("idle_s", "burst_window_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:

@@ -32,8 +32,12 @@ class WorkerChannel:
         self._handler: Callable[[Any], None] | None = None
         self.closing = False  # set by a host that ends the connection on purpose
         self.idle: Any = None  # a reused worker's queue for frames while no task runs
+        self.learner: ImportLearner | None = None
 
     def send(self, obj: Any) -> None:
+        learner = self.learner
+        if learner is not None and len(sys.modules) != learner.known:
+            learner.send_new()  # what the task imported so far goes ahead of its frame
         self._channel.send(obj)
 
     def on_message(self, handler: Callable[[Any], None]) -> None:
@@ -142,7 +146,13 @@ def _run_reused(channel: SocketChannel, msg: Any) -> int:
         working_dir = os.environ.get("TANDEM_WORKING_DIR")
         if working_dir and working_dir not in sys.path:
             sys.path.insert(0, working_dir)
-        code = int(cloudpickle.loads(task_bytes)(wc) or 0)
+        learner = ImportLearner(channel)
+        wc.learner = learner if learner.enabled else None
+        learner.start()
+        try:
+            code = int(cloudpickle.loads(task_bytes)(wc) or 0)
+        finally:
+            learner.finish()
         wc._handler = None
         for stream in (sys.stdout, sys.stderr):
             try:
@@ -193,7 +203,98 @@ def _run_task(channel: SocketChannel, worker_id: str, task_bytes: bytes) -> int:
     working_dir = os.environ.get("TANDEM_WORKING_DIR")
     if working_dir and working_dir not in sys.path:
         sys.path.insert(0, working_dir)  # the job's uploaded code (train server runtime_env)
+    learner = ImportLearner(channel)
     task = cloudpickle.loads(task_bytes)
     wc = WorkerChannel(channel, worker_id)
+    wc.learner = learner if learner.enabled else None
     threading.Thread(target=wc._read_forever, name="tandem-control", daemon=True).start()
-    return int(task(wc) or 0)
+    learner.start()
+    try:
+        return int(task(wc) or 0)
+    finally:
+        learner.finish()
+
+
+#: Top-level packages never learned for the zygote: they start threads, open connections
+#: or hold state that a fork must not inherit (ray, grpc, trackers), or have their own
+#: preload (TensorFlow: ``tandem.train.tensorflow._preload``).
+_NEVER_LEARN = frozenset({
+    "ray", "grpc", "wandb", "mlflow", "tensorflow", "tf_keras", "keras", "jax", "jaxlib",
+    "multiprocess", "dask", "distributed", "IPython", "ipykernel", "zmq", "tornado",
+    "uvicorn", "fastapi", "starlette", "httpx", "requests", "urllib3", "psycopg",
+    "psycopg2", "sqlalchemy", "pytest", "_pytest",
+})
+
+#: Seconds after a task starts at which a worker tells the driver what it imported, for a
+#: task that sends nothing for long; it also does ahead of any frame the task sends once
+#: ``sys.modules`` grew (e.g. with the first report), and when the task ends. Early enough
+#: that a gang restarted after a crash finds warm workers with them, cheap enough to cost
+#: nothing per frame (one ``len(sys.modules)``).
+LEARN_AFTER_S = (1.0, 5.0, 20.0)
+
+
+class ImportLearner:
+    """Tells the driver which installed modules a task imported: ``("__imports__",
+    [name, ...])`` in the order they were imported, each name once. The driver has the
+    zygote import them, so the next workers (a gang restarted after a crash, the next
+    trial) start with them imported (``docs/warm_workers.md``). The user's own modules are
+    never named (each task imports those afresh), nor ``_NEVER_LEARN``'s.
+    ``TANDEM_LEARN_IMPORTS=0`` turns it off."""
+
+    def __init__(self, channel: SocketChannel) -> None:
+        self._channel = channel
+        self._seen = set(sys.modules)
+        self.known = len(self._seen)  # len(sys.modules) when last looked: a cheap "changed?"
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self.enabled = os.environ.get("TANDEM_LEARN_IMPORTS", "1") != "0"
+
+    def start(self) -> None:
+        if self.enabled:
+            threading.Thread(target=self._loop, name="tandem-imports", daemon=True).start()
+
+    def finish(self) -> None:
+        self._done.set()
+        if self.enabled:
+            self.send_new()
+
+    def _loop(self) -> None:
+        waited = 0.0
+        for at in LEARN_AFTER_S:
+            if self._done.wait(at - waited):
+                return
+            waited = at
+            self.send_new()
+
+    def send_new(self) -> None:
+        with self._lock:
+            current = list(sys.modules)
+            self.known = len(current)
+            names = [n for n in current if n not in self._seen]
+            self._seen.update(names)
+            learned = [n for n in names if _learnable(n)]
+            if learned:
+                try:
+                    self._channel.send(("__imports__", learned))
+                except OSError:
+                    pass
+
+
+_ROOTS: tuple[str, ...] | None = None
+
+
+def _learnable(name: str) -> bool:
+    global _ROOTS
+    if name.partition(".")[0] in _NEVER_LEARN or name == "__main__":
+        return False
+    module = sys.modules.get(name)
+    file = getattr(module, "__file__", None)
+    if not isinstance(file, str):
+        return False  # built in, a namespace package, or not a module
+    if _ROOTS is None:
+        import sysconfig
+
+        paths = sysconfig.get_paths()
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tandem's own
+        _ROOTS = tuple({paths["purelib"], paths["platlib"], here})
+    return file.startswith(_ROOTS)

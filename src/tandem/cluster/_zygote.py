@@ -7,11 +7,13 @@ modules only when a job asks for them (``preload``), so trivial jobs never pay f
 
 Protocol (frames from ``_wire``), driver -> zygote on stdin:
     ("preload", [module, ...])
+    ("learn", [module, ...])     what a job's workers imported: import them, skip failures
     ("fork", token, spec)        spec: dict(worker_id, address, authkey, log_path, env, cwd,
                                  sys_path, argv), or dict(warm_id, address, authkey) for a
                                  warm worker that takes on a job later (see _pool.py)
 zygote -> driver on stdout:
     ("preloaded", [module, ...], error_or_None)
+    ("learned", count, None_or_why_learning_must_stop)   count: names done with since the last
     ("forked", token, pid)
     ("exit", pid, returncode)    returncode < 0 is the signal that killed it
 
@@ -21,6 +23,7 @@ exits, so no worker outlives its driver.
 
 from __future__ import annotations
 
+import collections
 import errno
 import gc
 import importlib
@@ -71,6 +74,9 @@ class _Zygote:
         self._out = out
         self._reader = _wire.FrameReader()
         self._children: set[int] = set()
+        self._learning: collections.deque[str] = collections.deque()  # still to import
+        self._learned = 0
+        self._stop_learning: str | None = None
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         os.set_blocking(self._wake_r, False)
@@ -89,7 +95,8 @@ class _Zygote:
         try:
             while True:
                 try:
-                    ready, _, _ = select.select([self._in, self._wake_r], [], [])
+                    ready, _, _ = select.select([self._in, self._wake_r], [], [],
+                                                0 if self._learning else None)
                 except InterruptedError:
                     ready = []
                 if self._wake_r in ready:
@@ -105,6 +112,8 @@ class _Zygote:
                         return
                     for msg in self._reader.feed(data):
                         self._handle(msg)
+                if self._learning and not ready:
+                    self._learn_one()
         finally:
             self._kill_all()
 
@@ -119,6 +128,8 @@ class _Zygote:
                     error = f"{type(e).__name__}: {e}"
             gc.freeze()  # children then leave the imported objects' pages shared
             self._send(("preloaded", msg[1], error))
+        elif kind == "learn":
+            self._learning.extend(msg[1])
         elif kind == "fork":
             _, token, spec = msg
             pid = os.fork()
@@ -129,6 +140,31 @@ class _Zygote:
         elif kind == "kill":
             for pid in msg[1]:
                 _killpg(pid)
+
+    def _learn_one(self) -> None:
+        """Imports the next module a job's workers imported (``ImportLearner``), in their
+        order, a failure skipped; one per turn of the loop, so forks and exits asked for
+        meanwhile are not held up by a long list. Once the list is done (or an import
+        started a Python thread, which a fork would not carry: then the rest is dropped),
+        tells the driver ``("learned", count, why_to_stop_or_None)``."""
+        import threading
+
+        name = self._learning.popleft()
+        self._learned += 1  # names done with, imported or not
+        if name not in sys.modules:
+            before = threading.active_count()
+            try:
+                importlib.import_module(name)
+            except BaseException:  # noqa: BLE001, S110 - a module that cannot load here is skipped
+                pass
+            if threading.active_count() > before:
+                self._stop_learning = f"importing {name!r} started a thread"
+                self._learned += len(self._learning)
+                self._learning.clear()
+        if not self._learning:
+            gc.freeze()  # children then leave the imported objects' pages shared
+            self._send(("learned", self._learned, self._stop_learning))
+            self._learned = 0
 
     def _reap(self) -> None:
         while self._children:

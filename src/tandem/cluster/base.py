@@ -130,6 +130,11 @@ class Cluster(ABC):
     def prewarm(self, preload: Sequence[str] = ()) -> None:
         """Optional: get ready to start workers that import ``preload`` quickly."""
 
+    def warm_pool_info(self) -> dict[str, Any] | None:
+        """Optional: the state and memory of the processes kept ready for workers (None:
+        this cluster keeps none)."""
+        return None
+
     def shutdown(self) -> None:
         """Optional: ends what the cluster started (helper processes); called once, when the
         job service that owns it shuts down."""

@@ -12,6 +12,7 @@ import itertools
 import logging
 import math
 import os
+import queue
 import re
 import selectors
 import shutil
@@ -39,6 +40,9 @@ from tandem.cluster.base import (
 )
 
 logger = logging.getLogger(__name__)
+
+#: Most modules the zygote imports because jobs did (``_IOThread.learn``).
+MAX_LEARNED_MODULES = 20_000
 
 NODE_ID = "local"
 NODE_IP = "127.0.0.1"
@@ -251,15 +255,19 @@ class LocalCluster(Cluster):
         split among the processes sharing them) of the zygote and the idle warm workers.
         0 before the first job; Linux only (0 elsewhere)."""
         io = self._io
+        return io.pool_memory()[0] if io is not None else 0
+
+    def warm_pool_info(self) -> dict[str, Any] | None:
+        """The warm pool now (``tandem status``, a train server's ``/api/cluster``): its
+        memory (``pss_mb``, as measured after its last change) against its bound
+        (``max_pss_mb``), the warm workers waiting, how many modules the zygote learned from
+        jobs and whether it still learns. None before the first job."""
+        io = self._io
         if io is None:
-            return 0
-        total = 0
-        for pid in [io._zygote.pid, *io.warm_pids()]:
-            try:
-                total += int(getattr(psutil.Process(pid).memory_full_info(), "pss", 0))
-            except psutil.Error:
-                pass
-        return total
+            return None
+        if io.pss_bytes == 0:
+            io.pss_bytes = io.pool_memory()[0]
+        return {**io.info(), "max_workers": self.warm_pool.max_workers}
 
     def shutdown(self) -> None:
         """Kills every worker and the zygote. The cluster may be used again afterwards."""
@@ -292,11 +300,15 @@ def _assign_gpus(free: list[float], amount: float) -> list[tuple[int, float]] | 
 class _Warm:
     """A warm worker: forked ahead of demand, then connected and waiting for a job."""
 
-    __slots__ = ("conn", "modules", "pid", "retire_on_hello", "reuse_key", "since", "state",
-                 "warm_id")
+    __slots__ = ("conn", "generation", "modules", "pid", "retire_on_hello", "reuse_key", "since",
+                 "state", "warm_id")
 
-    def __init__(self, warm_id: str, modules: frozenset[str], reuse_key: str | None = None) -> None:
+    def __init__(self, warm_id: str, modules: frozenset[str], reuse_key: str | None = None,
+                 generation: int = 0) -> None:
         self.warm_id = warm_id
+        # how many rounds of learned imports the zygote had when it forked this one: a gang
+        # takes the newest, and a newer one that connects retires an older idle one
+        self.generation = generation
         # set: a worker that ran a task of this kind and went back to the pool; it runs
         # only tasks of the same kind (TuneConfig(reuse_actors=True))
         self.reuse_key = reuse_key
@@ -350,6 +362,20 @@ class _IOThread(_wire.IOThread):
         self._warm_pending: dict[str, _Warm] = {}  # forked, not yet connected
         self._warm_idle: dict[str, _Warm] = {}  # connected, waiting for a job
         self._warm_by_pid: dict[int, _Warm] = {}
+        self._generation = 0  # rounds of learned imports sent to the zygote
+        self._learning = True  # off once a learned import started a thread in the zygote
+        # the pool thread's work: modules to learn, [] to refill after a round was learned
+        self._learn_queue: queue.SimpleQueue[list[str] | None] = queue.SimpleQueue()
+        self._max_pss = (warm_pool or WarmPoolConfig()).max_pss_mb * 2**20
+        self._warm_cap: int | None = None  # most warm workers the memory bound leaves room for
+        self._mem_dirty = threading.Event()  # the pool's memory changed: measure it again
+        self.pss_bytes = 0  # the pool's memory when last measured (launcher_pss_bytes)
+        self._learner = threading.Thread(target=self._learn_loop, daemon=True,
+                                         name="tandem-pool")
+        self._learner.start()
+        self._eof_pids: dict[int, float] = {}  # connection closed: watch for its death
+        self.learned: list[str] = []
+        self.learn_outstanding = 0  # names sent to the zygote that it has not done yet  # modules the zygote imported because jobs did
         self.warm_used = 0  # gang workers that started warm (for tests and benchmarks)
         self.reused = 0  # workers that went back to the pool after a task (reuse_actors)
 
@@ -373,6 +399,7 @@ class _IOThread(_wire.IOThread):
         if todo:
             with self._pool_lock:
                 self._preloaded.update(todo)
+                self._generation += 1
                 stale = list(self._warm_idle.values())
                 self._warm_idle.clear()
                 for w in self._warm_pending.values():
@@ -380,6 +407,95 @@ class _IOThread(_wire.IOThread):
             self._to_zygote(("preload", list(todo)))
             for w in stale:
                 self._retire(w)
+
+    def learn(self, names: list[str]) -> None:
+        """Modules a worker imported (``_worker_main.ImportLearner``): the zygote imports
+        them and the warm workers forked from then on start with them (the idle ones stay
+        usable until newer ones are ready). Called on the I/O thread, so the zygote is told
+        from a helper thread: a write to its stdin must never wait on the I/O thread."""
+        if not self._learning or self._stopping:
+            return
+        with self._pool_lock:
+            todo = [n for n in dict.fromkeys(names) if n not in self._preloaded]
+            if not todo or len(self._preloaded) + len(todo) > MAX_LEARNED_MODULES:
+                return
+            self._preloaded.update(todo)
+            self.learned.extend(todo)
+        logger.debug("learning %d modules (round %d): %s ...", len(todo), self._generation,
+                     todo[:5])
+        self._learn_queue.put(todo)
+
+    def _learn_loop(self) -> None:
+        """The pool's helper thread: tells the zygote what to learn, and keeps the pool's
+        memory under ``WarmPoolConfig.max_pss_mb`` (measured after it changed, at most
+        every 2 s: one measurement reads each process's smaps, ~20 ms for a torch one)."""
+        while True:
+            try:
+                todo: list[str] | None = self._learn_queue.get(timeout=2.0)
+            except queue.Empty:
+                todo = None if self._stopping else ["__idle__"]
+            if todo is None or self._stopping:
+                return
+            try:
+                if todo == []:  # the zygote learned a round: warm workers with it
+                    self.refill()
+                elif todo != ["__idle__"]:
+                    if self.pss_bytes > self._max_pss:
+                        continue  # the bound is reached: learn no more
+                    with self._pool_lock:
+                        self.learn_outstanding += len(todo)
+                    self._to_zygote(("learn", todo))
+                elif self._mem_dirty.is_set():
+                    self._mem_dirty.clear()
+                    self.enforce_memory_bound()
+            except TandemError:
+                return
+
+    def pool_memory(self) -> tuple[int, int, int]:
+        """(PSS of the zygote and the idle warm workers together, the warm workers' own
+        memory (USS) together, how many warm workers): Linux only, zeros elsewhere."""
+        total = own = 0
+        warm = self.warm_pids()
+        for pid in [self._zygote.pid, *warm]:
+            try:
+                info = psutil.Process(pid).memory_full_info()
+            except psutil.Error:
+                continue
+            total += int(getattr(info, "pss", 0))
+            if pid != self._zygote.pid:
+                own += int(getattr(info, "uss", 0))
+        return total, own, len(warm)
+
+    def enforce_memory_bound(self) -> None:
+        """Measures the pool; past the bound, stops learning imports and lets idle warm
+        workers go until the zygote and those left fit (fewer are forked from then on)."""
+        total, own, n = self.pool_memory()
+        self.pss_bytes = total
+        per_warm = own / n if n else 8 * 2**20
+        room = self._max_pss - (total - own)  # what the zygote's share leaves
+        cap = max(0, int(room // max(per_warm, 1)))
+        with self._pool_lock:
+            self._warm_cap = cap if total > self._max_pss or self._warm_cap is not None else None
+            extra = [w for w in self._warm_idle.values() if w.reuse_key is None]
+            extra = extra[:max(0, len(extra) - cap)] if total > self._max_pss else []
+            for w in extra:
+                del self._warm_idle[w.warm_id]
+        if total > self._max_pss and self._learning:
+            self._learning = False
+            logger.warning(
+                "the warm pool holds %.0f MiB (bound %.0f MiB, WarmPoolConfig(max_pss_mb) / "
+                "$TANDEM_WARM_POOL_MB): it learns no more imports and keeps %d warm "
+                "worker(s)", total / 2**20, self._max_pss / 2**20, cap)
+        for w in extra:
+            self._retire(w)
+
+    def info(self) -> dict[str, Any]:
+        with self._pool_lock:
+            idle = len(self._warm_idle)
+        return {"pss_mb": round(self.pss_bytes / 2**20, 1),
+                "max_pss_mb": round(self._max_pss / 2**20, 1),
+                "warm_workers": idle, "learned_modules": len(self.learned),
+                "learning": self._learning}
 
     def note_demand(self, num_workers: int) -> None:
         with self._pool_lock:
@@ -409,6 +525,8 @@ class _IOThread(_wire.IOThread):
                 self._by_pid[warm.pid] = worker
                 self.warm_used += 1
         if warm is not None:
+            logger.debug("%s starts on warm worker %s (round %d of learned imports)",
+                         worker.worker_id, warm.warm_id, warm.generation)
             worker._deliver(("__connected__", warm.pid))
             task, worker._task = worker._task, b""
             worker.send(("assign", job, task))
@@ -436,14 +554,15 @@ class _IOThread(_wire.IOThread):
         one that ran a task of kind ``reuse_key`` first, else a fresh one; a reused worker
         runs only tasks of its own kind."""
         fresh = None
+        newest = -1
         for warm_id, w in self._warm_idle.items():
             if not preload <= w.modules:
                 continue
             if reuse_key is not None and w.reuse_key == reuse_key:
                 fresh = warm_id
                 break
-            if w.reuse_key is None and fresh is None:
-                fresh = warm_id
+            if w.reuse_key is None and w.generation > newest:
+                fresh, newest = warm_id, w.generation
         if fresh is None:
             return None
         w = self._warm_idle.pop(fresh)
@@ -454,12 +573,17 @@ class _IOThread(_wire.IOThread):
     def refill(self) -> None:
         """Forks warm workers up to the policy's target (they connect on their own)."""
         with self._pool_lock:
-            have = len(self._warm_idle) + len(self._warm_pending)
-            want = self._policy.target() - have
+            gen = self._generation
+            have = sum(1 for w in [*self._warm_idle.values(), *self._warm_pending.values()]
+                       if w.generation == gen and w.reuse_key is None)
+            target = self._policy.target()
+            if self._warm_cap is not None:
+                target = min(target, self._warm_cap)
+            want = target - have
             modules = frozenset(self._preloaded)
             new = []
             for _ in range(max(0, want)):
-                w = _Warm(f"warm-{next(self._warm_ids)}", modules)
+                w = _Warm(f"warm-{next(self._warm_ids)}", modules, generation=gen)
                 token = next(self._tokens)
                 self._warm_pending[w.warm_id] = w
                 self._warm_by_token[token] = w
@@ -477,13 +601,47 @@ class _IOThread(_wire.IOThread):
         with self._pool_lock:
             return [w.pid for w in self._warm_idle.values() if w.pid is not None]
 
+    def _select_timeout(self) -> float:
+        return 0.02 if self._eof_pids else 1.0
+
+    def _reap_zombies(self) -> None:
+        """A worker whose connection closed: once it is dead (a zombie its parent, the
+        zygote, has not reaped yet) its job hears ``__exit__`` with the status Linux keeps
+        for the zombie, not only when the zygote gets to it; the zygote may be busy
+        importing for seconds (``learn``), and a crashed gang must not wait for that."""
+        now = self._policy.now()
+        for pid, deadline in list(self._eof_pids.items()):
+            code = _zombie_exitcode(pid)
+            if code is not None:
+                self._exited(pid, code)
+            if code is not None or now > deadline or pid not in self._by_pid:
+                del self._eof_pids[pid]
+
+    def _exited(self, pid: int, code: int) -> None:
+        with self._pool_lock:
+            exited = self._by_pid.pop(pid, None)
+            warm = self._warm_by_pid.pop(pid, None) if exited is None else None
+            if warm is not None:  # a warm worker that never got a job
+                self._warm_pending.pop(warm.warm_id, None)
+                self._warm_idle.pop(warm.warm_id, None)
+        if exited is not None:
+            self._by_id.pop(exited.worker_id, None)
+            exited.exitcode = code
+            if not exited._connected:
+                exited._deliver(("__eof__",))  # it died before it ever connected
+            exited._deliver(("__exit__", code))
+
     def _after_select(self) -> None:
+        if self._eof_pids:
+            self._reap_zombies()
         with self._pool_lock:
             expired = [w for w in self._warm_idle.values() if self._policy.expired(w.since)]
             for w in expired:
                 del self._warm_idle[w.warm_id]
         for w in expired:
             self._retire(w)
+        if expired:
+            self._mem_dirty.set()  # measured again on the pool's thread
 
     def kill(self, worker: LocalWorker) -> None:
         pid = worker.pid
@@ -503,6 +661,7 @@ class _IOThread(_wire.IOThread):
 
     def stop(self) -> None:
         self._stopping = True
+        self._learn_queue.put(None)
         for w in list(self._by_pid.values()):
             _killpg(w.pid)  # type: ignore[arg-type]
         try:
@@ -540,6 +699,8 @@ class _IOThread(_wire.IOThread):
             if worker is not None:
                 worker._conn = None
                 worker._deliver(("__eof__",))
+                if worker.pid is not None:  # see whether it died, without the zygote
+                    self._eof_pids[worker.pid] = self._policy.now() + 5.0
             return
         for frame in reader.feed(data):
             if isinstance(worker, _Warm):
@@ -562,6 +723,8 @@ class _IOThread(_wire.IOThread):
                 worker._deliver(("__connected__", frame[2]))
                 worker.send(("run", worker._task))
                 worker._task = b""
+            elif frame[0] == "__imports__":
+                self.learn(frame[1])
             elif frame[0] == "__reusable__" and worker.reuse_key is not None:
                 worker = self._back_to_pool(conn, state, worker, frame[1])
             else:
@@ -601,8 +764,17 @@ class _IOThread(_wire.IOThread):
                 w.pid = pid
                 self._warm_by_pid[pid] = w
             state[1] = w
+            self._mem_dirty.set()
+            stale = []
             if not w.retire_on_hello:
                 self._warm_idle[warm_id] = w
+                # once one with the newest learned imports is ready, the older idle ones go
+                # (whichever connected first); refill keeps the newest up to the target
+                fresh = [o for o in self._warm_idle.values() if o.reuse_key is None]
+                newest = max(o.generation for o in fresh)
+                stale = [self._warm_idle.pop(o.warm_id) for o in fresh if o.generation < newest]
+        for old in stale:
+            self._retire(old)
         if w.retire_on_hello:
             self._retire(w)
         return w
@@ -639,20 +811,40 @@ class _IOThread(_wire.IOThread):
                 if worker._killed:
                     _killpg(msg[2])
             elif kind == "exit":
+                self._eof_pids.pop(msg[1], None)
+                self._exited(msg[1], msg[2])
+            elif kind == "learned":
+                self._mem_dirty.set()
+                logger.debug("the zygote went through %d learned modules", msg[1])
                 with self._pool_lock:
-                    exited = self._by_pid.pop(msg[1], None)
-                    warm = self._warm_by_pid.pop(msg[1], None) if exited is None else None
-                    if warm is not None:  # a warm worker that never got a job
-                        self._warm_pending.pop(warm.warm_id, None)
-                        self._warm_idle.pop(warm.warm_id, None)
-                if exited is not None:
-                    self._by_id.pop(exited.worker_id, None)
-                    exited.exitcode = msg[2]
-                    if not exited._connected:
-                        exited._deliver(("__eof__",))  # it died before it ever connected
-                    exited._deliver(("__exit__", msg[2]))
+                    self._generation += 1  # warm workers forked from now on have them
+                    self.learn_outstanding -= msg[1]
+                self._learn_queue.put([])  # refill, on the pool's thread
+                if not msg[2]:
+                    continue
+                self._learning = False
+                logger.warning("stopped learning worker imports: %s", msg[2])
+            elif kind == "preloaded" and not msg[2]:
+                self._mem_dirty.set()
             elif kind == "preloaded" and msg[2]:
                 logger.warning("could not preload %s in worker processes: %s", msg[1], msg[2])
+
+
+def _zombie_exitcode(pid: int) -> int | None:
+    """The exit code (negative: the signal) of ``pid`` if it is a zombie, else None
+    (alive, already reaped, or not Linux): ``/proc/PID/stat``'s state and exit status."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()  # after "pid (comm) ", from the state on
+    if not fields or fields[0] not in (b"Z", b"X") or len(fields) < 50:
+        return None
+    try:
+        return os.waitstatus_to_exitcode(int(fields[49]))  # field 52: exit_code
+    except ValueError:
+        return None
 
 
 def _killpg(pid: int) -> None:

@@ -499,6 +499,7 @@ class TrainServer:
             "available": self.cluster.available(),
             "num_running": len(running),
             "num_pending": len(pending),
+            "warm_pool": self.cluster.warm_pool_info(),
             "jobs": [
                 {"job_id": j.job_id, "name": j.name, "state": j.status.value,
                  "bundles": [dict(b) for b in j.bundles],

@@ -78,8 +78,13 @@ def test_job_from_an_exited_client_runs_on_and_streams(server, tmp_path):
         assert "worker says bye" in logs["text"]
         usage = c.get(f"/api/jobs/{job_id}/usage").json()["samples"]
         assert usage and {s["rank"] for s in usage} <= {0, 1} and usage[0]["rss_bytes"] > 0
-        assert c.get("/api/cluster").json()["resources"]["CPU"] == 2
+        cluster = c.get("/api/cluster").json()
+        assert cluster["resources"]["CPU"] == 2
+        pool = cluster["warm_pool"]  # the zygote and warm workers the job started from
+        assert pool["max_pss_mb"] == 500 and 0 < pool["pss_mb"] <= 500
 
+    out = cli(server, "server", "status")
+    assert out.returncode == 0 and " MiB of 500 MiB, " in out.stdout, out.stdout  # warm pool
     out = cli(server, "jobs", "list")
     assert out.returncode == 0, out.stderr
     line = next(ln for ln in out.stdout.splitlines() if job_id in ln)

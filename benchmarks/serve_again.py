@@ -1,0 +1,110 @@
+"""Serving start-up, first and second deployment in one process (issue 25, item 2).
+
+    python benchmarks/serve_again.py [--repeats 3]
+
+Each repeat is a fresh process: it registers ``serve_bench.py``'s MLP from a separate
+process (as ``tandem serve bench@1`` would), then ``model.serve("bench@1")`` -> first
+answer, ``handle.stop()``, and the same again in the same process; it prints both times.
+``TANDEM_BENCH_BASELINE=DIR`` also runs DIR/src's tandem, interleaved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _first_answer(port: int, body: bytes, timeout_s: float = 120) -> float:
+    import http.client
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("POST", "/bench/predict", body, {"Content-Type": "application/json"})
+            r = c.getresponse()
+            r.read()
+            c.close()
+            if r.status == 200:
+                return time.perf_counter()
+        except OSError:
+            pass
+        time.sleep(0.005)
+    raise RuntimeError("no answer")
+
+
+def child(weights: str) -> None:
+    from tandem import model
+
+    subprocess.run([sys.executable, os.path.join(HERE, "serve_bench.py"), "--_put",
+                    "--weights", weights], check=True)
+    body = json.dumps({"inputs": [[0.0] * 64]}).encode()
+    out = []
+    for _ in range(2):
+        port = _port()
+        t0 = time.perf_counter()
+        handle = model.serve("bench@1", serve_settings={
+            "port": port, "resources_per_replica": {"CPU": 1}, "route_prefix": "/bench"})
+        out.append(_first_answer(port, body) - t0)
+        handle.stop()
+    print(json.dumps(out))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--_child", default=None)
+    a = p.parse_args()
+    if a._child:
+        child(a._child)
+        return 0
+    sys.path.insert(0, HERE)
+    from serve_bench import train_weights
+
+    work = tempfile.mkdtemp(prefix="serve-again-")
+    weights = os.path.join(work, "w.pt")
+    train_weights(weights)
+    variants = {"tandem": os.path.join(os.path.dirname(HERE), "src")}
+    base = os.environ.get("TANDEM_BENCH_BASELINE")
+    if base:
+        variants["baseline"] = os.path.join(base, "src")
+    got: dict[str, list[list[float]]] = {k: [] for k in variants}
+    for _ in range(a.repeats):
+        for name, src in variants.items():
+            home = tempfile.mkdtemp(dir=work)
+            env = {k: v for k, v in os.environ.items() if k != "TANDEM_ADDRESS"}
+            env = {**env, "PYTHONPATH": src, "HOME": home,
+                   "TANDEM_HOME": os.path.join(home, ".tandem")}
+            proc = subprocess.run([sys.executable, __file__, "--_child", weights], env=env,
+                                  capture_output=True, text=True, timeout=600)
+            if proc.returncode != 0:
+                print(proc.stderr[-3000:], file=sys.stderr)
+                return 1
+            times = json.loads(proc.stdout.strip().splitlines()[-1])
+            got[name].append(times)
+            print(f"{name}: first {times[0]:.2f} s, second {times[1]:.2f} s", flush=True)
+    for name, runs in got.items():
+        first = statistics.median(r[0] for r in runs)
+        second = statistics.median(r[1] for r in runs)
+        print(f"{name}: median first {first:.2f} s, second {second:.2f} s "
+              f"(targets <= 1.0 s / <= 0.3 s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
