@@ -5,46 +5,17 @@ the audit page (admins only) filtered by user."""
 
 from __future__ import annotations
 
-import base64
 import os
-import sys
 
-import cloudpickle
 import pytest
 
-from tandem.jobs.spec import JobOutcome, JobRunner, JobSpec, JobStatus
 from tests.integration.dashboard.test_browser import _browser, _console_guard, _poll, _shot
+from tests.integration.dashboard.test_users_browser import _login, _submit
 from tests.integration.server.conftest import cli, start_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 WAITS = "waits: group ml's quota CPU 0.5/0.5 (this job needs 0.5 more)"
-
-
-class _Waits(JobRunner):
-    """Runs on a thread of the server (no worker processes) until stopped; sent by value."""
-
-    def run(self, ctx):  # type: ignore[no-untyped-def]
-        ctx.stop_event.wait(240)
-        return JobOutcome(JobStatus.STOPPED)
-
-
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
-def _submit(srv, token: str, name: str) -> str:
-    spec = JobSpec(name=name, bundles=({"CPU": 0.5},), runner=_Waits())
-    with srv.http(token) as c:
-        r = c.post("/api/jobs", json={"payload": base64.b64encode(cloudpickle.dumps(spec)).decode()})
-        assert r.status_code == 201, r.text
-        return r.json()["job_id"]
-
-
-def _login(page, url: str, token: str) -> None:
-    page.goto(url + "/login")
-    page.fill("#token", token)
-    page.click("button[type=submit]")
-    page.wait_for_selector("#jobs")
 
 
 def test_groups_quota_waits_and_the_audit_page_in_the_browser(tmp_path):

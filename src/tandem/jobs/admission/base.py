@@ -354,29 +354,25 @@ def fmt_amount(key: str, v: float) -> str:
 def quota_block(job: QueuedJob, need: Mapping[str, float], quota: Quota | None,
                 used: Mapping[str, float]) -> str | None:
     """Why ``job`` would go over its owner's quota if it started now, or None."""
-    if quota is None:
-        return None
-    for key, limit in quota.limits().items():
-        want = need.get(key, 0.0)
-        if want and used.get(key, 0.0) + want > limit + 1e-9:
-            name = "CPU" if key == "CPU" else ("GPU" if key == "GPU" else "memory")
-            return (f"waits: {job.owner}'s quota {name} {fmt_amount(key, used.get(key, 0.0))}"
-                    f"/{fmt_amount(key, limit)} (this job needs {fmt_amount(key, want)} more)")
-    return None
+    return _over_quota(f"{job.owner}'s", need, quota, used)
 
 
 def group_quota_block(group: str, need: Mapping[str, float], quota: Quota | None,
                       used: Mapping[str, float]) -> str | None:
     """Why a job would take its owner's ``group`` over the group's quota, or None."""
+    return _over_quota(f"group {group}'s", need, quota, used)
+
+
+def _over_quota(whose: str, need: Mapping[str, float], quota: Quota | None,
+                used: Mapping[str, float]) -> str | None:
     if quota is None:
         return None
     for key, limit in quota.limits().items():
         want = need.get(key, 0.0)
         if want and used.get(key, 0.0) + want > limit + 1e-9:
             name = "CPU" if key == "CPU" else ("GPU" if key == "GPU" else "memory")
-            return (f"waits: group {group}'s quota {name} "
-                    f"{fmt_amount(key, used.get(key, 0.0))}/{fmt_amount(key, limit)} "
-                    f"(this job needs {fmt_amount(key, want)} more)")
+            return (f"waits: {whose} quota {name} {fmt_amount(key, used.get(key, 0.0))}"
+                    f"/{fmt_amount(key, limit)} (this job needs {fmt_amount(key, want)} more)")
     return None
 
 
