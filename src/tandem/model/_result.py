@@ -29,10 +29,13 @@ class ModelResult(Result):
         """The same run as a ``ModelResult`` (e.g. ``tandem.jobs.get(job_id).wait()``'s)."""
         if isinstance(result, ModelResult) and config is None:
             return result
-        values = {f.name: getattr(result, f.name) for f in dataclasses.fields(Result)}
+        values = {f.name: getattr(result, f.name) for f in dataclasses.fields(Result)
+                  if f.init}
         if config is not None:
             values["config"] = config
-        return cls(**values)
+        out = cls(**values)
+        out._dataframe = result._dataframe  # Ray's Result(metrics_dataframe=...), if given
+        return out
 
     @property
     def model(self) -> Model:
