@@ -15,7 +15,7 @@ class _RecordingSession:
     def __init__(self):
         self.reports = []
 
-    def report(self, metrics, checkpoint):
+    def report(self, metrics, checkpoint, **options):  # validation=, upload=, ...
         self.reports.append((metrics, checkpoint))
 
 
