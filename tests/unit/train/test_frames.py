@@ -6,6 +6,7 @@ import pytest
 
 from tandem.train._internal.frames import (
     CallFrame,
+    Connected,
     DoneFrame,
     ErrorFrame,
     ErrorInfo,
@@ -34,6 +35,7 @@ WORKER = [
     (ReadyFrame(3), ("ready", 3)),
     (ResultFrame(5, False, INFO), ("result", 5, False, INFO)),
     (ValidateFrame(1, 7, True), ("validate", 1, (7, True))),
+    (Connected(4242), ("__connected__", 4242)),
     (StreamEnded(), ("__eof__",)),
     (ProcessExited(-9), ("__exit__", -9)),
 ]

@@ -38,6 +38,7 @@ from tandem.train._internal.contexts import DistributedTrainContext
 from tandem.train._internal.failure import FailureDecision, FailurePolicy, FailureStatus
 from tandem.train._internal.frames import (
     CallFrame,
+    Connected,
     ControllerItem,
     DoneFrame,
     ErrorFrame,
@@ -411,6 +412,8 @@ class TrainController(JobRunner):
                     pass  # handled above
                 case ReadyFrame() | ResultFrame():
                     pass  # a 1.x worker group's frames: not a train run's
+                case Connected():
+                    pass  # the cluster's notice; reports and ends are what count
                 case _:
                     assert_never(frame)
         if rows:

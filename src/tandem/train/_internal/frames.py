@@ -19,7 +19,9 @@ Worker -> driver (``WorkerFrame``):
                                  the report whose checkpoint ``train.report(validation=)`` names
 
 and what the cluster says of the worker's connection and process (``tandem.cluster.base``):
-``StreamEnded`` (``("__eof__",)``) and ``ProcessExited(returncode)`` (``("__exit__", code)``).
+``Connected(pid)`` (``("__connected__", pid)``: the worker's process connected, or a warm
+worker was assigned), ``StreamEnded`` (``("__eof__",)``) and ``ProcessExited(returncode)``
+(``("__exit__", code)``).
 
 Driver -> worker (``DriverFrame``): ``ReplyFrame(call_id, ok, value)`` answers a call;
 ``NoticeFrame(topic, payload)`` goes to the handler the worker registered for ``topic``
@@ -37,6 +39,7 @@ from tandem.jobs.spec import PreemptionRequest
 __all__ = [
     "CallFrame",
     "ControllerItem",
+    "Connected",
     "DoneFrame",
     "DriverFrame",
     "ErrorFrame",
@@ -131,6 +134,13 @@ class ValidateFrame:
 
 
 @dataclass(frozen=True, slots=True)
+class Connected:
+    """The worker's process connected to the driver (or a warm one was given this task)."""
+
+    pid: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class StreamEnded:
     """The worker's connection closed (the cluster's ``("__eof__",)``)."""
 
@@ -143,7 +153,8 @@ class ProcessExited:
 
 
 WorkerFrame: TypeAlias = (ReportsFrame | DoneFrame | ErrorFrame | CallFrame | ReadyFrame
-                          | ResultFrame | ValidateFrame | StreamEnded | ProcessExited)
+                          | ResultFrame | ValidateFrame | Connected | StreamEnded
+                          | ProcessExited)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +215,8 @@ def encode(frame: WorkerFrame | DriverFrame) -> tuple[object, ...]:
             return ("result", call_id, ok, value)
         case ValidateFrame(rank=rank, iteration=iteration, spec=spec):
             return ("validate", rank, (iteration, spec))
+        case Connected(pid=pid):
+            return ("__connected__", pid)
         case StreamEnded():
             return ("__eof__",)
         case ProcessExited(returncode=code):
@@ -243,6 +256,8 @@ def decode_worker_frame(raw: object) -> WorkerFrame:
             return ResultFrame(call_id, ok, value)
         case ("validate", int() as rank, (int() as iteration, spec)):
             return ValidateFrame(rank, iteration, spec)
+        case ("__connected__", (int() | None) as pid):
+            return Connected(pid)
         case ("__eof__",):
             return StreamEnded()
         case ("__exit__", (int() | None) as code):

@@ -37,6 +37,7 @@ from tandem.jobs.spec import JobContext, JobOutcome, JobRunner, JobStatus
 from tandem.train import session as session_mod
 from tandem.train._internal.frames import (
     CallFrame,
+    Connected,
     DoneFrame,
     ErrorFrame,
     NoticeFrame,
@@ -268,6 +269,8 @@ class WorkerGroupRunner(JobRunner):
                         f"running. Create a new one with Trainer.to_worker_group(...).",
                         rank=rank)
                     return JobOutcome(JobStatus.FAILED, error=self.error)
+                case Connected():
+                    pass  # the cluster's notice; ReadyFrame says the instance exists
                 case ReportsFrame() | DoneFrame() | ValidateFrame():
                     pass  # a train run's frames: a worker group sends none
                 case _:
