@@ -31,7 +31,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from tandem.server.access import AUDIT_KEY
 from tandem.server.context import ServerContext
 from tandem.server.users import AccountStore, Role, UserError
-from tandem.server.users_api import NAME_PATTERN, QuotaIn, _docs, quotas_in_force
+from tandem.server.users_api import (
+    NAME_PATTERN,
+    QuotaIn,
+    _docs,
+    _quota_view,
+    memberships_in_force,
+    quotas_in_force,
+)
 
 __all__ = ["apply_stored_groups", "groups_view", "register_team_routes"]
 
@@ -64,11 +71,13 @@ def apply_stored_groups(server: ServerContext, accounts: AccountStore) -> None:
 
 def groups_view(server: ServerContext, accounts: AccountStore,
                 in_use: dict[str, dict[str, float]] | None = None) -> dict[str, Any]:
-    """``{group: {"members", "quota", "in_use"}}``: every group with a member or a quota."""
+    """``{group: {"members", "quota", "in_use"}}``: every group with a member or a quota,
+    however its members were put in it (``--quotas``' ``"group:NAME": {"members"}``, a
+    user added with a group, ``users set-group``) — what the admission policy applies."""
     members: dict[str, list[str]] = {}
-    for user, group in sorted(accounts.groups().items()):
+    for user, group in sorted(memberships_in_force(server, accounts).items()):
         members.setdefault(group, []).append(user)
-    quotas = accounts.group_quotas()
+    quotas = group_quotas_in_force(server, accounts)
     if in_use is None:
         in_use = _in_use(server)
     out: dict[str, Any] = {}
@@ -80,6 +89,16 @@ def groups_view(server: ServerContext, accounts: AccountStore,
         out[group] = {"members": members.get(group, []), "quota": quotas.get(group),
                       "in_use": held}
     return out
+
+
+def group_quotas_in_force(server: ServerContext,
+                          accounts: AccountStore) -> dict[str, dict[str, Any]]:
+    """``{group: quota}`` the admission policy applies (the config's and those set over
+    HTTP); a FIFO server's are the stored ones (it has no quotas to apply)."""
+    quotas = getattr(server.service.scheduler, "quotas", None)
+    if quotas is None:
+        return accounts.group_quotas()
+    return {g: _quota_view(q) for g, q in sorted(quotas.by_group.items())}
 
 
 def _in_use(server: ServerContext) -> dict[str, dict[str, float]]:

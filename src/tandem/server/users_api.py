@@ -78,6 +78,17 @@ def quotas_in_force(server: ServerContext) -> dict[str, dict[str, Any]]:
     return out
 
 
+def memberships_in_force(server: ServerContext, accounts: AccountStore) -> dict[str, str]:
+    """``{user: group}`` as the admission policy applies it: the members named in the
+    server's ``--quotas`` (``"group:ml": {"members": [...]}``, with a token or without),
+    then the stored ones (``users add --group``, ``users set-group``; they win). A FIFO
+    server has no groups to apply: its memberships are the stored ones."""
+    quotas = getattr(server.service.scheduler, "quotas", None)
+    if quotas is None:
+        return accounts.groups()
+    return dict(quotas.group_of)
+
+
 def apply_stored_quotas(server: ServerContext, accounts: AccountStore) -> None:
     """Applies the quotas set over HTTP before a restart (they outlive the server)."""
     stored = accounts.quotas()
@@ -97,7 +108,8 @@ def users_router(server: ServerContext, accounts: AccountStore) -> APIRouter:
 
     @r.get("/api/users", responses=_docs())
     def list_users() -> Any:
-        return {"users": accounts.users()}
+        groups = memberships_in_force(server, accounts)
+        return {"users": [{**u, "group": groups.get(u["name"])} for u in accounts.users()]}
 
     @r.post("/api/users", status_code=201, responses=_docs(409, 422))
     def add_user(body: UserIn, request: Request) -> Any:

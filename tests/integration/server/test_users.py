@@ -313,3 +313,51 @@ def test_groups_quotas_and_a_role_changed_in_place_over_http(served):
     assert c.delete("/api/groups/ml/quota", headers=admin).status_code == 200
     _wait(lambda: c.get(f"/api/jobs/{second}", headers=alice).json()["state"] == "RUNNING",
           "bob's job runs once the group's quota is gone")
+
+
+def test_groups_list_every_member_however_the_user_was_made(tmp_path):
+    """``GET /api/groups`` and ``GET /api/users`` show each group's members whichever way
+    the membership was made: in the server's ``--quotas`` config (``"group:ml":
+    {"members": [...]}``, for an owner with a token or a bare owner name), with
+    ``POST /api/users {"group"}``, or ``PUT /api/users/{name}/group`` (the server's own
+    token's user, ``admin``, too); and a group's quota from the config beside one set over
+    HTTP."""
+    server = TrainServer(ServerConfig(
+        storage=str(tmp_path / "srv"), num_cpus=2, usage_interval_s=0, scheduling="fair",
+        quotas={"group:ml": {"cpus": 1, "members": ["carol", "dave"]}}))  # type: ignore[dict-item]
+    try:
+        with TestClient(create_app(server, ADMIN_TOKEN)) as c:
+            admin = _as(ADMIN_TOKEN)
+            alice = _as(c.post("/api/users", json={"name": "alice", "group": "ml"},
+                               headers=admin).json()["token"])
+            assert c.post("/api/users", json={"name": "carol"},  # her group: the config's
+                          headers=admin).status_code == 201
+            assert c.put("/api/users/admin/group", json={"group": "ops"},
+                         headers=admin).status_code == 200
+            assert c.put("/api/groups/ops/quota", json={"queued_jobs": 3},
+                         headers=admin).status_code == 200
+            # dave has no token: the admin submits for him (an owner named in the config)
+            job = c.post("/api/jobs", json=_job("d1", owner="dave"), headers=admin)
+            assert job.status_code == 201, job.text
+            _wait(lambda: c.get(f"/api/jobs/{job.json()['job_id']}",
+                                headers=alice).json()["state"] == "RUNNING", "dave's job runs")
+            groups = c.get("/api/groups", headers=alice).json()["groups"]
+            assert groups == {
+                "ml": {"members": ["alice", "carol", "dave"], "quota": {"cpus": 1.0},
+                       "in_use": {"CPU": 0.5}},
+                "ops": {"members": ["admin"], "quota": {"queued_jobs": 3}, "in_use": {}}}
+            users = {u["name"]: u["group"] for u in
+                     c.get("/api/users", headers=admin).json()["users"]}
+            assert users == {"admin": "ops", "alice": "ml", "carol": "ml"}
+            # a member taken out over HTTP leaves the list, whichever way she came in
+            assert c.delete("/api/users/carol/group", headers=admin).status_code == 200
+            groups = c.get("/api/groups", headers=alice).json()["groups"]
+            assert groups["ml"]["members"] == ["alice", "dave"]
+            assert server.service.scheduler.quotas.group_of == {
+                "alice": "ml", "dave": "ml", "admin": "ops"}
+            c.post(f"/api/jobs/{job.json()['job_id']}/stop", headers=admin)
+    finally:
+        for j in server.service.list():
+            if not j.status.is_terminal:
+                server.service.stop(j.job_id)
+        server.close()
