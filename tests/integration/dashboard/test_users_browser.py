@@ -64,6 +64,12 @@ def test_each_user_logs_in_sees_owners_and_stops_only_its_own_jobs(tmp_path):
         assert out.returncode == 1 and "quotas.set is for admins" in out.stderr, out.stderr
         mine = _submit(srv, tokens["alice"], "alice_job")
         theirs = _submit(srv, tokens["bob"], "bob_job")
+        with srv.http() as c:
+            _poll(lambda: c.get(f"/api/jobs/{theirs}").json()["state"] == "RUNNING", 60,
+                  "bob's job runs")
+        out = cli(srv, "quotas", "set", "bob", "--cpus", "0.5")
+        assert out.returncode == 0 and "bob: cpus=0.5" in out.stdout, out.stderr
+        held = _submit(srv, tokens["bob"], "bob_held")  # over bob's quota: it waits
 
         pw, browser = _browser()
         errors: list[str] = []
@@ -77,6 +83,11 @@ def test_each_user_logs_in_sees_owners_and_stops_only_its_own_jobs(tmp_path):
             assert "Owner" in page.inner_text("#jobs thead")
             assert page.inner_text(f'tr[data-job="{mine}"] td.owner') == "alice"
             assert page.inner_text(f'tr[data-job="{theirs}"] td.owner') == "bob"
+            # why bob's second job waits, in the words of issue 24 ("waits: alice's quota
+            # CPU 8/8"), though the cluster has room for it
+            _poll(lambda: "waits: bob's quota CPU 0.5/0.5 (this job needs 0.5 more)" in
+                  page.inner_text(f'tr[data-job="{held}"]'), 30, "the quota's reason")
+            assert "PENDING" in page.inner_text(f'tr[data-job="{held}"]')
             other = page.locator(f'tr[data-job="{theirs}"] button[data-stop]')
             assert other.is_disabled() and "belongs to bob" in other.get_attribute("title")
             # the session is alice's, not the server's: the server refuses her a stop of
@@ -116,5 +127,6 @@ def test_each_user_logs_in_sees_owners_and_stops_only_its_own_jobs(tmp_path):
         assert ("alice", "jobs.stop", f"job {mine}", "ok") in seen
         with srv.http() as c:  # the admin (the server's own token) stops anyone's job
             assert c.post(f"/api/jobs/{theirs}/stop").status_code == 200
+            assert c.post(f"/api/jobs/{held}/stop").status_code == 200
     finally:
         srv.stop()

@@ -178,6 +178,18 @@ def test_roles_owners_and_the_audit_log_through_the_http_api(served, tmp_path):
     models = c.get("/api/dashboard/models", headers=vic).json()["models"]
     assert [(m["name"], m["owner"]) for m in models] == [("digits", "alice")]
 
+    # --- a viewer only reads: each kind of write is refused, naming the rule
+    for method, path, body in (
+            ("POST", "/api/models/digits/versions", {"meta": {}, "files": files}),
+            ("PUT", "/api/models/digits/aliases/prod", {"version": 1}),
+            ("DELETE", "/api/models/digits/versions/1", None),
+            ("PUT", "/api/packages/" + "0" * 16, None),
+            ("POST", "/api/calls", {"answers": []})):
+        r = c.request(method, path, json=body, headers=vic)
+        assert r.status_code == 403 and "may only read" in r.json()["detail"], (path, r.text)
+    versions = c.get("/api/models/digits", headers=vic).json()["versions"]
+    assert [v["version"] for v in versions] == [1]  # nothing the viewer sent changed it
+
     # --- admin-only routes
     for path in ("/api/users", "/api/audit"):
         r = c.get(path, headers=alice)
@@ -360,4 +372,40 @@ def test_groups_list_every_member_however_the_user_was_made(tmp_path):
         for j in server.service.list():
             if not j.status.is_terminal:
                 server.service.stop(j.job_id)
+        server.close()
+
+
+def test_one_person_with_no_configuration_works_as_before_users_existed(tmp_path):
+    """A fresh server with no users and no scheduling options: the server's own token does
+    everything, as before issue 24 (no login step, no quotas, FIFO order whatever the
+    priority); its jobs are the admin's, and nothing asks for users or groups."""
+    server = TrainServer(ServerConfig(storage=str(tmp_path / "srv"), num_cpus=1,
+                                      usage_interval_s=0))
+    try:
+        with TestClient(create_app(server, ADMIN_TOKEN)) as c:
+            admin = _as(ADMIN_TOKEN)
+            assert c.get("/api/jobs").status_code == 401  # a token is needed, as before
+            assert c.get("/api/me", headers=admin).json() == {"name": "admin", "role": "admin"}
+            first = c.post("/api/jobs", json=_job("first", cpus=1), headers=admin)
+            assert first.status_code == 201, first.text
+            urgent = c.post("/api/jobs", json={**_job("urgent", cpus=1), "priority": 9},
+                            headers=admin).json()["job_id"]
+            first = first.json()["job_id"]
+            _wait(lambda: c.get(f"/api/jobs/{first}", headers=admin).json()["state"]
+                  == "RUNNING", "the first job runs")
+            queue = _wait(lambda: c.get("/api/dashboard/cluster", headers=admin).json()[
+                "queue"], "the second job queued")
+            # FIFO: a higher priority waits its turn (no preemption), for resources only
+            assert [q["job_id"] for q in queue] == [urgent]
+            assert queue[0]["reason"] == "needs CPU 1 (free 0)", queue
+            assert c.get(f"/api/jobs/{first}", headers=admin).json()["owner"] == "admin"
+            assert [u["name"] for u in c.get("/api/users", headers=admin).json()["users"]] \
+                == ["admin"]
+            assert c.get("/api/groups", headers=admin).json() == {"scheduling": "fifo",
+                                                                  "groups": {}}
+            assert c.post(f"/api/jobs/{first}/stop", headers=admin).status_code == 200
+            _wait(lambda: c.get(f"/api/jobs/{urgent}", headers=admin).json()["state"]
+                  == "RUNNING", "the second job runs once the first is stopped")
+            assert c.post(f"/api/jobs/{urgent}/stop", headers=admin).status_code == 200
+    finally:
         server.close()
