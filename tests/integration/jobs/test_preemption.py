@@ -135,3 +135,40 @@ def test_a_preempted_tune_trial_resumes_from_its_checkpoint(tmp_path):
     assert list(df["step"]) == list(range(40)) and df["preempted"].any()
     assert trial_job.num_preemptions == 1
     assert trial_job.owner == "tuner-owner" and trial_job.priority == 0  # inherited
+
+
+def test_past_max_preemption_failures_the_run_fails_with_preemption_error(tmp_path):
+    """``FailureConfig(max_preemption_failures=0)``: the first preemption ends the run with
+    ``PreemptionError`` saying what to change (its own budget: ``max_failures=3`` does not
+    resume it), and the higher-priority run still gets the cluster."""
+    from tandem.train import PreemptionError
+
+    tandem.init(num_cpus=2, scheduling="priority", configure_logging=False)
+    try:
+        low = DataParallelTrainer(
+            low_priority_loop, train_loop_config={"steps": 400},
+            scaling_config=ScalingConfig(num_workers=1, resources_per_worker={"CPU": 2}),
+            run_config=RunConfig(name="low", storage_path=str(tmp_path), verbose=0,
+                                 failure_config=FailureConfig(
+                                     max_failures=3, max_preemption_failures=0)))
+        handle = low.fit(block=False)
+        for n, _ in enumerate(handle.results()):
+            if n >= 2:
+                break
+        high = DataParallelTrainer(
+            high_priority_loop,
+            scaling_config=ScalingConfig(num_workers=1, resources_per_worker={"CPU": 2}),
+            run_config=RunConfig(name="high", storage_path=str(tmp_path), verbose=0,
+                                 priority=5))
+        assert high.fit().error is None
+        with pytest.raises(PreemptionError) as raised:
+            handle.wait(timeout=120)
+        assert handle.status() == "FAILED"
+    finally:
+        tandem.shutdown()
+    message = str(raised.value)
+    assert "preempted 1 time(s)" in message and "max_preemption_failures=0" in message
+    assert "priority 5 > 0" in message and "RunConfig(priority=...)" in message
+    assert handle.job.num_preemptions == 1  # type: ignore[attr-defined]
+    with open(os.path.join(str(tmp_path), "low", "result.json")) as f:
+        assert 3 <= len(f.readlines()) < 400  # it ran, then ended at the preemption
