@@ -226,8 +226,9 @@ def test_quotas_set_over_http_hold_a_users_jobs_with_the_reason(served):
     assert r.status_code == 403
     r = c.put("/api/quotas/alice", json={"cpus": -1}, headers=admin)
     assert r.status_code == 422
-    r = c.put("/api/quotas/alice", json={"cpus": 1}, headers=admin)
-    assert r.status_code == 200 and r.json()["quotas"] == {"alice": {"cpus": 1.0}}
+    r = c.put("/api/quotas/alice", json={"cpus": 1, "queued_jobs": 1}, headers=admin)
+    quota = {"alice": {"cpus": 1.0, "queued_jobs": 1}}
+    assert r.status_code == 200 and r.json()["quotas"] == quota
     first = c.post("/api/jobs", json=_job("q1", cpus=1), headers=alice).json()["job_id"]
     second = c.post("/api/jobs", json=_job("q2", cpus=1), headers=alice).json()["job_id"]
     _wait(lambda: c.get(f"/api/jobs/{first}", headers=alice).json()["state"] == "RUNNING",
@@ -236,13 +237,18 @@ def test_quotas_set_over_http_hold_a_users_jobs_with_the_reason(served):
                   "alice's second job in the queue")
     assert [q["job_id"] for q in queue] == [second]
     assert "waits: alice's quota CPU 1/1" in queue[0]["reason"], queue
+    # past queued_jobs, a submission is refused at once, saying what to do
+    r = c.post("/api/jobs", json=_job("q3", cpus=1), headers=alice)
+    assert r.status_code == 422, r.text
+    assert "alice's quota allows queued_jobs=1" in r.json()["detail"]
+    assert "tandem jobs stop" in r.json()["detail"]
     # kept in the store: a restarted server applies it again
     from tandem.server.users_api import apply_stored_quotas, quotas_in_force
 
     server.service.set_quota("alice", None)
     assert quotas_in_force(server) == {}
     apply_stored_quotas(server, server.accounts())
-    assert quotas_in_force(server) == {"alice": {"cpus": 1.0}}
+    assert quotas_in_force(server) == quota
     assert c.delete("/api/quotas/alice", headers=admin).json()["quotas"] == {}
     _wait(lambda: c.get(f"/api/jobs/{second}", headers=alice).json()["state"] == "RUNNING",
           "the second job runs once the quota is gone")
