@@ -14,6 +14,7 @@ import pytest
 from tandem.jobs.spec import JobOutcome, JobRunner, JobSpec, JobStatus
 from tests.integration.dashboard.test_browser import _browser, _console_guard, _poll, _shot
 from tests.integration.server.conftest import cli, start_server
+from tests.integration.server.test_users import _model_files
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -70,6 +71,9 @@ def test_each_user_logs_in_sees_owners_and_stops_only_its_own_jobs(tmp_path):
         out = cli(srv, "quotas", "set", "bob", "--cpus", "0.5")
         assert out.returncode == 0 and "bob: cpus=0.5" in out.stdout, out.stderr
         held = _submit(srv, tokens["bob"], "bob_held")  # over bob's quota: it waits
+        with srv.http(tokens["alice"]) as c:  # alice registers a model: she owns its name
+            r = c.post("/api/models/digits/versions", json={"meta": {}, "files": _model_files()})
+            assert r.status_code == 201, r.text
 
         pw, browser = _browser()
         errors: list[str] = []
@@ -113,6 +117,9 @@ def test_each_user_logs_in_sees_owners_and_stops_only_its_own_jobs(tmp_path):
             page.wait_for_selector(f'tr[data-job="{theirs}"] button[data-stop]')
             assert page.locator(f'tr[data-job="{theirs}"] button[data-stop]').is_disabled()
             assert page.inner_text(f'tr[data-job="{theirs}"] td.owner') == "bob"
+            page.goto(srv.url + "/#/models")  # who owns each registered model
+            page.wait_for_selector('[data-model-owner="digits"]')
+            assert page.inner_text('[data-model-owner="digits"]') == "owner: alice"
             assert not errors, errors
         finally:
             browser.close()
