@@ -15,6 +15,7 @@ import pytest
 from tests.integration.dashboard.test_browser import _browser, _console_guard, _poll, _shot
 from tests.integration.dashboard.test_users_browser import _login
 from tests.integration.server.conftest import cli, run_client, start_server, wait_state
+from tests.integration.server.test_preemption_server import wait_reason
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -94,7 +95,7 @@ def test_a_preemption_and_the_resume_in_the_browser(tmp_path):
         wait_state(srv, low, ("RUNNING",))
         _poll(lambda: len(_results(srv, low)) >= 3, 60, "the low run's first iterations")
         high = submit("bob", "high", high_done)  # needs the whole cluster: low must yield
-        preempted = wait_state(srv, low, ("RESTARTING",), 90)
+        preempted = wait_reason(srv, low, "RESTARTING", "preempted for")
         wait_state(srv, high, ("RUNNING",), 90)
         why = preempted["transitions"][-1]["reason"]
         assert f"preempted for {high} (priority 5 > 0" in why, why
@@ -127,8 +128,7 @@ def test_a_preemption_and_the_resume_in_the_browser(tmp_path):
         open(high_done, "w").close()  # bob's run ends: alice's resumes where it was
         assert wait_state(srv, high, ("FINISHED", "FAILED", "STOPPED"), 90)["state"] == \
             "FINISHED"
-        resumed = wait_state(srv, low, ("RUNNING",), 90)
-        assert "resumed from checkpoint" in resumed["transitions"][-1]["reason"]
+        wait_reason(srv, low, "RUNNING", "resumed from checkpoint")
         _poll(lambda: len(_results(srv, low)) >= len(before) + 2, 60,
               "the resumed run's iterations")
         open(low_done, "w").close()

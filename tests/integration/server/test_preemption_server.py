@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import httpx
 import pytest
@@ -109,14 +110,13 @@ def test_a_tune_trial_on_a_server_is_preempted_and_resumes(tmp_path):
                              TANDEM_TOKEN=tokens["bob"])
             assert out.returncode == 0, out.stderr
             high = out.stdout.split()[-1]
-            preempted = wait_state(srv, trial, ("RESTARTING",), 90)
+            preempted = wait_reason(srv, trial, "RESTARTING", "preempted for")
+            assert preempted["state"] == "RESTARTING" and preempted["owner"] == "alice"
             assert f"preempted for {high} (priority 5 > 0)" in \
                 preempted["transitions"][-1]["reason"]
-            assert preempted["owner"] == "alice"
             wait_state(srv, high, ("RUNNING",), 90)
             open(high_done, "w").close()
-            resumed = wait_state(srv, trial, ("RUNNING",), 90)
-            assert "resumed from checkpoint" in resumed["transitions"][-1]["reason"]
+            wait_reason(srv, trial, "RUNNING", "resumed from checkpoint")
             n = len(_rows(c, trial))
             _poll(lambda: len(_rows(c, trial)) >= n + 2, "the resumed trial's iterations",
                   tuner)
@@ -143,13 +143,27 @@ def test_a_tune_trial_on_a_server_is_preempted_and_resumes(tmp_path):
         srv.stop()
 
 
+def wait_reason(srv, job_id: str, state: str, words: str, timeout_s: float = 90) -> dict:
+    """The job once its last stored transition is to ``state`` with ``words`` in its reason
+    (the state shown is live; its transition is stored a moment later)."""
+    deadline = time.monotonic() + timeout_s
+    job: dict = {}
+    with srv.http() as c:
+        while time.monotonic() < deadline:
+            job = c.get(f"/api/jobs/{job_id}").json()
+            last = job["transitions"][-1]
+            if last["to_state"] == state and words in (last["reason"] or ""):
+                return job
+            time.sleep(0.05)
+    raise AssertionError(f"job {job_id}: no transition to {state} with {words!r}: "
+                         f"{job.get('transitions')}")
+
+
 def _rows(c: httpx.Client, job_id: str) -> list[dict]:
     return c.get(f"/api/jobs/{job_id}/results", params={"limit": 20000}).json()["results"]
 
 
 def _poll(fn, what: str, proc: subprocess.Popen, timeout_s: float = 90):
-    import time
-
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         got = fn()
