@@ -75,3 +75,78 @@ def test_an_elastic_gang_starts_small_and_grows_at_a_checkpoint(tmp_path):
     states = [s for s, _ in handle.job.reasons]  # type: ignore[attr-defined]
     why = [r for s, r in handle.job.reasons if s == "RESTARTING"]  # type: ignore[attr-defined]
     assert states[-1] == "FINISHED" and why and "growing from 1 to 2 workers" in why[0]
+
+
+def shrinking_loop(config):
+    """Checkpoints every step; says when it ran small (a file the high run waits for), and
+    ends once it has grown back after that (or at ``max_steps``)."""
+    start, was_small = 0, False
+    ckpt = train.get_checkpoint()
+    if ckpt is not None:
+        with ckpt.as_directory() as d, open(os.path.join(d, "s.json")) as f:
+            state = json.load(f)
+            start, was_small = state["step"], state["was_small"]
+    ctx = train.get_context()
+    world = ctx.get_world_size()
+    for step in range(start, config["max_steps"]):
+        time.sleep(0.05)
+        if world == 1:
+            was_small = True
+            if ctx.get_world_rank() == 0:
+                open(config["small"], "w").close()
+        d = tempfile.mkdtemp()
+        with open(os.path.join(d, "s.json"), "w") as f:
+            json.dump({"step": step + 1, "was_small": was_small}, f)
+        train.report({"step": step, "world": world}, checkpoint=Checkpoint.from_directory(d))
+        if was_small and world == 2 and step >= 5:
+            return
+
+
+def until_file_loop(config):
+    i = 0
+    while not os.path.exists(config["small"]) and i < 2000:
+        time.sleep(0.05)
+        train.report({"i": i})
+        i += 1
+
+
+def test_a_preempted_elastic_gang_shrinks_instead_of_waiting_then_grows_back(tmp_path):
+    """Issue 24 item 4: an elastic run (1..2 workers) holding the cluster is preempted by a
+    higher-priority 1-CPU run; it resumes at once with the 1 worker that fits beside it
+    (not waiting for 2), and grows back to 2 at a checkpoint once the cluster frees."""
+    from tandem.train import FailureConfig
+
+    small = str(tmp_path / "ran_small")
+    tandem.init(num_cpus=2, scheduling="priority", configure_logging=False)
+    try:
+        elastic = DataParallelTrainer(
+            shrinking_loop, train_loop_config={"max_steps": 2000, "small": small},
+            scaling_config=ScalingConfig(num_workers=(1, 2),
+                                         elastic_resize_monitor_interval_s=0.2),
+            run_config=RunConfig(name="elastic", storage_path=str(tmp_path), verbose=0,
+                                 failure_config=FailureConfig(max_failures=0)))
+        handle = elastic.fit(block=False)
+        for n, _ in enumerate(handle.results()):
+            if n >= 2:
+                break
+        high = DataParallelTrainer(
+            until_file_loop, train_loop_config={"small": small},
+            scaling_config=ScalingConfig(num_workers=1),
+            run_config=RunConfig(name="high", storage_path=str(tmp_path), verbose=0,
+                                 priority=5))
+        high_result = high.fit()  # runs until the elastic run ran small beside it
+        result = handle.wait(timeout=120)
+    finally:
+        tandem.shutdown()
+    assert high_result.error is None
+    assert result.error is None
+    df = result.metrics_dataframe
+    assert list(df["training_iteration"]) == list(range(1, len(df) + 1))
+    assert list(df["step"]) == list(range(len(df)))  # resumed from its checkpoints
+    worlds = list(df["world"])
+    shrunk = worlds.index(1)
+    assert worlds[0] == 2 and shrunk > 0 and worlds[-1] == 2, worlds
+    reasons = [r or "" for s, r in handle.job.reasons if s in ("RESTARTING", "RUNNING")]  # type: ignore[attr-defined]
+    assert any("preempted for" in r for r in reasons), reasons
+    assert any("growing from 1 to 2 workers" in r for r in reasons), reasons
+    assert handle.job.num_preemptions == 1  # type: ignore[attr-defined]
