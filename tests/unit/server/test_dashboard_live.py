@@ -141,3 +141,24 @@ def test_groups_hold_what_their_members_do_and_the_jobs_list_says_why():
         "reason": running.status_reason, "preemptions": 2, "preempted": running.preempt_reason}
     assert _why(server, "run", "FINISHED") == {}
     assert _why(server, "gone", "RUNNING") == {}  # not in memory any more
+
+
+def test_a_preempted_job_waiting_for_its_next_placement_is_in_the_queue():
+    """A running job between placements (preempted, resized, rescheduled) waits in the
+    scheduler's queue: the cluster view lists it there, saying why it left and what it
+    needs; one restarting in place (it still holds its placement) is not queued."""
+    clock = SimulatedClock(start=100.0)
+    p = Placement("pg1", ({"CPU": 2.0},), ("nodeA",), ("10.0.0.1",), ((),))
+    high = job("high", JobStatus.RUNNING, [{"CPU": 2.0}], seq=1, priority=5, placement=p)
+    low = job("low", JobStatus.RESTARTING, [{"CPU": 2.0}], seq=0, submitted_at=99.0)
+    low.owner = "alice"
+    low.status_reason = ("preempted for high (priority 5 > 0); checkpointed; waits to resume "
+                         "from checkpoint /r/checkpoint_000004")
+    retry = job("retry", JobStatus.RESTARTING, [{"CPU": 1.0}], seq=2, placement=p)
+    live = make([high, low, retry], clock, {"CPU": 2.0}, {"CPU": 0.0})
+    try:
+        [q] = live.queue()
+        assert q["job_id"] == "low" and q["owner"] == "alice"
+        assert q["reason"] == low.status_reason + " · needs CPU 2 (free 0)"
+    finally:
+        live.close()

@@ -311,8 +311,11 @@ class DashboardLive:
         """Pending jobs in the order the scheduler considers them, each with why it waits."""
         service = self.server.service
         scheduler = getattr(service, "scheduler", None)
-        pending = [j for j in service.list()
-                   if j.status is JobStatus.PENDING and self._tracked(j.job_id)]
+        # queued: new jobs, and running ones between placements (preempted, resized,
+        # rescheduled after a failure), which wait in the same queue for their next one
+        pending = [j for j in service.list() if self._tracked(j.job_id) and (
+            j.status is JobStatus.PENDING or (j.status is JobStatus.RESTARTING
+                                              and getattr(j, "placement", None) is None))]
         ordered: list[Any] = list(GangScheduler.order(pending)) if pending else []
         avail = {k: float(v) for k, v in self.server.cluster.available().items()}
         reserve = float(getattr(scheduler, "reserve_after_s", 30.0))
@@ -336,6 +339,8 @@ class DashboardLive:
             if isinstance(policy_why, str) and not policy_why.startswith(
                     ("waits: resources", "waits behind", "waits: next to start")):
                 why = policy_why  # a quota, or lower-priority jobs yielding to it
+            if job.status is JobStatus.RESTARTING and getattr(job, "status_reason", None):
+                why = f"{job.status_reason} · {why}"  # why it left its placement, first
             out.append({"job_id": job.job_id, "name": job.name, "priority": job.priority,
                         "owner": getattr(job, "owner", "default"),
                         "position": pos + 1, "submitted_at": job.submitted_time,
