@@ -117,6 +117,18 @@ def test_a_preemption_and_the_resume_in_the_browser(tmp_path):
         text = page.inner_text(high_row)
         assert "bob" in text and "5" in text.split(), text
         _shot(page, "preempted_jobs")
+        # the cluster view: bob's run holds the cluster; alice's waits in the queue for
+        # its next placement, saying it was preempted and what it needs
+        page.goto(srv.url + "/#/cluster")
+        page.wait_for_selector("#holders-table")
+        row = page.locator("#holders-table tr", has_text="high")
+        _poll(lambda: row.count() == 1 and "CPU 2" in row.inner_text(), 30, "high holds")
+        assert "bob" in row.inner_text() and "RUNNING" in row.inner_text()
+        _poll(lambda: "low" in page.inner_text("#queue-table"), 30, "low in the queue")
+        queue = page.inner_text("#queue-table")
+        assert "alice" in queue and f"preempted for {high}" in queue, queue
+        assert "needs CPU 2 (free 0)" in queue, queue
+        _shot(page, "preempted_cluster")
         # the low job's page: its transitions say it was preempted, with a checkpoint
         page.goto(f"{srv.url}/#/job/{low}")
         page.wait_for_selector("#transitions-table")
