@@ -441,12 +441,12 @@ class TrainServer:
         return rec
 
     def get_settled(self, job_id: str) -> tuple[JobRecord, str | None]:
-        """The stored job and its live state; a job that just ended is stored first, so
-        the record (transitions, result, error) agrees with the state shown."""
+        """The stored job and its live state; a job whose state changed (it just ended,
+        was preempted, resumed) is stored first, so the record (transitions, result,
+        error) agrees with the state shown."""
         rec = self.get(job_id)
         live = self.live_state(job_id)
-        if (live is not None and live != rec.state and JobStatus(live).is_terminal
-                and self.writer.flush(10.0)):
+        if live is not None and live != rec.state and self.writer.flush(10.0):
             rec = self.get(job_id)
         return rec, live
 
