@@ -920,8 +920,11 @@ class TrainController(JobRunner):
                        "resume from %s.", name, request.reason, how,
                        FailureDecision.RESCHEDULE.value, self.num_preemptions, resume)
         self.state = TrainControllerState.PREEMPTED
+        # the job's status line (lists, dashboard) names the checkpoint's folder, not its path
+        short = (f"checkpoint {os.path.basename(latest[1].path.rstrip('/'))}" if latest
+                 else resume)
         ctx.set_status(JobStatus.RESTARTING,
-                       f"{request.reason}; {how}; waits to resume from {resume}")
+                       f"{request.reason}; {how}; waits to resume from {short}")
         self._preemption = None
         if not ctx.replace_placement():
             return None, TrainControllerState.STOPPED
