@@ -137,10 +137,8 @@ class AccessControl:
             owner = self.accounts.owner("model", action.key)
             if owner is not None:
                 return owner
-            from tandem.server.models_api import models_store
-
             try:
-                models_store(self.server).versions(action.key)
+                self.server.models_store().versions(action.key)
             except Exception:  # noqa: BLE001 - no such model (or a bad name: the route says)
                 return None
             return ADMIN  # registered before users existed

@@ -1,5 +1,5 @@
 """The HTTP API of the train server (FastAPI). ``create_app(server, token)`` builds it from
-one router per area (``routes/``, ``models_api.py``, ``users_api.py``, ``dashboard/``).
+one router per area (``routes/``, ``users_api.py``, ``dashboard/``).
 
 =========================================  =============================================
 ``routes/service.py``
@@ -20,7 +20,7 @@ one router per area (``routes/``, ``models_api.py``, ``users_api.py``, ``dashboa
 ``POST /api/calls``                        answer jobs' questions, in a batch
 ``GET  /api/jobs/{id}/outcome``            the pickled JobOutcome of a finished job
 ``GET  /api/jobs/{id}/usage``              resource-use samples per worker
-``models_api.py``
+``routes/models.py``
 ``/api/models...``                         the model registry
 ``users_api.py``
 ``/api/me``, ``/api/users``, ``/api/audit``, ``/api/quotas``: users, the audit log and
@@ -47,10 +47,10 @@ from tandem.jobs.store.base import encode_json
 from tandem.server.access import AccessControl
 from tandem.server.auth import TokenAuth
 from tandem.server.core import TrainServer
-from tandem.server.models_api import add_model_routes
 from tandem.server.routes.common import TandemJSONResponse
 from tandem.server.routes.errors import install_error_handlers
 from tandem.server.routes.jobs import jobs_router
+from tandem.server.routes.models import models_router
 from tandem.server.routes.service import service_router
 from tandem.server.routes_team import register_team_routes
 from tandem.server.users_api import apply_stored_quotas, users_router
@@ -78,7 +78,7 @@ def create_app(server: TrainServer, token: str) -> Any:
 
     from tandem.server.dashboard import DashboardGate, mount
 
-    add_model_routes(app, server)  # /api/models... (the model registry)
+    app.include_router(models_router(server))  # /api/models... (the model registry)
     app.include_router(users_router(server, accounts))  # /api/me, users, audit, quotas
     register_team_routes(app, server, accounts)  # roles in place, groups, group quotas
     app.router.on_shutdown.append(accounts.close)  # its connections (it reopens if used)

@@ -5,6 +5,12 @@ returns decisions (continue, stop, pause, restart from a checkpoint with a new c
 the controller submits, stops and re-submits train jobs to the one job service. A trial
 waiting for resources is a queued job: it holds no process and no resources. Only a few
 trials are queued at a time, so adaptive searchers see fresh results.
+
+It is built from four frozen settings objects: ``TrialSearch`` (searcher, scheduler, how
+many trials, the metric), ``TrialLimits`` (concurrency, stopper, time budget, fail-fast),
+``ExperimentOutput`` (folder, trial names, callbacks, progress display) and ``TrialJobs``
+(how a trial's job is launched and what it holds); ``Resumed`` when ``Tuner.restore``
+takes an experiment up again.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ import logging
 import queue
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, assert_never
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, assert_never
 
 import cloudpickle
 
@@ -37,6 +44,10 @@ from tandem.tune.result import SHOULD_CHECKPOINT
 from tandem.tune.schedulers.base import Action, TrialScheduler
 from tandem.tune.search.searcher import Searcher
 from tandem.tune.trial import Trial, TrialStatus
+
+if TYPE_CHECKING:
+    from tandem.tune.callback import Callback
+    from tandem.tune.progress import ProgressReporter, UserReporterDisplay
 
 logger = logging.getLogger(__name__)
 
@@ -105,73 +116,115 @@ class TuneTrial(Trial):
         return state
 
 
+@dataclass(frozen=True)
+class TrialSearch:
+    """What the experiment tries: where configs come from, how many, the scheduler that
+    decides on results, and the metric they are judged by."""
+
+    searcher: Searcher
+    scheduler: TrialScheduler
+    #: trials to create (``TuneConfig(num_samples=-1)``: 10**12, until the searcher ends)
+    num_samples: int
+    #: the searcher says when it is done (``Searcher.FINISHED``) instead of num_samples
+    searcher_counts: bool
+    metric: str | None
+    mode: str | None
+    #: a metric every result must hold (the scheduler's or searcher's): else TuneError
+    strict_metric: str | list[str] | None = None
+
+
+@dataclass(frozen=True)
+class TrialLimits:
+    """When trials start and when the experiment stops."""
+
+    max_concurrent_trials: int | None = None
+    #: ``stopper(trial_id, result) -> bool`` (and ``stop_all()``), or None
+    stopper: Any = None
+    time_budget_s: float | None = None
+    #: ``FailureConfig(fail_fast=...)``: True, False or "RAISE"
+    fail_fast: bool | str = False
+    #: how many trials' jobs may wait in the service's queue at once (at least 1)
+    queue_depth: int = 2
+
+
+@dataclass(frozen=True)
+class ExperimentOutput:
+    """Where the experiment lives, how its trials are named, and who is told about it."""
+
+    experiment_path: str
+    name_prefix: str  # a trial's name is "<name_prefix>_<exp_uid>_<index>" by default
+    exp_uid: str
+    reporter: ProgressReporter | UserReporterDisplay  # the progress display
+    callbacks: tuple[Callback, ...] = ()  # in the order they are told
+    trial_name_creator: Callable[[Any], str] | None = None
+    trial_dirname_creator: Callable[[Any], str] | None = None
+
+
+@dataclass(frozen=True)
+class TrialJobs:
+    """How a trial runs as a job of the job service."""
+
+    #: ``launch(trial, checkpoint, listener) -> JobView``: submits the trial's job
+    launch: Callable[[TuneTrial, Checkpoint | None, JobListener], JobView]
+    #: the service may drop a finished trial's job
+    forget_job: Callable[[str], None] | None = None
+    #: a result with done=True ends its job by itself (a Trainable class's runner): the
+    #: trial ends there and its job is not stopped, so its worker can be reused
+    done_ends_job: bool = False
+    #: config -> the trial's resources (None: the trainable decides them at launch)
+    resources_of: Callable[[dict], Any] | None = None
+    #: the cluster's total resources, for schedulers that reallocate them
+    cluster_resources: Callable[[], Mapping[str, float]] | None = None
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """An experiment taken up again (``Tuner.restore``): its trials and how far the search
+    had gone."""
+
+    trials: list[TuneTrial]
+    created: int  # trials created so far (the next trial's index)
+    search_done: bool = False
+
+
 class TuneController:
     """Runs one experiment to the end. Not thread-safe: ``run`` owns it; job threads only
     put events on its queue."""
 
-    def __init__(
-        self,
-        *,
-        launch: Callable[[TuneTrial, Checkpoint | None, JobListener], JobView],
-        searcher: Searcher,
-        scheduler: TrialScheduler,
-        num_samples: int,
-        searcher_counts: bool,
-        experiment_path: str,
-        metric: str | None,
-        mode: str | None,
-        max_concurrent_trials: int | None,
-        stopper: Any,
-        time_budget_s: float | None,
-        callbacks: list,
-        reporter: Any,
-        name_prefix: str,
-        exp_uid: str,
-        restored: list[TuneTrial] | None = None,
-        strict_metric: str | list[str] | None = None,
-        queue_depth: int = 2,
-        stop_service: Callable[[Any], None] | None = None,
-        forget_job: Callable[[str], None] | None = None,
-        fail_fast: bool | str = False,
-        trial_name_creator: Callable[[Any], str] | None = None,
-        trial_dirname_creator: Callable[[Any], str] | None = None,
-        done_ends_job: bool = False,
-        resources_of: Callable[[dict], Any] | None = None,
-        cluster_resources: Callable[[], Mapping[str, float]] | None = None,
-    ) -> None:
-        # a result with done=True ends its job by itself (a Trainable class's runner): the
-        # trial ends there and its job is not stopped, so its worker can be reused
-        self.done_ends_job = done_ends_job
-        # config -> the trial's resources (None: the trainable decides them at launch)
-        self._resources_of = resources_of
-        self._cluster_resources = cluster_resources or (lambda: {})
-        self.trial_name_creator = trial_name_creator
-        self.trial_dirname_creator = trial_dirname_creator
-        self._launch_job = launch
-        self._forget_job = forget_job or (lambda job_id: None)
-        self.searcher = searcher
-        self.scheduler = scheduler
-        self.num_samples = num_samples
-        self.searcher_counts = searcher_counts
-        self.experiment_path = experiment_path
-        self.metric = metric
-        self.mode = mode
-        self.max_concurrent = max_concurrent_trials
-        self.stopper = stopper
-        self.time_budget_s = time_budget_s
-        self.callbacks = callbacks
-        self.reporter = reporter
-        self.name_prefix = name_prefix
-        self.exp_uid = exp_uid
-        self.strict_metric = strict_metric
-        self.queue_depth = max(1, queue_depth)
+    def __init__(self, search: TrialSearch, limits: TrialLimits, output: ExperimentOutput,
+                 jobs: TrialJobs, *, resumed: Resumed | None = None) -> None:
+        self.search, self.limits, self.output, self.jobs = search, limits, output, jobs
+        self.done_ends_job = jobs.done_ends_job
+        self._resources_of = jobs.resources_of
+        self._cluster_resources = jobs.cluster_resources or (lambda: {})
+        self.trial_name_creator = output.trial_name_creator
+        self.trial_dirname_creator = output.trial_dirname_creator
+        self._launch_job = jobs.launch
+        self._forget_job = jobs.forget_job or (lambda job_id: None)
+        self.searcher = search.searcher
+        self.scheduler = search.scheduler
+        self.num_samples = search.num_samples
+        self.searcher_counts = search.searcher_counts
+        self.experiment_path = output.experiment_path
+        self.metric = search.metric
+        self.mode = search.mode
+        self.max_concurrent = limits.max_concurrent_trials
+        self.stopper = limits.stopper
+        self.time_budget_s = limits.time_budget_s
+        self.callbacks = list(output.callbacks)
+        self.reporter = output.reporter
+        self.name_prefix = output.name_prefix
+        self.exp_uid = output.exp_uid
+        self.strict_metric = search.strict_metric
+        self.queue_depth = max(1, limits.queue_depth)
+        fail_fast = limits.fail_fast
         self.fail_fast = fail_fast.upper() if isinstance(fail_fast, str) else bool(fail_fast)
         self._q: queue.SimpleQueue[tuple[str, int, JobEvent]] = queue.SimpleQueue()
-        self.trials: list[TuneTrial] = list(restored or [])
+        self.trials: list[TuneTrial] = list(resumed.trials) if resumed is not None else []
         self._by_id = {t.trial_id: t for t in self.trials}
         self._dirnames: dict[str, str] = {t.dirname: t.trial_id for t in self.trials}
-        self._created = len(self.trials)
-        self._search_done = False
+        self._created = resumed.created if resumed is not None else 0
+        self._search_done = resumed.search_done if resumed is not None else False
         self._queued = 0  # trials whose job waits in the service queue
         self._running = 0
         self._iteration = 0
@@ -193,10 +246,10 @@ class TuneController:
         self._checkpoint_asked: set[str] = set()
         # scheduler suggestions for trials told to pause whose job has not ended yet
         self._after_pause: dict[str, Any] = {}
-        if resources_of is not None:
+        if jobs.resources_of is not None:
             for t in self.trials:
                 if t.resources is None:
-                    t.resources = resources_of(t.config)
+                    t.resources = jobs.resources_of(t.config)
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> list[TuneTrial]:

@@ -37,6 +37,11 @@ from tandem.tune.controller import (
     SCHEDULER_FILE,
     SEARCHER_FILE,
     STATE_FILE,
+    ExperimentOutput,
+    Resumed,
+    TrialJobs,
+    TrialLimits,
+    TrialSearch,
     TuneController,
     TuneTrial,
     load_searcher,
@@ -332,24 +337,26 @@ class Tuner:
         launch = self._make_launcher(service, exp_path, exp_name, verbose, verdicts=verdicts,
                                      reuse_key=f"tune-{exp_uid}" if tc.reuse_actors else None)
         controller = TuneController(
-            launch=launch, searcher=searcher, scheduler=scheduler,
-            num_samples=tc.num_samples if tc.num_samples != -1 else 10**12,
-            searcher_counts=searcher_counts, experiment_path=exp_path, metric=metric, mode=mode,
-            max_concurrent_trials=tc.max_concurrent_trials, stopper=self._stopper,
-            time_budget_s=tc.time_budget_s, callbacks=callbacks, reporter=reporter,
-            name_prefix=name_prefix, exp_uid=exp_uid, restored=restored, strict_metric=strict,
-            forget_job=service.forget,
-            fail_fast=rc.failure_config.fail_fast if rc.failure_config is not None else False,
-            trial_name_creator=tc.trial_name_creator,
-            trial_dirname_creator=tc.trial_dirname_creator,
-            done_ends_job=tc.reuse_actors and isinstance(self._fn, ClassTrainableRunner),
-            resources_of=self._resources_of(),
-            cluster_resources=lambda: dict(service.cluster.resources()) if service.cluster
-            is not None else {},
+            TrialSearch(searcher=searcher, scheduler=scheduler,
+                        num_samples=tc.num_samples if tc.num_samples != -1 else 10**12,
+                        searcher_counts=searcher_counts, metric=metric, mode=mode,
+                        strict_metric=strict),
+            TrialLimits(max_concurrent_trials=tc.max_concurrent_trials, stopper=self._stopper,
+                        time_budget_s=tc.time_budget_s,
+                        fail_fast=rc.failure_config.fail_fast
+                        if rc.failure_config is not None else False),
+            ExperimentOutput(experiment_path=exp_path, name_prefix=name_prefix, exp_uid=exp_uid,
+                             callbacks=tuple(callbacks), reporter=reporter,
+                             trial_name_creator=tc.trial_name_creator,
+                             trial_dirname_creator=tc.trial_dirname_creator),
+            TrialJobs(launch=launch, forget_job=service.forget,
+                      done_ends_job=tc.reuse_actors and isinstance(self._fn, ClassTrainableRunner),
+                      resources_of=self._resources_of(),
+                      cluster_resources=lambda: dict(service.cluster.resources())
+                      if service.cluster is not None else {}),
+            resumed=Resumed(trials=restored, created=r.get("created", len(restored)),
+                            search_done=r.get("search_done", False)) if r is not None else None,
         )
-        if r is not None:
-            controller._created = r.get("created", len(restored))
-            controller._search_done = r.get("search_done", False)
         trials = controller.run()
         self._results = ResultGrid(
             [self._result_of(t) for t in trials], exp_path, metric, mode,

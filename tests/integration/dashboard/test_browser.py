@@ -343,7 +343,6 @@ def _put_version(srv, name: str, meta: dict) -> dict:
 
 
 def test_models_view(srv, tmp_path):
-    pytest.importorskip("tandem.server.models_api")
     _put_version(srv, "digits", {"config": {"hidden": 16}, "metrics": {"accuracy": 0.91},
                                  "tags": {"team": "vision"}, "lineage": {"job_id": "job_x"}})
     v2 = _put_version(srv, "digits", {"config": {"hidden": 32}, "metrics": {"accuracy": 0.95},

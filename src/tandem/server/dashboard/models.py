@@ -1,5 +1,5 @@
 """The dashboard's models view: the server's registry (names, versions, aliases, lineage)
-and what is being served where. Present when the server has the model registry."""
+and what is being served where."""
 
 from __future__ import annotations
 
@@ -14,14 +14,6 @@ VERSIONS_SHOWN = 20
 ACTIVE = ["PENDING", "RUNNING", "RESTARTING"]
 
 
-def registry_available() -> bool:
-    try:
-        import tandem.server.models_api  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def models_router(server: ServerContext, live: DashboardLive) -> APIRouter:
     r = APIRouter()
 
@@ -29,10 +21,9 @@ def models_router(server: ServerContext, live: DashboardLive) -> APIRouter:
         401: {"description": "missing or wrong token"},
         503: {"description": "the registry's database is unreachable; retry later"}})
     def models() -> Any:
-        from tandem.server.models_api import models_store
         from tandem.server.users import ADMIN
 
-        store = models_store(server)
+        store = server.models_store()
         entries = store.names()
         owners = server.accounts().owners("model", [e["name"] for e in entries])
         out = []

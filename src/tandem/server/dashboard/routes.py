@@ -170,11 +170,9 @@ def server_router(server: ServerContext, live: DashboardLive, index: ResultsInde
 
     r = APIRouter()
     sparks = _Sparks(server.store)
-    from tandem.server.dashboard.models import models_router, registry_available
+    from tandem.server.dashboard.models import models_router
 
-    has_models = registry_available()
-    if has_models:
-        r.include_router(models_router(server, live))
+    r.include_router(models_router(server, live))
 
     @r.get("/", response_class=HTMLResponse, include_in_schema=False)
     def page() -> Any:
@@ -192,7 +190,7 @@ def server_router(server: ServerContext, live: DashboardLive, index: ResultsInde
         return _JSON({"mode": "server", "version": __version__, "active": counts,
                       "cluster": type(server.cluster).__name__,
                       "resources": server.cluster.resources(),
-                      "models": has_models,
+                      "models": True,
                       "user": {"name": user.name, "role": user.role.value}})
 
     @r.get("/api/dashboard/jobs", responses=_documented(422))

@@ -8,6 +8,7 @@ from fastapi.responses import Response
 
 from tandem._core.errors import ConfigError, JobNotFoundError, ResourcesUnavailableError
 from tandem.jobs.store import JobStoreError
+from tandem.model.registry import ModelNotFoundError, RegistryError
 from tandem.server.core import (
     OwnerMismatchError,
     PayloadError,
@@ -45,6 +46,14 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RunFolderBusyError)
     async def _busy(_: Request, e: RunFolderBusyError) -> Response:
         return err(409, str(e))
+
+    @app.exception_handler(ModelNotFoundError)
+    async def _no_model(_: Request, e: ModelNotFoundError) -> Response:
+        return err(404, str(e))  # the detail lists what exists
+
+    @app.exception_handler(RegistryError)
+    async def _registry(_: Request, e: RegistryError) -> Response:
+        return err(409, str(e))  # e.g. deleting a version an alias points at, or one served
 
     @app.exception_handler(JobStoreError)
     async def _store(_: Request, e: JobStoreError) -> Response:

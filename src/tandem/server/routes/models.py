@@ -1,4 +1,7 @@
-"""The train server's model registry routes (cluster-scoped registry, behind the token).
+"""The train server's model registry routes (cluster-scoped registry, behind the token):
+``models_router(server)``, an ``APIRouter`` that sees the server as a ``ServerContext``
+(its registry is ``server.models_store()``). A missing name, version or alias is answered
+404 and a refusal of the registry 409 (``routes/errors.py``).
 
 =================================================  ======================================
 ``GET    /api/models``                             registered names (versions, aliases)
@@ -27,19 +30,13 @@ from typing import Any
 
 from fastapi import APIRouter, Path, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from tandem._core.archives import ArchiveLimitError, ArchiveLimits
-from tandem.model.registry import (
-    ModelNotFoundError,
-    ModelRef,
-    ModelStore,
-    RegistryError,
-    check_not_served,
-    unpack_to,
-)
+from tandem.model.registry import ModelRef, check_not_served, unpack_to
 from tandem.server.context import ServerContext
+from tandem.server.routes.common import TandemJSONResponse, err
 
 MAX_VERSION = 2**31 - 1  # versions are INTEGER columns in the store (32-bit on PostgreSQL)
 MAX_META_DEPTH = 32  # how deeply a version's meta may nest
@@ -74,12 +71,6 @@ class PutIn(BaseModel):
     files: str = Field(..., min_length=1, description="base64 of a gzipped tar of the files")
 
 
-def models_store(server: ServerContext) -> ModelStore:
-    """The server's registry store (``server.models_store()``: opened on first use)."""
-    return server.models_store()
-
-
-
 
 _WHAT = {
     400: "the body is not JSON, or is nested too deeply to read",
@@ -98,52 +89,40 @@ def _docs(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {c: {"description": _WHAT[c]} for c in (401, *codes)}
 
 
-def _err(status: int, detail: str) -> JSONResponse:
-    return JSONResponse({"detail": detail}, status_code=status)
-
-
-def _deposed(server: ServerContext) -> JSONResponse | None:
+def _deposed(server: ServerContext) -> Response | None:
     """A server another one took the store from writes nothing, the registry included."""
     reason = server.deposed
-    return _err(503, f"{reason} The request was not carried out.") if reason else None
+    return err(503, f"{reason} The request was not carried out.") if reason else None
 
 
-def add_model_routes(app: Any, server: ServerContext) -> None:
-    """Adds the routes above to the server's FastAPI app."""
+def models_router(server: ServerContext) -> APIRouter:
+    """The routes above, on the server's registry (``server.models_store()``)."""
     router = APIRouter(prefix="/api/models", tags=["models"])
     limit = server.config.max_upload_bytes
     # A version's files may unpack to 8 times the upload limit, 10,000 files, and (past
     # 8 MiB) 200 times their packed size: weights hardly compress, bombs do.
     unpack_limits = ArchiveLimits(max_bytes=8 * limit, max_members=10_000)
 
-    @app.exception_handler(ModelNotFoundError)
-    async def _not_found(_: Request, e: ModelNotFoundError) -> Response:
-        return _err(404, str(e))
-
-    @app.exception_handler(RegistryError)
-    async def _refused(_: Request, e: RegistryError) -> Response:
-        return _err(409, str(e))
-
     @router.get("", responses=_docs())
     def list_models() -> dict[str, Any]:
-        return {"models": models_store(server).names()}
+        return {"models": server.models_store().names()}
 
     @router.get("/{name}", responses=_docs(404, 422))
     def list_versions(name: str = NamePath) -> dict[str, Any]:
         return {"name": name, "versions": [r.to_dict() for r in
-                                           models_store(server).versions(name)]}
+                                           server.models_store().versions(name)]}
 
     @router.get("/{name}/versions/{ref}", responses=_docs(404, 422))
     def get_version(name: str = NamePath,
                     ref: str = Path(..., min_length=1, max_length=64)) -> dict[str, Any]:
-        return models_store(server).resolve(ModelRef.parse(f"{name}@{ref}")).to_dict()
+        return server.models_store().resolve(ModelRef.parse(f"{name}@{ref}")).to_dict()
 
     @router.get("/{name}/versions/{version}/files", response_class=Response,
                 responses=_docs(404, 422))
     def get_files(
         name: str = NamePath, version: int = Path(..., ge=1, le=MAX_VERSION)
     ) -> Response:
-        store = models_store(server)
+        store = server.models_store()
         record = store.resolve(ModelRef(name, version))
         return Response(store.tar_bytes(record), media_type="application/gzip")
 
@@ -154,28 +133,28 @@ def add_model_routes(app: Any, server: ServerContext) -> None:
             return refused
         size = int(request.headers.get("content-length") or 0)
         if size > limit:
-            return _err(413, f"the model upload is {size} bytes; this server takes at most "
+            return err(413, f"the model upload is {size} bytes; this server takes at most "
                              f"{limit} (start it with a larger --max-upload-mb).")
         raw = await request.body()
         if len(raw) > limit:
-            return _err(413, f"the model upload is over {limit} bytes.")
+            return err(413, f"the model upload is over {limit} bytes.")
         try:
             parsed = json.loads(raw)
         except RecursionError:
-            return _err(400, f"the body is JSON nested deeper than this server reads; "
+            return err(400, f"the body is JSON nested deeper than this server reads; "
                              f"keep meta within {MAX_META_DEPTH} levels.")
         except ValueError as e:
-            return _err(400, f"the body is not JSON ({e}); send {{'meta': {{...}}, "
+            return err(400, f"the body is not JSON ({e}); send {{'meta': {{...}}, "
                              f"'files': BASE64, 'version': null}}."[:2000])
         depth = json_depth(parsed, MAX_META_DEPTH + 2)
         if depth > MAX_META_DEPTH + 1:
-            return _err(422, f"meta is nested more than {MAX_META_DEPTH} levels deep; "
+            return err(422, f"meta is nested more than {MAX_META_DEPTH} levels deep; "
                              f"flatten it (it holds a version's config, metrics and tags).")
         try:
             body = PutIn.model_validate(parsed)
             data = base64.b64decode(body.files, validate=True)
         except (ValueError, binascii.Error) as e:
-            return _err(422, f"the body must be JSON {{'meta': {{...}}, 'files': BASE64, "
+            return err(422, f"the body must be JSON {{'meta': {{...}}, 'files': BASE64, "
                              f"'version': null}}: {e}"[:2000])
         return await run_in_threadpool(_store_version, name, data, body)
 
@@ -184,14 +163,14 @@ def add_model_routes(app: Any, server: ServerContext) -> None:
             try:
                 unpack_to(data, tmp, unpack_limits)
             except ArchiveLimitError as e:
-                return _err(413, str(e))
+                return err(413, str(e))
             except Exception as e:  # noqa: BLE001 - a bad archive is the client's error
-                return _err(422, f"files is not a gzipped tar: {type(e).__name__}: {e}")
+                return err(422, f"files is not a gzipped tar: {type(e).__name__}: {e}")
             if not os.path.exists(os.path.join(tmp, "model.pkl")):
-                return _err(422, "files has no model.pkl; upload a directory written by "
+                return err(422, "files has no model.pkl; upload a directory written by "
                                  "Model.save (model.put does this).")
-            record = models_store(server).add(name, tmp, body.meta, version=body.version)
-        return JSONResponse(record.to_dict(), status_code=201)
+            record = server.models_store().add(name, tmp, body.meta, version=body.version)
+        return TandemJSONResponse(record.to_dict(), status_code=201)
 
     @router.put("/{name}/aliases/{alias}", responses=_docs(404, 409, 422, 503))
     def set_alias(body: AliasIn, name: str = NamePath,
@@ -199,7 +178,7 @@ def add_model_routes(app: Any, server: ServerContext) -> None:
         refused = _deposed(server)
         if refused is not None:
             return refused
-        return models_store(server).set_alias(name, alias, body.version).to_dict()
+        return server.models_store().set_alias(name, alias, body.version).to_dict()
 
     @router.delete("/{name}/versions/{version}", responses=_docs(404, 409, 422, 503))
     def delete_version(
@@ -209,6 +188,6 @@ def add_model_routes(app: Any, server: ServerContext) -> None:
         if refused is not None:
             return refused
         check_not_served(name, version, server.service)  # RegistryError: 409, naming the job
-        return models_store(server).delete(name, version).to_dict()
+        return server.models_store().delete(name, version).to_dict()
 
-    app.include_router(router)
+    return router
