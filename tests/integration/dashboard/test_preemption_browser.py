@@ -112,7 +112,8 @@ def test_a_preemption_and_the_resume_in_the_browser(tmp_path):
         _poll(lambda: "RESTARTING" in page.inner_text(low_row), 30, "low RESTARTING")
         _poll(lambda: "RUNNING" in page.inner_text(high_row), 30, "high RUNNING")
         text = page.inner_text(low_row)
-        assert "alice" in text and f"preempted 1×: preempted for {high}" in text, text
+        assert "alice" in text and f"preempted for {high}" in text, text
+        assert "preempted 1×" in text and text.count(f"preempted for {high}") == 1, text
         assert "waits to resume from checkpoint" in text, text
         text = page.inner_text(high_row)
         assert "bob" in text and "5" in text.split(), text

@@ -5,6 +5,18 @@ import { ACTIVE, STATES, mayStop, stopJob, whyNot } from "./jobctl.js";
 import { later, main } from "./state.js";
 import { badge, clear, debounce, el, fmtDur, fmtNum, fmtRes, sparkline } from "./ui.js";
 
+
+// The why column: the job's reason, then how often it was preempted and, unless the reason
+// already says it (a preempted run waiting to resume does), why the last time.
+function whyText(job) {
+  let preempted = "";
+  if (job.preemptions) {
+    preempted = "preempted " + job.preemptions + "×";
+    if (job.preempted && !(job.reason || "").includes(job.preempted)) preempted += ": " + job.preempted;
+  }
+  return [job.reason, preempted].filter(Boolean).join(" · ");
+}
+
 export function jobsView(params) {
   var state = { offset: +(params.offset || 0), limit: 50, states: params.state ? params.state.split(",") : [],
     name: params.name || "", tag: params.tag || "", rows: {} };
@@ -69,7 +81,7 @@ export function jobsView(params) {
       progress: el("td"),
       res: el("td", { text: fmtRes(job.resources) }),
       age: el("td", { cls: "num" }), dur: el("td", { cls: "num" }),
-      error: el("td", { cls: job.error ? "err" : (job.state === "RUNNING" && !job.preemptions ? "muted" : "why"), title: job.error || job.reason || "", text: job.error || [job.reason, job.preemptions ? "preempted " + job.preemptions + "×: " + job.preempted : ""].filter(Boolean).join(" · ") }),
+      error: el("td", { cls: job.error ? "err" : (job.state === "RUNNING" && !job.preemptions ? "muted" : "why"), title: job.error || job.reason || "", text: job.error || whyText(job) }),
       action: el("td"),
     };
     progressCell(tds.progress, job.progress);
@@ -108,7 +120,7 @@ export function jobsView(params) {
   function loadCounts() {
     api("/api/dashboard/summary").then(function (s) {
       var a = s.active || {};
-      counts.textContent = "running " + ((a.RUNNING || 0) + (a.RESTARTING || 0)) + " · queued " + (a.PENDING || 0) + " · cluster " + fmtRes(s.resources);
+      counts.textContent = "running " + (a.RUNNING || 0) + (a.RESTARTING ? " · restarting " + a.RESTARTING : "") + " · queued " + (a.PENDING || 0) + " · cluster " + fmtRes(s.resources);
     }).catch(function () {});
   }
   var reload = debounce(function () { load(); loadCounts(); }, 400);
