@@ -95,8 +95,16 @@ def test_import_tensorflow_early_follows_settings_and_keras(monkeypatch):
         assert early_zygote_modules()[-1] == "tandem.train.tensorflow._preload"
         first[0].wait(timeout=30)
         assert len(_zygotes()) == 1
+        # the same once tandem.init ran but before the cluster started its zygote
+        assert import_tensorflow_early(legacy_keras=True)
+        keras2 = _zygotes()
+        tandem.init(num_cpus=2)
+        assert import_tensorflow_early(legacy_keras=False)
+        keras2[0].wait(timeout=30)
+        assert len(_zygotes()) == 1 and early_zygote_modules() is None  # adopted
     finally:
         discard_early_zygote()
+        tandem.shutdown()
     assert not _zygotes()
 
 

@@ -159,7 +159,12 @@ def import_tensorflow_early(legacy_keras: bool | None = None) -> bool:
     to a Ray cluster, or with ``TANDEM_TF_EARLY_IMPORT=0``."""
     if os.environ.get(EARLY_IMPORT_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
         return False
-    from tandem.cluster.local import LocalCluster, in_worker_process, start_zygote_early
+    from tandem.cluster.local import (
+        LocalCluster,
+        early_zygote_modules,
+        in_worker_process,
+        start_zygote_early,
+    )
     from tandem.jobs import runtime
     from tandem.jobs.client.discovery import env_address, read_server_file, wants_embedded
 
@@ -171,6 +176,10 @@ def import_tensorflow_early(legacy_keras: bool | None = None) -> bool:
         cluster = getattr(service, "cluster", None)
         if not isinstance(cluster, LocalCluster):
             return False
+        early = early_zygote_modules()
+        if early is not None and early != preload:
+            # started for the other Keras and not adopted yet: the cluster adopts a new one
+            start_zygote_early(preload)
         cluster.prewarm(preload)
         return True
     if env_address() is not None or (not wants_embedded() and read_server_file()):
