@@ -161,6 +161,7 @@ def import_tensorflow_early(legacy_keras: bool | None = None) -> bool:
         return False
     from tandem.cluster.local import (
         LocalCluster,
+        discard_early_zygote,
         early_zygote_modules,
         in_worker_process,
         start_zygote_early,
@@ -175,6 +176,7 @@ def import_tensorflow_early(legacy_keras: bool | None = None) -> bool:
     if service is not None:
         cluster = getattr(service, "cluster", None)
         if not isinstance(cluster, LocalCluster):
+            discard_early_zygote()  # jobs go to a server or Ray: no local worker forks from it
             return False
         early = early_zygote_modules()
         if early is not None and early != preload:
