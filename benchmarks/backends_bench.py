@@ -24,13 +24,18 @@ JAX: a 2-layer MLP's SGD step under ``jax.pmap`` with ``lax.pmean`` of the gradi
 
 Two figures per system: call -> return of the whole fit (``fit()`` / the processes' exit),
 and steady-state steps/s, measured inside the train function over every epoch after the
-first (tracing and the collective's set-up excluded). ``--repeat N`` fits N times in the same
-session with tandem and Ray (rows ``fit_no`` 1..N): tandem imports TensorFlow once, in the
-process its workers fork from, so its later fits skip the import; Ray's workers are new
-processes each fit.
+first (tracing and the collective's set-up excluded). tandem and Ray each run in a fresh
+python process written as a user writes one (import the trainer, init, fit), so fit 1 is
+the first in its process; ``--repeat N`` fits N times in that process (rows ``fit_no``
+1..N: tandem imports TensorFlow once, in the process its workers fork from, so its later
+fits skip the import; Ray's workers are new processes each fit); ``--rounds N`` starts N
+such processes per system, tandem and Ray alternating, so both see the same load. Fit 1's
+row also has the import of the trainer's module and the whole program up to fit 1's return
+(``import_to_return_s``): Ray imports TensorFlow in the driver at ``from ray.train.tensorflow
+import TensorflowTrainer``; tandem begins importing it in its zygote there.
 
     python benchmarks/backends_bench.py [--only tensorflow|jax] [--no-ray] [--repeat N]
-        [--systems tandem,ray,hand,single] [--json PATH]
+        [--rounds N] [--systems tandem,ray,hand,single] [--json PATH]
 """
 
 from __future__ import annotations
@@ -146,36 +151,77 @@ def jax_train(config: dict) -> None:
 
 
 # -- the systems ---------------------------------------------------------------------------
-def tandem_fit(backend: str, config: dict, storage: str) -> tuple[float, dict]:
-    from tandem.train import RunConfig, ScalingConfig
-
-    if backend == "tensorflow":
-        from tandem.train.tensorflow import TensorflowTrainer as Trainer
-        fn = tf_train
-    else:
-        from tandem.train.jax import JaxTrainer as Trainer  # type: ignore[assignment]
-        fn = jax_train
+def session(system: str, backend: str, config: dict, storage: str, repeat: int,
+            num_cpus: int) -> list[dict[str, Any]]:
+    """One fresh process's program, as a user writes it: import the trainer, init, then
+    ``repeat`` fits. Rows: fit call -> return (``fit_s``), steady steps/s, and for fit 1 the
+    import of the trainer's module (``import_s``: Ray's imports TensorFlow in the driver;
+    tandem's starts importing it in the zygote, ``TANDEM_TF_EARLY_IMPORT``), the init
+    (``init_s``) and the whole program up to fit 1's return (``import_to_return_s``)."""
     t0 = time.perf_counter()
-    result = Trainer(fn, train_loop_config={**config, "lib": "tandem", "distributed": True},
-                     scaling_config=ScalingConfig(num_workers=2),
-                     run_config=RunConfig(storage_path=storage, verbose=0)).fit()
-    return time.perf_counter() - t0, dict(result.metrics)
+    if system == "tandem":
+        from tandem.train import RunConfig, ScalingConfig
 
+        if backend == "tensorflow":
+            from tandem.train.tensorflow import TensorflowTrainer as Trainer
+        else:
+            from tandem.train.jax import JaxTrainer as Trainer  # type: ignore[assignment]
+        t_import = time.perf_counter()
+        import tandem
 
-def ray_fit(backend: str, config: dict, storage: str) -> tuple[float, dict]:
-    import ray.train
-
-    if backend == "tensorflow":
-        from ray.train.tensorflow import TensorflowTrainer as Trainer
-        fn = tf_train
+        tandem.init(num_cpus=num_cpus)
+        make_run = lambda: RunConfig(storage_path=storage, verbose=0)  # noqa: E731
+        scaling = ScalingConfig(num_workers=2)
+        stop = tandem.shutdown
     else:
-        from ray.train.v2.jax import JaxTrainer as Trainer  # type: ignore[assignment]
-        fn = jax_train
-    t0 = time.perf_counter()
-    result = Trainer(fn, train_loop_config={**config, "lib": "ray", "distributed": True},
-                     scaling_config=ray.train.ScalingConfig(num_workers=2),
-                     run_config=ray.train.RunConfig(storage_path=storage)).fit()
-    return time.perf_counter() - t0, dict(result.metrics)
+        import ray
+        import ray.train
+
+        if backend == "tensorflow":
+            from ray.train.tensorflow import TensorflowTrainer as Trainer  # type: ignore
+        else:
+            from ray.train.v2.jax import JaxTrainer as Trainer  # type: ignore
+        t_import = time.perf_counter()
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
+                 log_to_driver=False)
+        make_run = lambda: ray.train.RunConfig(storage_path=storage)  # type: ignore # noqa: E731
+        scaling = ray.train.ScalingConfig(num_workers=2)  # type: ignore[assignment]
+        stop = ray.shutdown
+    t_init = time.perf_counter()
+    fn = tf_train if backend == "tensorflow" else jax_train
+    rows: list[dict[str, Any]] = []
+    for fit_no in range(1, repeat + 1):
+        row: dict[str, Any] = {"fit_no": fit_no, "load_before": round(os.getloadavg()[0], 1)}
+        try:
+            t = time.perf_counter()
+            result = Trainer(fn, train_loop_config={**config, "lib": system, "distributed": True},
+                             scaling_config=scaling, run_config=make_run()).fit()
+            t_ret = time.perf_counter()
+            row.update(fit_s=round(t_ret - t, 2),
+                       steps_per_s=round(float(result.metrics["steps_per_s"]), 1))
+            if fit_no == 1:
+                row.update(import_s=round(t_import - t0, 2), init_s=round(t_init - t_import, 2),
+                           import_to_return_s=round(t_ret - t0, 2))
+        except Exception as e:  # noqa: BLE001 - a system that fails is a figure too
+            row["error"] = f"{type(e).__name__}: {e}"[:300]
+        rows.append(row)
+    stop()
+    return rows
+
+
+def fresh_session(system: str, backend: str, config: dict, storage: str,
+                  repeat: int) -> list[dict[str, Any]]:
+    """``session`` in a new python process (the first fit is the first in its process)."""
+    out = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--session", system, "--only", backend,
+         "--steps", str(config["steps"]), "--epochs", str(config["epochs"]),
+         "--repeat", str(repeat), "--storage", storage],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("SESSION ")]
+    if not lines:
+        return [{"fit_no": 1, "error": f"session exited {out.returncode}: "
+                                       f"{out.stderr[-300:]}"}]
+    return json.loads(lines[-1][8:])
 
 
 def by_hand(backend: str, config: dict, processes: int) -> tuple[float, dict]:
@@ -228,56 +274,61 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--json", default=None, metavar="PATH")
     p.add_argument("--repeat", type=int, default=1,
-                   help="fits per system with tandem and Ray, in the same session")
+                   help="fits per tandem / Ray process (fit 1 is the first in its process)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="fresh tandem and Ray processes per backend, alternating")
     p.add_argument("--systems", default=None,
                    help="comma-separated subset: tandem,ray,hand,single (default: all)")
+    p.add_argument("--session", choices=["tandem", "ray"], default=None, help=argparse.SUPPRESS)
+    p.add_argument("--storage", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     config = {"steps": args.steps, "epochs": args.epochs}
+    cpus = os.cpu_count() or 2
+    if args.session:  # inside a fresh process started by fresh_session
+        rows = session(args.session, args.only or "tensorflow", config,
+                       args.storage or tempfile.mkdtemp(prefix="backends-bench-"), args.repeat,
+                       cpus)
+        print("SESSION " + json.dumps(rows), flush=True)
+        return
     storage = tempfile.mkdtemp(prefix="backends-bench-")
-    if not args.no_ray and (not args.systems or "ray" in args.systems):
-        import ray
-
-        t0 = time.perf_counter()
-        ray.init(address="local", num_cpus=os.cpu_count() or 2, include_dashboard=False,
-                 log_to_driver=False)
-        print(f"Ray started in {time.perf_counter() - t0:.1f} s (not counted)", flush=True)
-    import tandem
-
-    tandem.init(num_cpus=os.cpu_count() or 2)
+    keep = set(args.systems.split(",")) if args.systems else {"tandem", "ray", "hand", "single"}
+    if args.no_ray:
+        keep.discard("ray")
     rows: list[dict[str, Any]] = []
+
+    def emit(row: dict[str, Any]) -> None:
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
+    names = {"tandem": "tandem, 2 workers", "ray": "Ray Train 2.60, 2 workers",
+             "hand": "by hand, 2 processes", "single": "one process"}
     for backend in ("tensorflow", "jax"):
         if args.only and backend != args.only:
             continue
-        systems: list[tuple[str, str, Any]] = [
-            ("tandem", "tandem, 2 workers",
-             lambda b=backend: tandem_fit(b, config, os.path.join(storage, "tandem"))),
-            ("hand", "by hand, 2 processes", lambda b=backend: by_hand(b, config, 2)),
-            ("single", "one process", lambda b=backend: by_hand(b, config, 1)),
-        ]
-        if not args.no_ray and (not args.systems or "ray" in args.systems):
-            systems.insert(1, ("ray", "Ray Train 2.60, 2 workers",
-                               lambda b=backend: ray_fit(b, config, os.path.join(storage, "ray"))))
-        if args.systems:
-            keep = set(args.systems.split(","))
-            systems = [s for s in systems if s[0] in keep]
-        for key, name, run in systems:
-            for fit_no in range(1, (args.repeat if key in ("tandem", "ray") else 1) + 1):
+        for round_no in range(1, args.rounds + 1):
+            for key in ("tandem", "ray"):
+                if key not in keep:
+                    continue
                 load = round(os.getloadavg()[0], 1)
-                try:
-                    seconds, metrics = run()
-                    row = {"backend": backend, "system": name, "fit_no": fit_no,
-                           "fit_s": round(seconds, 2),
-                           "steps_per_s": round(float(metrics["steps_per_s"]), 1)}
-                except Exception as e:  # noqa: BLE001 - a system that fails is a figure too
-                    row = {"backend": backend, "system": name, "fit_no": fit_no,
-                           "error": f"{type(e).__name__}: {e}"[:300]}
-                row["load_before"] = load
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-    tandem.shutdown()
+                for row in fresh_session(key, backend, config, os.path.join(storage, key),
+                                         args.repeat):
+                    emit({"backend": backend, "system": names[key], "round": round_no,
+                          "load_at_start": load, **row})
+        for key, processes in (("hand", 2), ("single", 1)):
+            if key not in keep:
+                continue
+            load = round(os.getloadavg()[0], 1)
+            try:
+                seconds, metrics = by_hand(backend, config, processes)
+                row = {"fit_s": round(seconds, 2),
+                       "steps_per_s": round(float(metrics["steps_per_s"]), 1)}
+            except Exception as e:  # noqa: BLE001 - a system that fails is a figure too
+                row = {"error": f"{type(e).__name__}: {e}"[:300]}
+            emit({"backend": backend, "system": names[key], "fit_no": 1,
+                  "load_before": load, **row})
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"config": config, "rows": rows, "cpus": os.cpu_count()}, f, indent=2)
+            json.dump({"config": config, "rows": rows, "cpus": cpus}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,9 @@ SESSION_HOME = tempfile.mkdtemp(prefix="tandem-tests-home-")
 os.environ["HOME"] = SESSION_HOME
 for _key in [k for k in os.environ if k.startswith("TANDEM_") and k not in KEPT_ENV]:
     del os.environ[_key]
+# importing tandem.train.tensorflow (at collection) would start a zygote importing TensorFlow
+# that the first test's cluster adopts; its own test turns it on
+os.environ["TANDEM_TF_EARLY_IMPORT"] = "0"
 
 import psutil  # noqa: E402 - after the isolation above
 import pytest  # noqa: E402

@@ -338,3 +338,6 @@ def shutdown() -> None:
 
     runtime.shutdown_service()
     runtime.set_log_to_driver(None)
+    from tandem.cluster.local import discard_early_zygote
+
+    discard_early_zygote()  # started by ``import tandem.train.tensorflow``, never used

@@ -8,6 +8,7 @@ follows its CPU share, so two workers do not fight over cores.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import logging
 import math
@@ -320,6 +321,108 @@ class _Warm:
         self.retire_on_hello = False
 
 
+# -- a zygote started before its cluster (``start_zygote_early``) ------------------------
+_early_lock = threading.Lock()
+#: (process, os.environ when it started, the modules it was told to import)
+_early: tuple[subprocess.Popen, dict[str, str], tuple[str, ...]] | None = None
+
+
+def _spawn_zygote() -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tandem.cluster._zygote"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+        close_fds=True,
+    )
+
+
+def in_worker_process() -> bool:
+    """True in a zygote or a worker process (where no cluster of this process's own starts)."""
+    return "tandem.cluster._worker_main" in sys.modules
+
+
+def start_zygote_early(preload: Sequence[str]) -> bool:
+    """Starts the zygote that the next ``LocalCluster`` of this process will fork its workers
+    from, before that cluster exists, and has it import ``preload`` at once: a heavy import
+    (TensorFlow: 5-20 s) then runs while the program goes on to ``tandem.init``, its data and
+    ``fit``. The cluster adopts it when the process environment is still the one it started
+    with (else it is killed and a fresh one started, so workers never miss a variable).
+    Starting it again with other modules replaces it. False (nothing started) inside a worker
+    process. ``discard_early_zygote`` (``tandem.shutdown``) ends one never adopted."""
+    global _early
+    if in_worker_process():
+        return False
+    preload = tuple(preload)
+    with _early_lock:
+        if _early is not None and _early[2] == preload and _early[0].poll() is None:
+            return True
+        old, _early = _early, None
+        proc = _spawn_zygote()
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(_wire.encode(("preload", list(preload))))
+            proc.stdin.flush()
+        except (OSError, ValueError):
+            _end(proc)
+            return False
+        _early = (proc, dict(os.environ), preload)
+    if old is not None:
+        _end(old[0])
+    logger.debug("started a zygote early, importing %s", preload)
+    return True
+
+
+def early_zygote_modules() -> tuple[str, ...] | None:
+    """What the zygote started early (and not adopted yet) was told to import, or None."""
+    with _early_lock:
+        return _early[2] if _early is not None else None
+
+
+def discard_early_zygote() -> None:
+    """Ends the zygote ``start_zygote_early`` started, if no cluster adopted it."""
+    global _early
+    with _early_lock:
+        early, _early = _early, None
+    if early is not None:
+        _end(early[0])
+
+
+def _adopt_early_zygote() -> tuple[subprocess.Popen, tuple[str, ...]] | None:
+    global _early
+    with _early_lock:
+        early, _early = _early, None
+    if early is None:
+        return None
+    proc, env, preload = early
+    if proc.poll() is not None or env != dict(os.environ):
+        logger.debug("not using the zygote started early: %s", "it exited" if
+                     proc.poll() is not None else "the environment changed since")
+        _end(proc)
+        return None
+    return proc, preload
+
+
+def _end(proc: subprocess.Popen) -> None:
+    try:
+        proc.kill()
+    except OSError:
+        pass
+    for f in (proc.stdin, proc.stdout):
+        if f is not None:
+            try:
+                f.close()
+            except OSError:
+                pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+atexit.register(discard_early_zygote)
+
+
 class _IOThread(_wire.IOThread):
     """Owns the zygote, the workers' listening socket, every worker connection and the warm
     workers (``tandem.cluster._pool``).
@@ -338,13 +441,8 @@ class _IOThread(_wire.IOThread):
         listener.bind(self.address)
         listener.listen(256)
         super().__init__("tandem-cluster-io", listener)
-        self._zygote = subprocess.Popen(
-            [sys.executable, "-m", "tandem.cluster._zygote"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
-            close_fds=True,
-        )
+        early = _adopt_early_zygote()
+        self._zygote = early[0] if early is not None else _spawn_zygote()
         assert self._zygote.stdout is not None and self._zygote.stdin is not None
         os.set_blocking(self._zygote.stdout.fileno(), False)
         self._sel.register(self._zygote.stdout, selectors.EVENT_READ, ("zygote", _wire.FrameReader()))
@@ -353,7 +451,7 @@ class _IOThread(_wire.IOThread):
         self._by_token: dict[int, LocalWorker] = {}
         self._by_pid: dict[int, LocalWorker] = {}
         self._by_id: dict[str, LocalWorker] = {}
-        self._preloaded: set[str] = set()
+        self._preloaded: set[str] = set(early[1]) if early is not None else set()
         self._preload_done: dict[tuple[str, ...], threading.Event] = {}
         self._policy = WarmPoolPolicy(warm_pool or WarmPoolConfig())
         self._pool_lock = threading.Lock()

@@ -80,14 +80,15 @@ class TensorflowBackend(Backend):
         self.timeout_s = timeout_s
         # TensorFlow (with the Keras the workers will use) imported once in the process workers
         # fork from, rather than by each worker of each run
-        self.preload = ("tandem.train.tensorflow._preload_keras2" if self._use_legacy_keras()
-                        else "tandem.train.tensorflow._preload",)
+        self.preload = ("tandem.train._internal.gbdt.collective",  # TF_CONFIG's all-gather
+                        "tandem.train.tensorflow._preload_keras2" if self._use_legacy_keras()
+                        else "tandem.train.tensorflow._preload")
 
     def worker_env(self, node_ips: Sequence[str]) -> list[Mapping[str, str]]:
         return [{"TANDEM_GBDT_NODE_IP": ip} for ip in node_ips]
 
     def on_worker_start(self, context: TrainContext) -> None:
-        from tandem.train._internal.gbdt import GangLink, free_port, node_ip
+        from tandem.train._internal.gbdt.collective import GangLink, free_port, node_ip
 
         threads = os.environ.get("TANDEM_NUM_THREADS", "")
         if threads and threads != "0":
@@ -138,6 +139,54 @@ def _check_inherited_keras() -> None:
             f"(the same TensorflowConfig(legacy_keras=...) and TF_USE_LEGACY_KERAS), or start "
             f"a new one (tandem.shutdown(); tandem.init()) for the other."
         )
+
+
+#: ``TANDEM_TF_EARLY_IMPORT=0``: TensorFlow is imported (in the zygote) when the first fit
+#: starts, not as soon as ``tandem.train.tensorflow`` is imported.
+EARLY_IMPORT_ENV = "TANDEM_TF_EARLY_IMPORT"
+
+
+def import_tensorflow_early(legacy_keras: bool | None = None) -> bool:
+    """Begins importing TensorFlow, with the Keras a ``TensorflowConfig(legacy_keras)`` gang
+    uses, in the process this program's workers will fork from (the zygote), without waiting
+    for it and without importing TensorFlow here. Called when ``tandem.train.tensorflow`` is
+    imported and when a ``TensorflowTrainer`` is built, so that the 5-20 s import runs while
+    the program goes on (``tandem.init``, its data, ``fit``'s own set-up) instead of inside
+    the first ``fit``. With a local cluster running, it is told to preload; with none yet,
+    the zygote is started ahead of it (``tandem.cluster.local.start_zygote_early``). Does
+    nothing (returns False) inside a worker, when jobs go to a train server
+    (``$TANDEM_ADDRESS``, or a server file in ``~/.tandem`` without ``TANDEM_ADDRESS=local``),
+    to a Ray cluster, or with ``TANDEM_TF_EARLY_IMPORT=0``."""
+    if os.environ.get(EARLY_IMPORT_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    from tandem.cluster.local import (
+        LocalCluster,
+        discard_early_zygote,
+        early_zygote_modules,
+        in_worker_process,
+        start_zygote_early,
+    )
+    from tandem.jobs import runtime
+    from tandem.jobs.client.discovery import env_address, read_server_file, wants_embedded
+
+    if in_worker_process():
+        return False
+    preload = ("tandem.train._internal.worker", *TensorflowBackend(legacy_keras).preload)
+    service = runtime.current_service()
+    if service is not None:
+        cluster = getattr(service, "cluster", None)
+        if not isinstance(cluster, LocalCluster):
+            discard_early_zygote()  # jobs go to a server or Ray: no local worker forks from it
+            return False
+        early = early_zygote_modules()
+        if early is not None and early != preload:
+            # started for the other Keras and not adopted yet: the cluster adopts a new one
+            start_zygote_early(preload)
+        cluster.prewarm(preload)
+        return True
+    if env_address() is not None or (not wants_embedded() and read_server_file()):
+        return False
+    return start_zygote_early(preload)
 
 
 def tf_config(addresses: Sequence[str], index: int) -> str:

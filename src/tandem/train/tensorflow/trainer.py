@@ -10,7 +10,11 @@ from tandem._core.errors import ConfigError
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import DataConfig, RunConfig, ScalingConfig
 from tandem.train.api.trainer import DataParallelTrainer
-from tandem.train.backends.tensorflow import TensorflowConfig, require_tensorflow
+from tandem.train.backends.tensorflow import (
+    TensorflowConfig,
+    import_tensorflow_early,
+    require_tensorflow,
+)
 from tandem.train.v2.api.validation_config import ValidationConfig
 
 
@@ -51,10 +55,11 @@ class TensorflowTrainer(DataParallelTrainer):
                 f"TensorflowTrainer(tensorflow_config=...) takes a TensorflowConfig, got "
                 f"{type(tensorflow_config).__name__}."
             )
+        config = tensorflow_config or TensorflowConfig()
         super().__init__(
             train_loop_per_worker,
             train_loop_config=train_loop_config,
-            backend_config=tensorflow_config or TensorflowConfig(),
+            backend_config=config,
             scaling_config=scaling_config,
             run_config=run_config,
             datasets=datasets,
@@ -63,6 +68,9 @@ class TensorflowTrainer(DataParallelTrainer):
             metadata=metadata,
             validation_config=validation_config,
         )
+        # the zygote imports TensorFlow (with this config's Keras) while fit() is still on
+        # its way; a no-op when the import of tandem.train.tensorflow already started it
+        import_tensorflow_early(config.legacy_keras)
 
 
 def prepare_dataset_shard(tf_dataset_shard: Any) -> Any:
