@@ -6,6 +6,12 @@ then), starts one replica process per bundle through the cluster, runs the HTTP 
 (uvicorn on its own loop thread) and restarts a replica that dies, until the job is
 stopped. The front publishes a report when the set of ready replicas changes: ``url``,
 ``replicas_ready``, ``restarts`` (what ``ServeHandle`` and ``tandem jobs show`` read).
+
+Replicas start warm (docs/warm_workers.md): the launcher imports the model's framework
+(read from its ``model.pkl`` without unpickling it: torch for a ``TorchModel``, xgboost,
+lightgbm, scikit-learn) and tandem's replica code ahead of the fork, and a registered
+version's replica goes back to the warm pool when its deployment stops, holding the loaded
+model, so the next deployment of that version starts on it (same process, same weights).
 """
 
 from __future__ import annotations
@@ -102,8 +108,8 @@ class ServeRunner(JobRunner):
     def prepare(self, cluster: Cluster) -> None:
         if self._sock is None:
             self._sock = bind_socket(self.settings.host, self.settings.port or 0)
-        if _has_torch():  # the replicas fork from a launcher that imported torch once
-            cluster.prewarm(("torch",))
+        # the replicas fork from a launcher that imported the model's framework once
+        cluster.prewarm(self._preload())
 
     def stop(self) -> None:
         self._stop.set()
@@ -160,6 +166,19 @@ class ServeRunner(JobRunner):
         assert self._log_dir is not None
         return os.path.join(self._log_dir, f"replica_{i}.log")
 
+    def _preload(self) -> tuple[str, ...]:
+        got = self.__dict__.get("_imports")
+        if got is None:
+            got = self.__dict__["_imports"] = (*serve_imports(self.location),
+                                               "tandem.model.serve._replica")
+        return tuple(got)
+
+    def _reuse_key(self) -> str | None:
+        """Replicas of a registered version (immutable) may serve it again from the pool."""
+        if self.owns_location or self.version is None:
+            return None
+        return f"serve|{self.location}|{self._what()}"
+
     async def _make_front(self) -> Front:
         s = self.settings
         return Front(asyncio.get_running_loop(), s.num_replicas, s.max_batch_size,
@@ -173,10 +192,13 @@ class ServeRunner(JobRunner):
             if self._stop.is_set():
                 return
             generation = front.replicas[index].generation
+            reuse = self._reuse_key()
             spec = WorkerSpec(worker_id=f"{ctx.job_id}-replica{index}-g{generation}",
                               bundle_index=index, log_path=self._log_path(index),
-                              preload=("torch",) if _has_torch() else ())
-            task = cloudpickle.dumps(ReplicaTask(self.location, self._what()))
+                              preload=self._preload(), reuse_key=reuse)
+            gpus = float(ctx.placement.bundles[index].get("GPU", 0.0))
+            task = cloudpickle.dumps(ReplicaTask(self.location, self._what(),
+                                                 keep=reuse is not None, gpus=gpus))
 
             def sink(worker: Any, frame: Any, _i: int = index, _g: int = generation) -> None:
                 if frame[0] == "hello":
@@ -259,6 +281,8 @@ class ServeRunner(JobRunner):
                 "max_batch_size": self.settings.max_batch_size,
                 "batch_wait_ms": self.settings.batch_wait_ms,
                 "input_shape": front.item_shape if front is not None else None,
+                "replica_devices": [r.device for r in front.replicas] if front else [],
+                "replicas_warm": sum(r.warm for r in front.replicas) if front else 0,
                 "requests": front.answered if front is not None else 0,
                 "batches": front.batches if front is not None else 0,
                 "largest_batch": front.largest_batch if front is not None else 0}
@@ -317,8 +341,36 @@ def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def _has_torch() -> bool:
-    return _has("torch")
+#: What a model's class refers to -> the module its replicas need imported (the first
+#: names are the tandem base classes, the others the frameworks themselves).
+_FRAMEWORKS = {"TorchModel": "torch", "XGBoostModel": "xgboost", "LightGBMModel": "lightgbm",
+               "torch": "torch", "xgboost": "xgboost", "lightgbm": "lightgbm",
+               "sklearn": "sklearn"}
+
+
+def serve_imports(location: str) -> tuple[str, ...]:
+    """The frameworks a saved model's replicas import (torch for a ``TorchModel``, ...),
+    read from the names its ``model.pkl`` refers to, without unpickling it (the serving
+    process never imports the framework). Empty for a remote location or an unreadable
+    file: the replica then imports what it needs itself, as before."""
+    import pickletools
+
+    from tandem.model._files import PICKLE_FILE
+
+    if "://" in location:
+        return ()
+    try:
+        with open(os.path.join(location, PICKLE_FILE), "rb") as f:
+            data = f.read()
+        names = {a for op, a, _ in pickletools.genops(data) if isinstance(a, str)}
+    except Exception:  # noqa: BLE001 - a hint only
+        return ()
+    found: list[str] = []
+    for name in names:
+        module = _FRAMEWORKS.get(name) or _FRAMEWORKS.get(name.split(".")[0])
+        if module is not None and module not in found and _has(module):
+            found.append(module)
+    return tuple(sorted(found))
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
