@@ -93,3 +93,34 @@ def test_a_replica_on_a_declared_gpu_gets_its_device_and_says_when_torch_has_no_
     assert svc.cluster.available()["GPU"] == 1  # given back
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
                    for p in map(psutil.Process, svc.cluster.live_worker_pids()))
+
+
+def test_deployments_of_one_process_share_one_http_server(two_versions):
+    from tandem._core.errors import ConfigError
+    from tandem.model.serve._shared import front
+
+    [(ref1, m1), (ref2, m2)], X = two_versions
+    tandem.init(num_cpus=2)
+    a = model.serve(ref1, serve_settings={"route_prefix": "/a"})
+    try:
+        b = model.serve(ref2, serve_settings={"route_prefix": "/b"})
+        try:
+            port = a.url.split(":")[2].split("/")[0]
+            assert b.url == f"http://127.0.0.1:{port}/b"  # one listening server ...
+            (listener,) = front().listeners.values()
+            assert listener.starts == 1 and sorted(listener.routes) == ["/a", "/b"]
+            # ... each route answering with its own model, replies as before
+            np.testing.assert_allclose(_predict(a, X), m1.predict(X).numpy(), atol=1e-5)
+            np.testing.assert_allclose(_predict(b, X), m2.predict(X).numpy(), atol=1e-5)
+            r = httpx.get(f"http://127.0.0.1:{port}/c/predict")
+            assert r.status_code == 404 and "/a (serve:digits@1)" in r.json()["detail"]
+            with pytest.raises(ConfigError, match="route_prefix '/a' is served already"):
+                model.serve(ref2, serve_settings={"route_prefix": "/a"})
+        finally:
+            b.stop()
+        np.testing.assert_allclose(_predict(a, X), m1.predict(X).numpy(), atol=1e-5)
+    finally:
+        a.stop()
+    assert front().listeners == {}
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(a.url)

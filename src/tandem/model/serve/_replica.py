@@ -14,7 +14,14 @@ import shutil
 import tempfile
 import traceback
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tandem.model._model import Model
+
+#: What a replica knows of its model once loaded: the model, the shape of one input, whether
+#: inputs are numbers and of which dtype kind (from its ``example_input``).
+Loaded = tuple["Model", "tuple[int, ...] | None", bool, "str | None"]
 
 
 def _to_jsonable(y: Any) -> list[Any]:
@@ -90,10 +97,10 @@ def _check_input(x: Any, item_shape: tuple[int, ...] | None, kind: str | None) -
 #: The model a replica process loaded last, kept for the next deployment of the same
 #: version when the process goes back to the warm pool (``keep``): (location, what) ->
 #: (model, item_shape, numeric, kind). One entry: a process serves one model at a time.
-_LOADED: dict[tuple[str, str], tuple[Any, Any, bool, str | None]] = {}
+_LOADED: dict[tuple[str, str], Loaded] = {}
 
 
-def _to_gpu(model: Any, gpus: float) -> str:
+def _to_gpu(model: object, gpus: float) -> str:
     """Moves a ``TorchModel``'s modules to the replica's GPU (its ``CUDA_VISIBLE_DEVICES``);
     other models are left where they are. Returns the model's device."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
@@ -109,9 +116,9 @@ def _to_gpu(model: Any, gpus: float) -> str:
             f"CUDA here (torch {torch.__version__}, cuda {torch.version.cuda}); install a "
             f"CUDA build of torch, or serve on CPU (leave num_gpus unset).")
     device = torch.device("cuda", 0)
-    for module in model.modules().values():
+    for module in to().values():
         module.to(device)
-    model.device = device
+    model.device = device  # a TorchModel (checked above)
     return str(device)
 
 
@@ -165,7 +172,7 @@ class ReplicaTask:
                           self._answer(predict, requests, item_shape, numeric, kind,
                                        offsets)))
 
-    def _load(self) -> tuple[Any, Any, bool, str | None]:
+    def _load(self) -> Loaded:
         from tandem.model.registry._api import load_model_dir
 
         directory, tmp = self._fetch()
