@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tandem._core.errors import ConfigError
-from tandem.model.serve._front import ServeApp, _dumps
+from tandem.model.serve._front import HTTPError, ServeApp, _dumps
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -93,12 +93,32 @@ class Listener:
         if best is not None:
             await best[1](scope, receive, send)
             return
-        shown = "; ".join(f"{p or '/'} ({self.owners.get(p, '?')})" for p in sorted(self.routes))
-        data = _dumps({"detail": f"no route {path}; this server serves: {shown}."})
-        await send({"type": "http.response.start", "status": 404,
+        status, body = self._not_found(scope, path)
+        data = _dumps(body)
+        await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(data)).encode())]})
         await send({"type": "http.response.body", "body": data})
+
+
+    def _not_found(self, scope: dict, path: str) -> tuple[int, dict[str, str]]:
+        """404 listing the routes, to a client holding the key of an exposed model on this
+        listener (401 otherwise, as that model would answer): no route names leak."""
+        keyed = [app for app in self.routes.values() if app is not None and app._key]
+        if keyed:
+            for app in keyed:
+                try:
+                    app._check_key(scope)
+                    break
+                except HTTPError:
+                    continue
+            else:
+                try:
+                    keyed[0]._check_key(scope)
+                except HTTPError as e:
+                    return e.status, {"detail": e.detail}
+        shown = "; ".join(f"{p or '/'} ({self.owners.get(p, '?')})" for p in sorted(self.routes))
+        return 404, {"detail": f"no route {path}; this server serves: {shown}."}
 
 
 class SharedFront:
