@@ -89,3 +89,15 @@ def test_the_launcher_imports_the_framework_the_saved_model_uses(tmp_path):
     assert serve_imports(str(tmp_path / "plain")) == ()
     assert serve_imports(str(tmp_path / "missing")) == ()
     assert serve_imports("s3://bucket/model") == ()
+
+
+@pytest.mark.parametrize("base, framework", [("XGBoostModel", "xgboost"),
+                                             ("LightGBMModel", "lightgbm")])
+def test_a_tree_model_s_replicas_get_its_library_imported_ahead(base, framework, tmp_path):
+    pytest.importorskip(framework)
+    from tandem.model._files import identity_files
+
+    cls = type("Trees", (getattr(model, base),), {"__module__": "__main__"})  # by value
+    for name, data in identity_files(cls()).items():
+        (tmp_path / name).write_bytes(data)
+    assert serve_imports(str(tmp_path)) == (framework,)
