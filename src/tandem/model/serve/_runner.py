@@ -5,7 +5,8 @@ workers. ``prepare`` (at submission) reserves the route on the process's serving
 (``_shared``: one loop thread, one HTTP server per address, shared by the deployments of
 this process; a port in use by another program, or a route served already, is refused
 then); ``run`` starts one replica process per bundle through the cluster, routes the
-prefix to this model's app and restarts a replica that dies, until the job is stopped. The front publishes a report when the set of ready replicas changes: ``url``,
+prefix to this model's app and restarts a replica that dies, until the job is stopped.
+The front publishes a report when the set of ready replicas changes: ``url``,
 ``replicas_ready``, ``restarts`` (what ``ServeHandle`` and ``tandem jobs show`` read).
 
 Replicas start warm (docs/warm_workers.md): the launcher imports the model's framework
