@@ -1,11 +1,15 @@
 """Serving start-up, first and second deployment in one process (issue 25, item 2).
 
-    python benchmarks/serve_again.py [--repeats 3]
+    python benchmarks/serve_again.py [--repeats 3] [--no-litserve]
 
 Each repeat is a fresh process: it registers ``serve_bench.py``'s MLP from a separate
 process (as ``tandem serve bench@1`` would), then ``model.serve("bench@1")`` -> first
-answer, ``handle.stop()``, and the same again in the same process; it prints both times.
-``TANDEM_BENCH_BASELINE=DIR`` also runs DIR/src's tandem, interleaved.
+answer, ``handle.stop()``, and the same again in the same process; it prints both times
+with the load average (1 min) when each was taken. ``TANDEM_BENCH_BASELINE=DIR`` also runs
+DIR/src's tandem, interleaved. The peer, LitServe (if installed), runs in the same repeats:
+``serve_bench.py``'s LitServe server, from ``LitServer(...)`` (after its imports, as
+tandem's clock starts after ``from tandem import model``) to the first answer; LitServe
+serves one API per process, so its "second" is a second server process.
 """
 
 from __future__ import annotations
@@ -61,13 +65,36 @@ def child(weights: str) -> None:
         handle = model.serve("bench@1", serve_settings={
             "port": port, "resources_per_replica": {"CPU": 1}, "route_prefix": "/bench"})
         out.append(_first_answer(port, body) - t0)
+        out.append(os.getloadavg()[0])
         handle.stop()
-    print(json.dumps(out))
+    print(json.dumps([out[0], out[2], out[1], out[3]]))
+
+
+def litserve_once(weights: str, work: str) -> tuple[float, float]:
+    """LitServe's server process, ``LitServer(...)`` -> first answer; and the load then."""
+    from serve_bench import ROUTES, first_answer, stop_tree
+
+    port = _port()
+    t0_file = tempfile.mktemp(dir=work, suffix=".t0")  # noqa: S306 - the server writes it
+    env = {**os.environ, "SERVE_BENCH_BATCH": "1", "SERVE_BENCH_WEIGHTS": weights}
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "serve_bench.py"), "--_server", "litserve",
+         "--port", str(port), "--weights", weights, "--t0-file", t0_file],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        body = json.dumps({"inputs": [[0.0] * 64]}).encode()
+        t1 = first_answer(port, ROUTES["litserve"], body, proc)
+        load = os.getloadavg()[0]
+        with open(t0_file) as f:
+            return t1 - float(f.read()), load
+    finally:
+        stop_tree(proc)
 
 
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--no-litserve", action="store_true", help="skip the LitServe peer")
     p.add_argument("--_child", default=None)
     a = p.parse_args()
     if a._child:
@@ -83,8 +110,18 @@ def main() -> int:
     base = os.environ.get("TANDEM_BENCH_BASELINE")
     if base:
         variants["baseline"] = os.path.join(base, "src")
+    import importlib.util
+
+    peer = not a.no_litserve and importlib.util.find_spec("litserve") is not None
     got: dict[str, list[list[float]]] = {k: [] for k in variants}
+    if peer:
+        got["litserve"] = []
     for _ in range(a.repeats):
+        if peer:
+            (f1, l1), (f2, l2) = litserve_once(weights, work), litserve_once(weights, work)
+            got["litserve"].append([f1, f2, l1, l2])
+            print(f"litserve: first {f1:.2f} s (load {l1:.1f}), second {f2:.2f} s "
+                  f"(load {l2:.1f})", flush=True)
         for name, src in variants.items():
             home = tempfile.mkdtemp(dir=work)
             env = {k: v for k, v in os.environ.items() if k != "TANDEM_ADDRESS"}
@@ -97,12 +134,14 @@ def main() -> int:
                 return 1
             times = json.loads(proc.stdout.strip().splitlines()[-1])
             got[name].append(times)
-            print(f"{name}: first {times[0]:.2f} s, second {times[1]:.2f} s", flush=True)
+            print(f"{name}: first {times[0]:.2f} s (load {times[2]:.1f}), second "
+                  f"{times[1]:.2f} s (load {times[3]:.1f})", flush=True)
     for name, runs in got.items():
         first = statistics.median(r[0] for r in runs)
         second = statistics.median(r[1] for r in runs)
-        print(f"{name}: median first {first:.2f} s, second {second:.2f} s "
-              f"(targets <= 1.0 s / <= 0.3 s)")
+        load = statistics.median(x for r in runs for x in r[2:4])
+        print(f"{name}: median first {first:.2f} s, second {second:.2f} s, median load "
+              f"{load:.1f} (targets <= 1.0 s / <= 0.3 s)")
     return 0
 
 

@@ -517,6 +517,8 @@ def cmd_serve(a: argparse.Namespace) -> int:
         settings["route_prefix"] = a.route_prefix
     if a.num_cpus is not None:
         settings["resources_per_replica"] = {"CPU": a.num_cpus}
+    if a.num_gpus:
+        settings["num_gpus"] = a.num_gpus
     handle = model.serve(a.ref, serve_settings=settings)
     remote = isinstance(runtime.current_service(), RemoteJobService)  # a local server too
     if a.json:
@@ -758,6 +760,8 @@ def add_model_commands(sub: Any, client: argparse.ArgumentParser) -> None:
     serve.add_argument("--batch-wait-ms", type=float, default=0.0)
     serve.add_argument("--route-prefix", default=None, help="default /NAME")
     serve.add_argument("--num-cpus", type=float, default=None, help="CPUs per replica (1)")
+    serve.add_argument("--num-gpus", type=float, default=0,
+                       help="GPUs per replica (0; 0.5 shares one)")
     serve.set_defaults(fn=cmd_serve)
 
 

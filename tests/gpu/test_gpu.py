@@ -11,7 +11,9 @@ On a GPU machine: ``python -m pytest tests/gpu -q``. What a user gets there:
 - ``model.train(..., train_settings={"use_gpu": True})`` trains the Model object on the GPU
   and the trained model predicts;
 - (the train server's usage sampler on a real GPU: tests/unit/server/test_usage_gpu.py);
-- ``XGBoostTrainer(..., use_gpu=True)`` trains with ``device="cuda"``.
+- ``XGBoostTrainer(..., use_gpu=True)`` trains with ``device="cuda"``;
+- ``model.serve(ref, num_gpus=1)``: the replica holds a GPU (``CUDA_VISIBLE_DEVICES``), the
+  ``TorchModel``'s weights are on ``cuda`` there, and its answers equal the CPU model's.
 """
 
 from __future__ import annotations
@@ -177,3 +179,40 @@ def test_xgboost_trains_on_cuda(tmp_path):
         watcher.join()
     assert result.metrics["train-error"] < 0.1
     assert busiest[0] > 0, "the GPU stayed idle while XGBoost trained"
+
+
+def test_serve_places_a_torch_model_replica_on_a_gpu(tmp_path, monkeypatch):
+    import httpx
+    import numpy as np
+
+    import tandem
+    from tandem import model
+
+    monkeypatch.setenv("TANDEM_MODELS_PATH", str(tmp_path / "models"))
+    monkeypatch.delenv("TANDEM_ADDRESS", raising=False)
+
+    class Lin(model.TorchModel):
+        example_input = np.zeros((1, 8), dtype=np.float32)
+
+        def setup(self):
+            torch.manual_seed(0)
+            self.net = torch.nn.Linear(8, 3)
+
+        def forward(self, x):
+            return self.net(x)
+
+    m = Lin()
+    m.ensure_setup()
+    ref = model.put(m, name="lin")
+    tandem.init(num_cpus=2)
+    x = np.random.default_rng(0).normal(size=(4, 8)).astype(np.float32)
+    with model.serve(ref, num_gpus=1) as handle:
+        info = httpx.get(handle.url).json()
+        r = httpx.post(handle.url + "/predict", json={"inputs": x.tolist()}, timeout=60)
+        pid = next(iter(handle.status()["pids"].values()))
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    assert r.status_code == 200, r.text
+    assert info["replica_devices"] == ["cuda:0"]
+    assert env[b"CUDA_VISIBLE_DEVICES"] not in (b"", b"-1")
+    np.testing.assert_allclose(np.array(r.json()["outputs"]), m.predict(x).numpy(), atol=1e-4)

@@ -571,6 +571,8 @@ TABLE: dict[str, dict[str, A.Disposition]] = {
         "port": R(f"{_MODEL}.serve._runner:ServeRunner.prepare"),
         "num_replicas": R(f"{_MODEL}.serve._api:serve"),
         "resources_per_replica": R(f"{_MODEL}.serve._settings:ServeSettings.bundle"),
+        "num_gpus": R(f"{_MODEL}.serve._settings:ServeSettings.bundle"),
+        "ray_actor_options": R(f"{_MODEL}.serve._settings:ServeSettings.bundle"),
         "max_batch_size": R(f"{_MODEL}.serve._runner:ServeRunner._make_front"),
         "batch_wait_ms": R(f"{_MODEL}.serve._runner:ServeRunner._make_front"),
         "max_request_bytes": R(f"{_MODEL}.serve._runner:ServeRunner._start_http"),

@@ -145,9 +145,19 @@ def test_stop_frees_the_port_the_resources_and_the_processes(registered):
     assert handle.status()["state"] == "STOPPED"
     assert svc.cluster.available() == before
     assert _port_free(port)
+    # a replica's process has ended, or waits in the warm pool for the next deployment of
+    # this version (docs/warm_workers.md); it holds no resources there, and leaves with
+    # the pool (idle_s, tandem.shutdown())
+    def running() -> list[int]:
+        pooled = set(svc.cluster.warm_worker_pids())
+        return [p for p in pids if psutil.pid_exists(p) and p not in pooled
+                and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
     deadline = time.monotonic() + 10
-    while any(psutil.pid_exists(p) for p in pids) and time.monotonic() < deadline:
+    while running() and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert not running()
+    tandem.shutdown()
     assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
                    for p in pids)
     with pytest.raises(httpx.ConnectError):

@@ -34,6 +34,10 @@ def test_exposed_serving_needs_its_key_checks_inputs_splits_and_pins_its_version
             auth = {"Authorization": f"Bearer {key}"}
             r = c.post(u + "/predict", json=one, headers=auth)
             assert r.status_code == 200, r.text
+            # an unknown route on the shared port names no route without the key
+            other = u.rsplit("/", 1)[0] + "/other"
+            assert c.get(other).status_code == 401
+            assert c.get(other, headers=auth).status_code == 404
             bad = X[0].tolist()
             for token, what in (("true", "boolean"), ("NaN", "NaN"),
                                 ("Infinity", "Infinity"), ("1e999", "finite")):

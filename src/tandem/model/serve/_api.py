@@ -90,17 +90,22 @@ def serve(
     *,
     serve_settings: ServeSettings | Mapping[str, Any] | None = None,
     ready_timeout_s: float | None = 300.0,
+    num_gpus: float | None = None,
 ) -> ServeHandle:
     """Serves a model over HTTP as a long-running job; returns once every replica is ready.
 
     ``model``: a registry reference (``"digits"``, ``"digits@3"``, ``"digits@prod"``, a
     ``ModelRef``) or, without a train server, a Model instance (served as is, unregistered).
     ``serve_settings``: a dict or ``ServeSettings`` (route_prefix, host, port,
-    num_replicas, resources_per_replica, max_batch_size, batch_wait_ms, ...).
+    num_replicas, resources_per_replica, num_gpus, max_batch_size, batch_wait_ms, ...).
+    ``num_gpus``: GPUs per replica (as ``serve_settings={"num_gpus": ...}``): each replica
+    is placed on GPUs of the cluster, sees them through ``CUDA_VISIBLE_DEVICES``, and a
+    ``TorchModel``'s weights go to ``cuda`` there.
 
     Raises:
         ModelNotFoundError: the reference names nothing in the registry.
-        ConfigError: bad settings, or the port is in use.
+        ConfigError: bad settings, the port is in use, or GPUs asked of a cluster
+            without enough of them.
         ServeError: the replicas cannot load the model (with their traceback).
     """
     from tandem.jobs import runtime
@@ -109,10 +114,15 @@ def serve(
     from tandem.model.registry._ref import ModelRef
 
     settings = ServeSettings.of(serve_settings)
+    if num_gpus is not None:
+        settings = dataclasses.replace(settings, num_gpus=num_gpus)
     settings.bundle()  # validate before anything starts
     require_extras("server", what="model.serve()")  # before anything starts, too
     svc = runtime.get_service()
     remote = isinstance(svc, RemoteJobService)
+    cluster = None if remote else svc.cluster
+    if cluster is not None:
+        _check_gpus(settings, cluster.resources())
     if settings.expose and settings.api_key is None:
         # An exposed model takes the train server's token, or a key of its own.
         token = svc.connection.token if isinstance(svc, RemoteJobService) else None
@@ -152,6 +162,27 @@ def serve(
             handle.stop()
         raise
     return handle
+
+
+def _check_gpus(settings: ServeSettings, total: Mapping[str, float]) -> None:
+    """GPUs asked of a cluster that has fewer is refused before anything starts."""
+    per = settings.gpus_per_replica
+    if per <= 0:
+        return
+    have = float(total.get("GPU", 0.0))
+    n = settings.num_replicas
+    need = per * n
+    # (fractions pack onto one GPU; whole GPUs each need their own)
+    fits = need <= have + 1e-9 if per >= 1 else (per <= 1 and have >= 1
+                                                  and n <= int(have) * int(1 / per + 1e-9))
+    if fits:
+        return
+    raise ConfigError(
+        f"model.serve asks for num_gpus={per:g} per replica ({n} replica(s): {need:g} "
+        f"GPU(s) in all), but this cluster has GPU={have:g}. Serve on CPU (leave num_gpus "
+        f"unset), ask for fewer replicas or a fraction of a GPU each (num_gpus=0.5), or "
+        f"start tandem where GPUs are (tandem.init(num_gpus=N) on a machine with them, or a "
+        f"train server that has them: TANDEM_ADDRESS=...).")
 
 
 def _is_model(x: Any) -> bool:

@@ -117,6 +117,8 @@ class ReplicaSlot:
         self.inflight: dict[int, list[_Request]] = {}
         self.pid: int | None = None
         self.restarts = 0
+        self.device: str | None = None  # where its model runs ("cpu", "cuda:0")
+        self.warm = False  # it served this model before: its process and weights reused
 
 
 class Front:
@@ -247,6 +249,8 @@ class Front:
         elif kind == "ready":
             rep.ready = True
             rep.pid = frame[1].get("pid")
+            rep.device = frame[1].get("device")
+            rep.warm = bool(frame[1].get("reused"))
             shape = frame[1].get("item_shape")
             self.item_shape = list(shape) if shape is not None else None
             self._slot_free.set()

@@ -14,7 +14,14 @@ import shutil
 import tempfile
 import traceback
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tandem.model._model import Model
+
+#: What a replica knows of its model once loaded: the model, the shape of one input, whether
+#: inputs are numbers and of which dtype kind (from its ``example_input``).
+Loaded = tuple["Model", "tuple[int, ...] | None", bool, "str | None"]
 
 
 def _to_jsonable(y: Any) -> list[Any]:
@@ -87,12 +94,42 @@ def _check_input(x: Any, item_shape: tuple[int, ...] | None, kind: str | None) -
     return None
 
 
+#: The model a replica process loaded last, kept for the next deployment of the same
+#: version when the process goes back to the warm pool (``keep``): (location, what) ->
+#: (model, item_shape, numeric, kind). One entry: a process serves one model at a time.
+_LOADED: dict[tuple[str, str], Loaded] = {}
+
+
+def _to_gpu(model: object, gpus: float) -> str:
+    """Moves a ``TorchModel``'s modules to the replica's GPU (its ``CUDA_VISIBLE_DEVICES``);
+    other models are left where they are. Returns the model's device."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    to = getattr(model, "modules", None)
+    if gpus <= 0 or not callable(to) or not hasattr(model, "device"):
+        device = getattr(model, "device", None)
+        return str(device) if device is not None else "cpu"
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            f"this replica holds GPU(s) CUDA_VISIBLE_DEVICES={visible!r} but torch cannot use "
+            f"CUDA here (torch {torch.__version__}, cuda {torch.version.cuda}); install a "
+            f"CUDA build of torch, or serve on CPU (leave num_gpus unset).")
+    device = torch.device("cuda", 0)
+    for module in to().values():
+        module.to(device)
+    model.device = device  # a TorchModel (checked above)
+    return str(device)
+
+
 @dataclass
 class ReplicaTask:
     """The cloudpickled task each replica process runs (see the module docstring)."""
 
     location: str
     what: str
+    keep: bool = False  # keep the loaded model for the next deployment of this version
+    gpus: float = 0.0  # GPUs this replica holds (its CUDA_VISIBLE_DEVICES)
 
     def _fetch(self) -> tuple[str, str | None]:
         if "://" not in self.location:
@@ -107,32 +144,22 @@ class ReplicaTask:
     def __call__(self, channel: Any) -> int:
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         channel.on_message(inbox.put)
+        key = (self.location, self.what)
+        cached = _LOADED.get(key) if self.keep else None
+        _LOADED.clear()  # one model per process: a reused process drops another's
         try:
-            from tandem.model.registry._api import load_model_dir
-
-            directory, tmp = self._fetch()
-            try:
-                model = load_model_dir(directory, self.what)
-                model.ensure_setup()
-            finally:
-                if tmp is not None:
-                    shutil.rmtree(tmp, ignore_errors=True)
-            item_shape = None
-            example = getattr(model, "example_input", None)
-            if callable(example):
-                example = example()
-            numeric = False
-            kind = None
-            if example is not None:
-                shape = _shape(example)
-                numeric = _is_numeric(example)
-                kind = _dtype_kind(example) if numeric else None
-                if shape:
-                    item_shape = shape[1:]
+            if cached is not None:
+                model, item_shape, numeric, kind = cached
+            else:
+                model, item_shape, numeric, kind = self._load()
+            device = _to_gpu(model, self.gpus)
         except BaseException as e:  # noqa: BLE001 - reported to the front, then exit
             channel.send(("fatal", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
             return 1
-        channel.send(("ready", {"pid": os.getpid(), "item_shape": item_shape}))
+        if self.keep:
+            _LOADED[key] = (model, item_shape, numeric, kind)
+        channel.send(("ready", {"pid": os.getpid(), "item_shape": item_shape,
+                                "device": device, "reused": cached is not None}))
         predict = model.predict
         while True:
             msg = inbox.get()
@@ -144,6 +171,30 @@ class ReplicaTask:
             channel.send(("out", batch_id,
                           self._answer(predict, requests, item_shape, numeric, kind,
                                        offsets)))
+
+    def _load(self) -> Loaded:
+        from tandem.model.registry._api import load_model_dir
+
+        directory, tmp = self._fetch()
+        try:
+            model = load_model_dir(directory, self.what)
+            model.ensure_setup()
+        finally:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+        item_shape = None
+        example = getattr(model, "example_input", None)
+        if callable(example):
+            example = example()
+        numeric = False
+        kind = None
+        if example is not None:
+            shape = _shape(example)
+            numeric = _is_numeric(example)
+            kind = _dtype_kind(example) if numeric else None
+            if shape:
+                item_shape = shape[1:]
+        return model, item_shape, numeric, kind
 
     def _answer(self, predict: Any, requests: list[list[Any]],
                 item_shape: tuple[int, ...] | None, numeric: bool = False,

@@ -1,20 +1,27 @@
 """``ServeRunner``: a served model as a long-running job on the job service.
 
 The job's gang is one bundle per replica, so replicas hold their resources like any job's
-workers. ``run`` binds the port (at submission, in ``prepare``: a port in use is refused
-then), starts one replica process per bundle through the cluster, runs the HTTP front
-(uvicorn on its own loop thread) and restarts a replica that dies, until the job is
-stopped. The front publishes a report when the set of ready replicas changes: ``url``,
+workers. ``prepare`` (at submission) reserves the route on the process's serving front
+(``_shared``: one loop thread, one HTTP server per address, shared by the deployments of
+this process; a port in use by another program, or a route served already, is refused
+then); ``run`` starts one replica process per bundle through the cluster, routes the
+prefix to this model's app and restarts a replica that dies, until the job is stopped.
+The front publishes a report when the set of ready replicas changes: ``url``,
 ``replicas_ready``, ``restarts`` (what ``ServeHandle`` and ``tandem jobs show`` read).
+
+Replicas start warm (docs/warm_workers.md): the launcher imports the model's framework
+(read from its ``model.pkl`` without unpickling it: torch for a ``TorchModel``, xgboost,
+lightgbm, scikit-learn) and tandem's replica code ahead of the fork, and a registered
+version's replica goes back to the warm pool when its deployment stops, holding the loaded
+model, so the next deployment of that version starts on it (same process, same weights).
 """
 
 from __future__ import annotations
 
 import asyncio
-import errno
+import concurrent.futures
 import os
 import shutil
-import socket
 import tempfile
 import threading
 import time
@@ -22,43 +29,19 @@ from typing import Any
 
 import cloudpickle
 
-from tandem._core.errors import ConfigError, TandemError
+from tandem._core.errors import TandemError
 from tandem.cluster.base import Cluster, WorkerSpec
 from tandem.jobs.spec import JobContext, JobOutcome, JobRunner, JobStatus
 from tandem.model.serve._front import Front, ServeApp
 from tandem.model.serve._replica import ReplicaTask
 from tandem.model.serve._settings import ServeSettings
+from tandem.model.serve._shared import Listener, _has, bind_socket, front
+
+__all__ = ["ServeError", "ServeRunner", "bind_socket", "serve_imports"]
 
 
 class ServeError(TandemError, RuntimeError):
     """A served model could not start (its replicas fail to load it, or its port is taken)."""
-
-
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (0: a free port).
-
-    Raises:
-        ConfigError: the port is in use (or the address is not this machine's).
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as e:
-        sock.close()
-        if e.errno == errno.EADDRINUSE:
-            raise ConfigError(
-                f"port {port} on {host} is in use by another program, so the model cannot be "
-                f"served there. Pick another port (serve_settings={{'port': ...}} or "
-                f"`tandem serve ... --port P`), leave the port unset for a free one, or stop "
-                f"what listens on {port}.") from None
-        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}. Give a host "
-                          f"address of this machine, e.g. 127.0.0.1 (with expose=True, an "
-                          f"address other machines reach).") from None
-    sock.listen(2048)
-    sock.setblocking(False)
-    return sock
 
 
 class ServeRunner(JobRunner):
@@ -76,7 +59,7 @@ class ServeRunner(JobRunner):
         self._init_runtime()
 
     def _init_runtime(self) -> None:
-        self._sock: socket.socket | None = None
+        self._listener: Listener | None = None
         self._stop = threading.Event()
         self._fatal: str | None = None
         self._lock = threading.Lock()
@@ -100,10 +83,11 @@ class ServeRunner(JobRunner):
 
     # -- JobRunner -------------------------------------------------------------------------
     def prepare(self, cluster: Cluster) -> None:
-        if self._sock is None:
-            self._sock = bind_socket(self.settings.host, self.settings.port or 0)
-        if _has_torch():  # the replicas fork from a launcher that imported torch once
-            cluster.prewarm(("torch",))
+        if self._listener is None:
+            self._listener = front().reserve(self.settings.host, self.settings.port,
+                                             self.prefix, f"serve:{self._what()}")
+        # the replicas fork from a launcher that imported the model's framework once
+        cluster.prewarm(self._preload())
 
     def stop(self) -> None:
         self._stop.set()
@@ -116,37 +100,35 @@ class ServeRunner(JobRunner):
 
     def run(self, ctx: JobContext) -> JobOutcome:
         self._ctx = ctx
-        if self._sock is None:
-            self._sock = bind_socket(self.settings.host, self.settings.port or 0)
-        sock = self._sock
-        host, port = sock.getsockname()[:2]
+        if self._listener is None:
+            self._listener = front().reserve(self.settings.host, self.settings.port,
+                                             self.prefix, f"serve:{self._what()}")
+        listener = self._listener
+        host = listener.host
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-        self.url = f"http://{shown}:{port}{self.prefix}"
+        self.url = f"http://{shown}:{listener.port}{self.prefix}"
         self._log_dir = tempfile.mkdtemp(prefix=f"tandem-serve-{ctx.job_id}-")
         ctx.set_log_paths({i: self._log_path(i) for i in range(self.settings.num_replicas)})
-        loop = _new_loop()
+        loop = front().loop
         self._loop = loop
-        loop_thread = threading.Thread(target=loop.run_forever, name="tandem-serve-loop",
-                                       daemon=True)
-        loop_thread.start()
-        server = None
+        serving = None
         try:
             self._front = asyncio.run_coroutine_threadsafe(self._make_front(), loop).result()
             for i in range(self.settings.num_replicas):
                 self._start_replica(i)
-            server = self._start_http(sock)
+            serving = self._start_http(listener)
             ctx.set_status(JobStatus.RUNNING)
             self._publish()
             while not self._stop.wait(0.2) and not ctx.stop_event.is_set():
                 if self._fatal is not None:
                     break
-                if server[1].done():  # the HTTP server ended on its own
-                    exc = server[1].exception()
+                if serving.done():  # the HTTP server ended on its own
+                    exc = serving.exception()
                     self._fatal = f"the HTTP server stopped: {exc!r}"
                     break
         finally:
             asked_to_stop = self._stop.is_set() or ctx.stop_event.is_set()
-            self._shutdown(server, loop, loop_thread)
+            self._shutdown(loop)
         if self._fatal is not None and not asked_to_stop:
             return JobOutcome(JobStatus.FAILED, error=ServeError(
                 f"serving {self._what()} failed: {self._fatal}"))
@@ -159,6 +141,19 @@ class ServeRunner(JobRunner):
     def _log_path(self, i: int) -> str:
         assert self._log_dir is not None
         return os.path.join(self._log_dir, f"replica_{i}.log")
+
+    def _preload(self) -> tuple[str, ...]:
+        got = self.__dict__.get("_imports")
+        if got is None:
+            got = self.__dict__["_imports"] = (*serve_imports(self.location),
+                                               "tandem.model.serve._replica")
+        return tuple(got)
+
+    def _reuse_key(self) -> str | None:
+        """Replicas of a registered version (immutable) may serve it again from the pool."""
+        if self.owns_location or self.version is None:
+            return None
+        return f"serve|{self.location}|{self._what()}"
 
     async def _make_front(self) -> Front:
         s = self.settings
@@ -173,10 +168,13 @@ class ServeRunner(JobRunner):
             if self._stop.is_set():
                 return
             generation = front.replicas[index].generation
+            reuse = self._reuse_key()
             spec = WorkerSpec(worker_id=f"{ctx.job_id}-replica{index}-g{generation}",
                               bundle_index=index, log_path=self._log_path(index),
-                              preload=("torch",) if _has_torch() else ())
-            task = cloudpickle.dumps(ReplicaTask(self.location, self._what()))
+                              preload=self._preload(), reuse_key=reuse)
+            gpus = float(ctx.placement.bundles[index].get("GPU", 0.0))
+            task = cloudpickle.dumps(ReplicaTask(self.location, self._what(),
+                                                 keep=reuse is not None, gpus=gpus))
 
             def sink(worker: Any, frame: Any, _i: int = index, _g: int = generation) -> None:
                 if frame[0] == "hello":
@@ -259,37 +257,28 @@ class ServeRunner(JobRunner):
                 "max_batch_size": self.settings.max_batch_size,
                 "batch_wait_ms": self.settings.batch_wait_ms,
                 "input_shape": front.item_shape if front is not None else None,
+                "replica_devices": [r.device for r in front.replicas] if front else [],
+                "replicas_warm": sum(r.warm for r in front.replicas) if front else 0,
                 "requests": front.answered if front is not None else 0,
                 "batches": front.batches if front is not None else 0,
                 "largest_batch": front.largest_batch if front is not None else 0}
 
-    def _start_http(self, sock: socket.socket) -> tuple[Any, Any]:
-        import uvicorn
-
+    def _start_http(self, listener: Listener) -> concurrent.futures.Future[None]:
+        """Routes this model's prefix on the shared listener (which starts its HTTP server
+        if it has none); returns the server's future."""
         app = ServeApp(self.prefix, self.info, lambda: self._front,
                        self.settings.max_request_bytes,
                        api_key=self.settings.api_key if self.settings.needs_key else None)
-        config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
-                                http="httptools" if _has("httptools") else "h11",
-                                timeout_keep_alive=30, backlog=2048)
-        server = uvicorn.Server(config)
-        assert self._loop is not None
-        fut = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), self._loop)
-        return server, fut
+        return front().attach(listener, self.prefix, app)
 
-    def _shutdown(self, server: Any, loop: asyncio.AbstractEventLoop,
-                  loop_thread: threading.Thread) -> None:
+    def _shutdown(self, loop: asyncio.AbstractEventLoop) -> None:
         self._stop.set()
-        if server is not None:
-            srv, fut = server
-            srv.should_exit = True
-            try:
-                fut.result(timeout=5)
-            except Exception:  # noqa: BLE001, S110 - stopping anyway
-                pass
-        front = self._front
-        if front is not None:
-            loop.call_soon_threadsafe(front.close)
+        if self._listener is not None:  # the route answers no more (the port is free
+            front().release(self._listener, self.prefix)  # once no other model uses it)
+            self._listener = None
+        batcher = self._front
+        if batcher is not None:
+            loop.call_soon_threadsafe(batcher.close)
         with self._lock:
             workers = list(self._workers_by_index.values())
         for w in workers:
@@ -299,11 +288,6 @@ class ServeRunner(JobRunner):
             while getattr(w, "exitcode", 0) is None and time.monotonic() < deadline:
                 time.sleep(0.01)
             w.kill()
-        loop.call_soon_threadsafe(loop.stop)
-        loop_thread.join(timeout=5)
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
         self._pids.clear()
         if self.owns_location:
             shutil.rmtree(self.location, ignore_errors=True)
@@ -311,20 +295,33 @@ class ServeRunner(JobRunner):
             os.rmdir(self._log_dir)
 
 
-def _has(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
-
-
-def _has_torch() -> bool:
-    return _has("torch")
+#: What a model's class refers to -> the module its replicas need imported (the first
+#: names are the tandem base classes, the others the frameworks themselves).
+_FRAMEWORKS = {"TorchModel": "torch", "XGBoostModel": "xgboost", "LightGBMModel": "lightgbm",
+               "torch": "torch", "xgboost": "xgboost", "lightgbm": "lightgbm",
+               "sklearn": "sklearn"}
 
 
-def _new_loop() -> asyncio.AbstractEventLoop:
+def serve_imports(location: str) -> tuple[str, ...]:
+    """The frameworks a saved model's replicas import (torch for a ``TorchModel``, ...),
+    read from the names its ``model.pkl`` refers to, without unpickling it (the serving
+    process never imports the framework). Empty for a remote location or an unreadable
+    file: the replica then imports what it needs itself, as before."""
+    import pickletools
+
+    from tandem.model._files import PICKLE_FILE
+
+    if "://" in location:
+        return ()
     try:
-        import uvloop
-
-        return uvloop.new_event_loop()
-    except ImportError:  # pragma: no cover
-        return asyncio.new_event_loop()
+        with open(os.path.join(location, PICKLE_FILE), "rb") as f:
+            data = f.read()
+        names = {a for op, a, _ in pickletools.genops(data) if isinstance(a, str)}
+    except Exception:  # noqa: BLE001 - a hint only
+        return ()
+    found: list[str] = []
+    for name in names:
+        module = _FRAMEWORKS.get(name) or _FRAMEWORKS.get(name.split(".")[0])
+        if module is not None and module not in found and _has(module):
+            found.append(module)
+    return tuple(sorted(found))

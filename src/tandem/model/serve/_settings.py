@@ -25,6 +25,11 @@ class ServeSettings:
         port: its port; None picks a free one (``handle.url`` says which).
         num_replicas: processes holding the model; each holds ``resources_per_replica``.
         resources_per_replica: default ``{"CPU": 1}``.
+        num_gpus: GPUs each replica holds (``0.5`` shares one; default 0). A replica with
+            GPUs sees only its own (``CUDA_VISIBLE_DEVICES``) and a ``TorchModel``'s
+            weights go to ``cuda`` there. Also ``model.serve(ref, num_gpus=1)``.
+        ray_actor_options: Ray Serve's spelling, ``{"num_cpus": 1, "num_gpus": 1,
+            "memory": bytes, "resources": {...}}``: the same per-replica resources.
         max_batch_size: the most inputs one ``predict`` call gets (dynamic batching).
         batch_wait_ms: how long a batch waits for more requests once the first arrived.
         max_request_bytes: larger request bodies are refused with 413.
@@ -41,6 +46,8 @@ class ServeSettings:
     port: int | None = None
     num_replicas: int = 1
     resources_per_replica: Mapping[str, float] | None = None
+    num_gpus: float = 0
+    ray_actor_options: Mapping[str, Any] | None = None
     max_batch_size: int = 1
     batch_wait_ms: float = 0.0
     max_request_bytes: int = 10 * 2**20
@@ -68,6 +75,20 @@ class ServeSettings:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
                 raise ConfigError(f"serve_settings {name}={v!r}: give a number >= 0.")
+        g = self.num_gpus
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not g >= 0 \
+                or (g > 1 and not float(g).is_integer()):
+            raise ConfigError(f"serve_settings num_gpus={g!r}: give a number of GPUs per "
+                              f"replica >= 0 (a fraction below 1 shares a GPU; above 1, a "
+                              f"whole number).")
+        opts = self.ray_actor_options
+        if opts is not None:
+            allowed = {"num_cpus", "num_gpus", "memory", "resources"}
+            if not isinstance(opts, Mapping) or set(opts) - allowed:
+                raise ConfigError(
+                    f"serve_settings ray_actor_options={opts!r}: tandem takes the resource "
+                    f"keys {sorted(allowed)} (each replica's share); other Ray actor options "
+                    f"have no meaning here.")
         if self.request_timeout_s <= 0:
             raise ConfigError("serve_settings request_timeout_s must be > 0.")
         rp = self.route_prefix
@@ -113,11 +134,39 @@ class ServeSettings:
         return self.expose or self.api_key is not None
 
     def bundle(self) -> dict[str, float]:
+        """One replica's resources: ``resources_per_replica`` (default ``{"CPU": 1}``), with
+        ``num_gpus`` and ``ray_actor_options`` merged in (validated)."""
         from tandem.cluster.base import validate_bundle
 
-        res = self.resources_per_replica
-        return validate_bundle(res if res is not None else {"CPU": 1},
-                               "resources_per_replica")
+        res = dict(self.resources_per_replica if self.resources_per_replica is not None
+                   else {"CPU": 1})
+        opts = dict(self.ray_actor_options or {})
+        given = {"CPU": opts.get("num_cpus"), "GPU": opts.get("num_gpus"),
+                 "memory": opts.get("memory")}
+        extra = opts.get("resources") or {}
+        if not isinstance(extra, Mapping):
+            raise ConfigError(f"serve_settings ray_actor_options resources={extra!r}: give a "
+                              f"dict of custom resources, e.g. {{'accel': 1}}.")
+        given.update(extra)
+        if self.num_gpus:
+            if given["GPU"] is not None and given["GPU"] != self.num_gpus:
+                raise ConfigError(
+                    f"serve_settings num_gpus={self.num_gpus!r} and ray_actor_options "
+                    f"num_gpus={given['GPU']!r} disagree; give one of them.")
+            given["GPU"] = self.num_gpus
+        for key, value in given.items():
+            if value is None:
+                continue
+            if key in res and self.resources_per_replica is not None and res[key] != value:
+                raise ConfigError(
+                    f"serve_settings asks for {key}={value!r} per replica and "
+                    f"resources_per_replica {key}={res[key]!r}; give it once.")
+            res[key] = value
+        return validate_bundle(res, "resources_per_replica")
+
+    @property
+    def gpus_per_replica(self) -> float:
+        return float(self.bundle().get("GPU", 0.0))
 
     def prefix_for(self, name: str) -> str:
         rp = self.route_prefix if self.route_prefix is not None else "/" + name
