@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tandem.train._internal import gbdt
@@ -148,7 +148,7 @@ class XGBoostTrainer(gbdt.BoostedTreeTrainer):
     config_keyword = "xgboost_config"
     docs_url = "https://xgboost.readthedocs.io/en/stable/parameter.html"
 
-    def _params_form_fn(self) -> Any:
+    def _params_form_fn(self) -> Callable[[dict[str, Any]], None]:
         return xgboost_params_form
 
     # -- the library's part, on each worker -------------------------------------------------
