@@ -33,15 +33,18 @@ import queue
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import ConfigError
 from tandem._core.extras import import_optional
 from tandem.train import session as train_session
 from tandem.tune.callback import LoggerCallback, refuse_in_train_run
 from tandem.tune.search.variant_generator import flatten_dict
+
+if TYPE_CHECKING:
+    from tandem.tune.controller import TuneTrial
 
 logger = logging.getLogger(__name__)
 
@@ -245,7 +248,7 @@ class MLflowLoggerCallback(LoggerCallback):
         self._logged_params: dict[str, set[str]] = {}
         self._writer: _Writer | None = None
 
-    def setup(self, **info: Any) -> None:
+    def setup(self, **info: object) -> None:
         """Called by ``Tuner.fit()`` before trials start: opens the store and finds or
         creates the experiment (a store that cannot be used fails ``fit()`` here)."""
         self.mlflow_util.setup(
@@ -272,7 +275,7 @@ class MLflowLoggerCallback(LoggerCallback):
         """In a Trainer's ``RunConfig``: refused (see ``refuse_in_train_run``)."""
         refuse_in_train_run(self, "setup_mlflow")
 
-    def log_trial_start(self, trial: Any) -> None:
+    def log_trial_start(self, trial: TuneTrial) -> None:
         client = self._client()
         trial_id = trial.trial_id
         if trial_id not in self._trial_runs:
@@ -286,7 +289,7 @@ class MLflowLoggerCallback(LoggerCallback):
         if not self.log_params_on_trial_end:
             self._log_params(trial)
 
-    def _log_params(self, trial: Any) -> None:
+    def _log_params(self, trial: TuneTrial) -> None:
         # MLflow params are write-once: a trial restarted with a new config (PBT) keeps the
         # values it was first logged with; its config's later values are in its results.
         run_id, config = self._trial_runs[trial.trial_id], dict(trial.config)
@@ -294,7 +297,7 @@ class MLflowLoggerCallback(LoggerCallback):
         assert self._writer is not None
         self._writer.call(lambda: self.mlflow_util.log_params(run_id, config, skip))
 
-    def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
+    def log_trial_result(self, iteration: int, trial: TuneTrial, result: dict[str, Any]) -> None:
         if trial.trial_id not in self._trial_runs:
             self.log_trial_start(trial)
         from mlflow.entities import Metric
@@ -305,7 +308,7 @@ class MLflowLoggerCallback(LoggerCallback):
         assert self._writer is not None
         self._writer.metrics(self._trial_runs[trial.trial_id], metrics)
 
-    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+    def log_trial_end(self, trial: TuneTrial, failed: bool = False) -> None:
         run_id = self._trial_runs.pop(trial.trial_id, None)
         if run_id is None:
             return  # never started (stopped while pending)
@@ -337,7 +340,7 @@ class MLflowLoggerCallback(LoggerCallback):
             fs.get(root.rstrip("/") + "/", local, recursive=True)
             client.log_artifacts(run_id, local_dir=local)
 
-    def on_experiment_end(self, trials: list, **info: Any) -> None:
+    def on_experiment_end(self, trials: Sequence[TuneTrial], **info: object) -> None:
         """Ends runs whose trial still runs (``KILLED``), then waits until everything is
         written."""
         writer = self._writer

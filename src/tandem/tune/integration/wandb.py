@@ -34,13 +34,16 @@ import warnings
 from collections.abc import Mapping, Sequence
 from numbers import Number
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tandem._core.errors import ConfigError
 from tandem._core.extras import import_optional
 from tandem.train import session as train_session
 from tandem.tune.callback import LoggerCallback, refuse_in_train_run
 from tandem.tune.search.variant_generator import flatten_dict
+
+if TYPE_CHECKING:
+    from tandem.tune.controller import TuneTrial
 
 logger = logging.getLogger(__name__)
 
@@ -229,7 +232,7 @@ class _TrialLogger(threading.Thread):
             logger.error("W&B logging of trial %s failed: %s", self._trial_name, e)
             run.finish(exit_code=1)
 
-    def _handle_result(self, result: dict) -> tuple[dict, dict]:
+    def _handle_result(self, result: dict[str, Any]) -> tuple[dict, dict]:
         config_update = dict(result.get("config", {}) or {})
         log: dict[str, Any] = {}
         for k, v in flatten_dict(result).items():
@@ -314,7 +317,7 @@ class WandbLoggerCallback(LoggerCallback):
         self._loggers: dict[str, _TrialLogger] = {}
         self._finished: list[_TrialLogger] = []
 
-    def setup(self, **info: Any) -> None:
+    def setup(self, **info: object) -> None:
         """Called by ``Tuner.fit()`` before trials start: checks the key and project."""
         mode = self.kwargs.get("mode") or _env_mode("WandbLoggerCallback")
         _set_api_key(self._wandb, self.api_key_path, self.api_key, mode,
@@ -332,7 +335,7 @@ class WandbLoggerCallback(LoggerCallback):
         """In a Trainer's ``RunConfig``: refused (see ``refuse_in_train_run``)."""
         refuse_in_train_run(self, "setup_wandb")
 
-    def log_trial_start(self, trial: Any) -> None:
+    def log_trial_start(self, trial: TuneTrial) -> None:
         if trial.trial_id in self._loggers:
             return  # restarted or resumed: the same run goes on
         config = {k: v for k, v in dict(trial.config).items() if k != "callbacks"}
@@ -360,14 +363,14 @@ class WandbLoggerCallback(LoggerCallback):
         self._loggers[trial.trial_id] = thread
         thread.start()
 
-    def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
+    def log_trial_result(self, iteration: int, trial: TuneTrial, result: dict[str, Any]) -> None:
         if trial.trial_id not in self._loggers:
             self.log_trial_start(trial)
         result = _clean_log(result, video_kwargs=self.video_kwargs,
                             image_kwargs=self.image_kwargs)
         self._loggers[trial.trial_id].queue.put(("result", result))
 
-    def log_trial_save(self, trial: Any) -> None:
+    def log_trial_save(self, trial: TuneTrial) -> None:
         if not self.upload_checkpoints or trial.trial_id not in self._loggers:
             return
         checkpoint = getattr(trial, "checkpoint", None)
@@ -375,13 +378,13 @@ class WandbLoggerCallback(LoggerCallback):
         if path and os.path.isdir(path):  # local checkpoints only, as Ray
             self._loggers[trial.trial_id].queue.put(("checkpoint", path))
 
-    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+    def log_trial_end(self, trial: TuneTrial, failed: bool = False) -> None:
         thread = self._loggers.pop(trial.trial_id, None)
         if thread is not None:
             thread.queue.put(("end", failed))
             self._finished.append(thread)
 
-    def on_experiment_end(self, trials: list, **info: Any) -> None:
+    def on_experiment_end(self, trials: Sequence[TuneTrial], **info: object) -> None:
         """Waits (up to ``upload_timeout`` s) for every run to finish writing."""
         for trial_id in list(self._loggers):
             self._loggers.pop(trial_id).queue.put(("end", False))

@@ -42,7 +42,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, Self, SupportsIndex
 
-
 import numpy as np
 
 from tandem._core.errors import ConfigError
