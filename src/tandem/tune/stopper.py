@@ -76,7 +76,7 @@ class DictStopper(Stopper):
 class FunctionStopper(Stopper):
     """Stops a trial when ``function(trial_id, result)`` returns true."""
 
-    def __init__(self, function: Callable[[str, dict], bool]) -> None:
+    def __init__(self, function: Callable[[str, dict[str, Any]], bool]) -> None:
         self.fn = function
 
     @classmethod
@@ -172,7 +172,7 @@ class TimeoutStopper(Stopper):
             return True
         return False
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         state["_last_check"] = None
         self.__dict__.update(state)
 
@@ -219,13 +219,13 @@ class TrialPlateauStopper(Stopper):
             current_std = float("inf")
         return current_std < self._std
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_trial_results"] = {k: list(v) for k, v in self._trial_results.items()}
         state["_iter"] = dict(self._iter)
         return state
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         results = state["_trial_results"]
         self._trial_results = defaultdict(lambda: deque(maxlen=self._num_results))

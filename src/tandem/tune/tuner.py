@@ -182,7 +182,7 @@ class Tuner:
         param_space: Mapping[str, Any] | None = None,
         tune_config: TuneConfig | None = None,
         run_config: RunConfig | None = None,
-        _restore: dict | None = None,
+        _restore: dict[str, Any] | None = None,
     ) -> None:
         if trainable is None:
             raise ConfigError("Tuner() needs a trainable: a function, a Trainable class or a Trainer.")

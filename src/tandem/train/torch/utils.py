@@ -59,7 +59,7 @@ def prepare_model(
     model: Any,
     move_to_device: bool = True,
     parallel_strategy: str | None = "ddp",
-    parallel_strategy_kwargs: dict | None = None,
+    parallel_strategy_kwargs: dict[str, Any] | None = None,
 ) -> Any:
     """Moves ``model`` to this worker's device and wraps it in DistributedDataParallel
     (when there is more than one worker), so gradients are all-reduced on ``backward()``."""

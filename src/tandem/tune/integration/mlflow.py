@@ -227,7 +227,7 @@ class MLflowLoggerCallback(LoggerCallback):
         *,
         registry_uri: str | None = None,
         experiment_name: str | None = None,
-        tags: dict | None = None,
+        tags: dict[str, Any] | None = None,
         tracking_token: str | None = None,
         save_artifact: bool = False,
         log_params_on_trial_end: bool = False,
@@ -413,7 +413,7 @@ class _Writer(threading.Thread):
 
 
 def setup_mlflow(
-    config: dict | None = None,
+    config: dict[str, Any] | None = None,
     tracking_uri: str | None = None,
     registry_uri: str | None = None,
     experiment_id: str | None = None,
@@ -422,7 +422,7 @@ def setup_mlflow(
     artifact_location: str | None = None,
     run_name: str | None = None,
     create_experiment_if_not_exists: bool = False,
-    tags: dict | None = None,
+    tags: dict[str, Any] | None = None,
     rank_zero_only: bool = True,
 ) -> ModuleType | _NoopModule:
     """Starts an MLflow run in this trial or train worker and returns the ``mlflow`` module

@@ -289,8 +289,8 @@ class WandbLoggerCallback(LoggerCallback):
         upload_checkpoints: bool = False,
         save_checkpoints: bool = False,
         upload_timeout: int = DEFAULT_SYNC_TIMEOUT,
-        video_kwargs: dict | None = None,
-        image_kwargs: dict | None = None,
+        video_kwargs: dict[str, Any] | None = None,
+        image_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         self._wandb = _import_wandb("WandbLoggerCallback")
@@ -400,7 +400,7 @@ class WandbLoggerCallback(LoggerCallback):
 
 
 def setup_wandb(
-    config: dict | None = None,
+    config: dict[str, Any] | None = None,
     api_key: str | None = None,
     api_key_file: str | None = None,
     rank_zero_only: bool = True,
