@@ -302,7 +302,7 @@ class JobServiceTestCase:
 
     @staticmethod
     def _run(check: Callable[[JobService, ConformanceJobs, str], None], service: JobService,
-             jobs: ConformanceJobs, tmp_path: Any) -> None:
+             jobs: ConformanceJobs, tmp_path: object) -> None:
         check(service, jobs, str(tmp_path))
 
     def test_meets_the_protocols(self, service: JobService, jobs: ConformanceJobs,
