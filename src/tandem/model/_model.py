@@ -44,7 +44,7 @@ from tandem.model._files import (  # noqa: F401 - their names here too
 from tandem.model._loop import _Hook, run_worker
 
 
-def run_sync(value: Any) -> Any:
+def run_sync(value: object) -> Any:
     """``value``, or what it resolves to when it is a coroutine (user hooks may be
     ``async def``). Called from synchronous code: runs the coroutine in a fresh event loop,
     in a helper thread when this thread already runs one."""

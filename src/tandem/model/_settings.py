@@ -21,7 +21,7 @@ NONFINITE = ("raise", "skip")
 S = TypeVar("S", "TrainSettings", "TuneSettings")
 
 
-def _from_any(cls: type[S], value: Any, arg: str) -> S:
+def _from_any(cls: type[S], value: object, arg: str) -> S:
     if value is None:
         return cls()
     if isinstance(value, cls):
