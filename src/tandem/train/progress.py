@@ -25,7 +25,7 @@ _HIDDEN = {"training_iteration", "time_total_s", "timestamp", "time_this_iter_s"
 _MAX_METRICS = 6
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, float):

@@ -36,7 +36,7 @@ _AUTH_ENV = "RAY_AUTH_MODE"
 logger = logging.getLogger(__name__)
 
 
-def is_ray_dataset(data: Any) -> bool:
+def is_ray_dataset(data: object) -> bool:
     return type(data).__module__.startswith("ray.data")
 
 

@@ -32,7 +32,7 @@ def clean_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _clean_value(key: str, value: Any) -> Any:
+def _clean_value(key: str, value: object) -> Any:
     if isinstance(value, _SCALARS):
         return value
     if isinstance(value, Mapping):

@@ -114,7 +114,7 @@ class CheckpointStrategy:
                                 checkpoint_score_order=self.checkpoint_score_order)
 
 
-def _backend_config(backend: Any) -> BackendConfig:
+def _backend_config(backend: object) -> BackendConfig:
     if isinstance(backend, BackendConfig):
         return backend
     name = backend.lower() if isinstance(backend, str) else None
@@ -175,11 +175,11 @@ class _TrainFunc:
         self.pass_config = pass_config
         self.__name__ = getattr(fn, "__name__", "train_func")
 
-    def __call__(self, config: Any) -> Any:
+    def __call__(self, config: object) -> Any:
         return self.fn(config) if self.pass_config else self.fn()
 
 
-def _datasets(dataset: Any) -> dict[str, Any]:
+def _datasets(dataset: object) -> dict[str, Any]:
     if dataset is None:
         return {}
     if isinstance(dataset, Mapping):
@@ -506,7 +506,7 @@ class Trainer:
         return self._start(train_func, config, dataset, checkpoint, checkpoint_strategy)
 
     def _start(self, train_func: Callable[..., Any], config: Mapping[str, Any] | None,
-               dataset: Any, checkpoint: Any, strategy: CheckpointStrategy | None,
+               dataset: object, checkpoint: object, strategy: CheckpointStrategy | None,
                before_submit: Callable[[str], Any] | None = None) -> TrainingIterator:
         if self._active is not None and not self._active.is_finished():
             raise TrainerStateError(

@@ -139,7 +139,7 @@ class GroupWorkerTask:
                 self.backend.on_worker_shutdown(self.context)
 
     @staticmethod
-    def _execute(instance: Any, payload: bytes) -> tuple[bool, Any]:
+    def _execute(instance: object, payload: bytes) -> tuple[bool, Any]:
         try:
             method, args, kwargs = cloudpickle.loads(payload)
             if isinstance(method, str):
@@ -294,7 +294,7 @@ class WorkerGroupRunner(JobRunner):
         status = JobStatus.FINISHED if self.shutdown_requested else JobStatus.STOPPED
         return JobOutcome(status)
 
-    def _deliver(self, rank: int, call_id: int, ok: bool, value: Any) -> None:
+    def _deliver(self, rank: int, call_id: int, ok: bool, value: object) -> None:
         with self._lock:
             call = self._calls.get(call_id)
             if call is None:
@@ -406,7 +406,7 @@ class WorkerGroup:
         """
         return self._call(range(self._n), method, args, kwargs)
 
-    def _call(self, ranks: Sequence[int], method: Any, args: tuple, kwargs: dict) -> list[Any]:
+    def _call(self, ranks: Sequence[int], method: object, args: tuple, kwargs: dict) -> list[Any]:
         if self._closed:
             raise WorkerGroupError(
                 "This worker group has been shut down; create a new one with "

@@ -45,12 +45,12 @@ def accelerate(amp: bool = False) -> None:
     raise DeprecationWarning(_TORCH_AMP_DEPRECATION_MESSAGE)
 
 
-def prepare_optimizer(optimizer: Any) -> Any:
+def prepare_optimizer(optimizer: object) -> Any:
     """Deprecated in Ray: raises ``DeprecationWarning``; use the optimizer as is."""
     raise DeprecationWarning(_TORCH_AMP_DEPRECATION_MESSAGE)
 
 
-def backward(tensor: Any) -> None:
+def backward(tensor: object) -> None:
     """Deprecated in Ray: raises ``DeprecationWarning``; call ``tensor.backward()``."""
     raise DeprecationWarning(_TORCH_AMP_DEPRECATION_MESSAGE)
 
@@ -127,7 +127,7 @@ class _DeviceLoader:
         return getattr(self._loader, name)
 
 
-def _record_stream(batch: Any, stream: Any) -> None:
+def _record_stream(batch: object, stream: object) -> None:
     """Tells the CUDA caching allocator that ``batch`` (copied on another stream) is used on
     ``stream``, so its memory is not reused while that stream still reads it."""
     if hasattr(batch, "record_stream"):
@@ -140,7 +140,7 @@ def _record_stream(batch: Any, stream: Any) -> None:
             _record_stream(b, stream)
 
 
-def _to_device(batch: Any, device: Any) -> Any:
+def _to_device(batch: object, device: object) -> Any:
     if hasattr(batch, "to"):
         return batch.to(device, non_blocking=True)
     if isinstance(batch, (list, tuple)):
@@ -212,7 +212,7 @@ def enable_reproducibility(seed: int = 0) -> None:
     os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
 
 
-def _seeded_worker_init(fn: Any) -> Any:
+def _seeded_worker_init(fn: object) -> Any:
     if _seed is None:
         return fn
     return functools.partial(_seed_data_worker, fn)
@@ -231,7 +231,7 @@ def _seed_data_worker(fn: Any, worker_id: int) -> None:
         fn(worker_id)
 
 
-def _seeded_generator(generator: Any) -> Any:
+def _seeded_generator(generator: object) -> Any:
     if _seed is None:
         return generator
     import torch

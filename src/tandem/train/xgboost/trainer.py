@@ -90,7 +90,7 @@ class XGBoostBackend(Backend):
             tracker.free()
 
 
-def _dmatrix(x: Any, y: Any = None) -> Any:
+def _dmatrix(x: object, y: object = None) -> Any:
     import xgboost
 
     return xgboost.DMatrix(x, label=y, enable_categorical=True,
@@ -114,7 +114,7 @@ def xgboost_params_form(config: dict[str, Any]) -> None:
     gbdt.params_form_loop(XGBoostTrainer, config)
 
 
-def _allgather(value: Any) -> list[Any]:
+def _allgather(value: object) -> list[Any]:
     import xgboost.collective as coll
 
     return [coll.broadcast(value, r) for r in range(coll.get_world_size())]

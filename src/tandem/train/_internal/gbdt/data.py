@@ -114,7 +114,7 @@ def describe(name: str, value: Any, num_workers: int, label_column: Any) -> Any:
     return split_pieces(value, num_workers)
 
 
-def _is_paths(value: Any) -> bool:
+def _is_paths(value: object) -> bool:
     return isinstance(value, (str, os.PathLike)) or (
         isinstance(value, (list, tuple)) and bool(value)
         and all(isinstance(v, (str, os.PathLike)) for v in value))
@@ -347,7 +347,7 @@ def features_and_label(shard: Any, label_column: Any) -> tuple[Any, Any]:
     return shard.drop(columns=[label_column]), shard[label_column]
 
 
-def head_xy(value: Any, label_column: Any, rows: int = 32) -> tuple[Any, Any] | None:
+def head_xy(value: object, label_column: object, rows: int = 32) -> tuple[Any, Any] | None:
     """A few rows of a described dataset for the driver's params check (None for Ray)."""
     if isinstance(value, Pieces):
         first = value.pieces[0]

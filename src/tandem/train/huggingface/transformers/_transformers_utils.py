@@ -95,7 +95,7 @@ def _first(batch: list[Any]) -> Any:
     return batch[0]
 
 
-def prepare_trainer(trainer: Any) -> Any:
+def prepare_trainer(trainer: object) -> Any:
     """Prepares a ``transformers.Trainer`` for tandem: when its ``train_dataset`` or
     ``eval_dataset`` is a Ray Data iterable (``train.get_dataset_shard("train")
     .iter_torch_batches(...)``), its data loaders read the batches as they come (Ray Data
@@ -104,7 +104,7 @@ def prepare_trainer(trainer: Any) -> Any:
         raise TRANSFORMERS_IMPORT_ERROR
     iterable_cls = _ray_iterable_class()
 
-    def is_ray(data: Any) -> bool:
+    def is_ray(data: object) -> bool:
         return iterable_cls is not None and isinstance(data, iterable_cls)
 
     base_trainer_class: type = trainer.__class__
