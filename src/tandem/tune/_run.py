@@ -222,7 +222,7 @@ def run(
     return analysis
 
 
-def _check_trainable(trainable: Any) -> Any:
+def _check_trainable(trainable: object) -> Any:
     if isinstance(trainable, str):  # a name given to tune.register_trainable
         from tandem.tune.experiment.experiment import get_trainable
 

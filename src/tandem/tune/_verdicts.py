@@ -49,7 +49,7 @@ def verdict_gate(stopper: Any, scheduler: TrialScheduler, callbacks: Sequence[Ca
         required = tuple(strict_metric) if isinstance(strict_metric, (list, tuple)) else (
             strict_metric,)
 
-    def gate(trial: Any) -> Gate:
+    def gate(trial: object) -> Gate:
         a, b = stop(trial), sched(trial)
         if a is True or b is True:
             return True
@@ -59,7 +59,7 @@ def verdict_gate(stopper: Any, scheduler: TrialScheduler, callbacks: Sequence[Ca
     return gate
 
 
-def _never(trial: Any) -> Gate:
+def _never(trial: object) -> Gate:
     return VerdictGate()
 
 
@@ -92,7 +92,7 @@ def _stopper_gate(stopper: Any) -> GateOf | None:
         if any(p is None for p in parts):
             return None
 
-        def combined(trial: Any) -> Gate:
+        def combined(trial: object) -> Gate:
             out = VerdictGate()
             for p in parts:
                 assert p is not None

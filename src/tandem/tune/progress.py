@@ -16,7 +16,7 @@ from typing import Any
 from tandem.tune.search.variant_generator import flatten_dict
 
 
-def _fmt(v: Any) -> str:
+def _fmt(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return str(v)

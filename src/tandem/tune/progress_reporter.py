@@ -224,7 +224,7 @@ class TuneReporterBase(ProgressReporter):
         return header + "\n" + psql_table(names, rows)
 
 
-def _cell(v: Any) -> str:
+def _cell(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.5g}" if abs(v) < 1e5 else f"{v:.6g}"
     return str(v)

@@ -202,7 +202,7 @@ class Tuner:
         self._results: ResultGrid | None = None
 
     # -- trainable kinds -------------------------------------------------------------------
-    def _classify(self, trainable: Any) -> tuple[str, Any]:
+    def _classify(self, trainable: object) -> tuple[str, Any]:
         if isinstance(trainable, str):  # a name given to tune.register_trainable
             from tandem.tune.experiment.experiment import get_trainable
 
@@ -578,7 +578,7 @@ def _resources_state(pgf: PlacementGroupFactory) -> dict[str, Any]:
     return {"bundles": bundles, "strategy": pgf.strategy}
 
 
-def _scheduler_label(scheduler: Any) -> str:
+def _scheduler_label(scheduler: object) -> str:
     """Ray's name for a scheduler in "Using <name> scheduling algorithm."."""
     name = type(scheduler).__name__
     return "FIFO" if name == "FIFOScheduler" else name

@@ -144,7 +144,7 @@ def resource_dict_to_pg_factory(spec: Mapping[str, Any] | None = None) -> Placem
     return PlacementGroupFactory([bundle])
 
 
-def as_placement_group_factory(resources: Any) -> PlacementGroupFactory:
+def as_placement_group_factory(resources: object) -> PlacementGroupFactory:
     """A trial's resources (None, a dict, a factory or a ``ScalingConfig``) as a factory;
     None is Ray's default for a function trainable, one CPU."""
     if isinstance(resources, PlacementGroupFactory):

@@ -64,7 +64,7 @@ class _NoopModule:
     def __getattr__(self, item: str) -> _NoopModule:
         return _NoopModule()
 
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
+    def __call__(self, *args: object, **kwargs: object) -> None:
         return None
 
 
@@ -78,7 +78,7 @@ def _float_metrics(result: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def _param_value(value: Any) -> str:
+def _param_value(value: object) -> str:
     text = str(value)
     return text if len(text) <= _PARAM_LIMIT else text[:_PARAM_LIMIT - 3] + "..."
 

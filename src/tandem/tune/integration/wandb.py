@@ -64,7 +64,7 @@ def _import_wandb(what: str) -> ModuleType:
     return import_optional("wandb", "wandb", what)
 
 
-def _check_mode(mode: Any, where: str) -> None:
+def _check_mode(mode: object, where: str) -> None:
     if mode is not None and mode not in WANDB_MODES:
         raise ConfigError(
             f"{where}(mode={mode!r}): W&B has no such mode; the modes are "
@@ -83,7 +83,7 @@ def _env_mode(where: str) -> str | None:
     return mode
 
 
-def _is_allowed_type(obj: Any) -> bool:
+def _is_allowed_type(obj: object) -> bool:
     """What ``wandb.log`` takes as a value (Ray's rule): a number, a one-element array, a
     W&B media object or a list of them."""
     from wandb.sdk.data_types.base_types.wb_value import WBValue
@@ -100,7 +100,7 @@ def _is_allowed_type(obj: Any) -> bool:
     return isinstance(obj, (Number, WBValue))
 
 
-def _clean_log(obj: Any, *, video_kwargs: dict | None = None,
+def _clean_log(obj: object, *, video_kwargs: dict | None = None,
                image_kwargs: dict | None = None) -> Any:
     """Ray's ``_clean_log``: arrays of images/videos become W&B media; values W&B cannot
     serialize become a number or their ``str``."""

@@ -765,7 +765,7 @@ class ResourceChangingScheduler(TrialScheduler):
             return True
         return False
 
-    def _are_resources_the_same(self, trial: Trial, new_resources: Any) -> bool:
+    def _are_resources_the_same(self, trial: Trial, new_resources: object) -> bool:
         return isinstance(new_resources, PlacementGroupFactory) and \
             trial.placement_group_factory == new_resources
 
@@ -787,7 +787,7 @@ class ResourceChangingScheduler(TrialScheduler):
         return None
 
 
-def _describe(resources: Any) -> str:
+def _describe(resources: object) -> str:
     if isinstance(resources, PlacementGroupFactory):
         return repr(resources.bundles)
     return repr(resources)

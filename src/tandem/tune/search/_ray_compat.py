@@ -167,7 +167,7 @@ def view(domain: Any) -> Domain:
     raise TypeError(f"{domain!r} is not a search-space object (tune.uniform(...), ...)")
 
 
-def _is_unresolved(value: Any) -> bool:
+def _is_unresolved(value: object) -> bool:
     return isinstance(value, (_space.Domain, Domain)) or is_grid_search(value)
 
 
@@ -210,7 +210,7 @@ def parse_spec_vars(
     return list(resolved.items()), domain_vars, grid_vars
 
 
-def assign_value(spec: dict[Any, Any], path: tuple, value: Any) -> None:
+def assign_value(spec: dict[Any, Any], path: tuple, value: object) -> None:
     """Ray's ``assign_value``: sets ``spec[path...] = value`` (rebuilding tuples)."""
     parent_spec: Any = None
     parent_key: Any = None
@@ -347,7 +347,7 @@ def validate_warmstart(
 # --------------------------------------------------------------------------- configs
 
 
-def _unflatten_into(spec: Any, suggestion: Mapping[Any, Any], path: tuple) -> dict[tuple, Any]:
+def _unflatten_into(spec: object, suggestion: Mapping[Any, Any], path: tuple) -> dict[tuple, Any]:
     """``{path: value}`` for every leaf of ``suggestion``, following ``spec``'s shape (a
     dict in the suggestion where the spec has a search-space object is a value)."""
     out: dict[tuple, Any] = {}
@@ -368,7 +368,7 @@ def _unflatten_into(spec: Any, suggestion: Mapping[Any, Any], path: tuple) -> di
     return out
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> Any:
     """NumPy scalars as Python numbers (configs are written as JSON)."""
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}

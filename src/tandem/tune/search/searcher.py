@@ -17,7 +17,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["ConcurrencyLimiter", "Searcher", "check_mode", "merge_metric_mode"]
 
 
-def check_mode(mode: Any, where: str) -> None:
+def check_mode(mode: object, where: str) -> None:
     """Raises :class:`ConfigError` unless ``mode`` is None, ``"min"`` or ``"max"`` (or, for
     multi-objective search, a list of those)."""
     if isinstance(mode, (list, tuple)) and mode and all(m in ("min", "max") for m in mode):
@@ -29,7 +29,7 @@ def check_mode(mode: Any, where: str) -> None:
         )
 
 
-def _check_metric(metric: Any, where: str) -> None:
+def _check_metric(metric: object, where: str) -> None:
     if isinstance(metric, (list, tuple)) and metric and all(isinstance(m, str) for m in metric):
         return  # multi-objective; the searchers that cannot do it refuse it themselves
     if metric is not None and not isinstance(metric, str):

@@ -108,12 +108,12 @@ def flatten_dict(dt: dict[str, Any], delimiter: str = "/", prevent_delimiter: bo
     dicts are flattened too (``"a/0/b"``); with ``prevent_delimiter``, a key that holds the
     delimiter raises ``ValueError``."""
 
-    def check(key: Any) -> None:
+    def check(key: object) -> None:
         if prevent_delimiter and delimiter in str(key):
             raise ValueError(f"Found delimiter `{delimiter}` in key when trying to flatten "
                              f"array. Please avoid using the delimiter in your specification.")
 
-    def is_list_of_dicts(v: Any) -> bool:
+    def is_list_of_dicts(v: object) -> bool:
         return flatten_list and isinstance(v, (list, tuple)) and len(v) > 0 and all(
             isinstance(x, dict) for x in v)
 
