@@ -160,7 +160,7 @@ class SocketChannel:
         self._reader = FrameReader()
         self._pending: list[Any] = []
 
-    def send(self, obj: Any) -> None:
+    def send(self, obj: object) -> None:
         data = encode(obj)
         with self._send_lock:
             self._sock.sendall(data)
@@ -203,7 +203,7 @@ class SocketWorker:
     def pid(self) -> int | None:
         return self._pid
 
-    def send(self, obj: Any) -> None:
+    def send(self, obj: object) -> None:
         conn = self._conn
         if conn is not None:
             send_frame(conn, self._send_lock, obj)
