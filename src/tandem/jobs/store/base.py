@@ -419,7 +419,7 @@ class JobStore(ABC):
         """
 
     @abstractmethod
-    def update_job(self, job_id: str, **fields: Any) -> None:
+    def update_job(self, job_id: str, **fields: object) -> None:
         """Changes fields of a job other than its state.
 
         Args:
