@@ -24,7 +24,7 @@ BIG = 2**62
 class TandemJSONResponse(JSONResponse):
     """JSON that keeps NaN and infinities in metrics (as Python's json does)."""
 
-    def render(self, content: Any) -> bytes:
+    def render(self, content: object) -> bytes:
         return encode_json(content).encode("utf-8")
 
 
