@@ -581,7 +581,7 @@ class TrainController(JobRunner):
             return
         handler = self.spec.call_handlers.get(method) or DRIVER_CALLS.get(method)
 
-        def reply(ok: bool, value: Any) -> None:
+        def reply(ok: bool, value: object) -> None:
             try:
                 worker.send(encode(ReplyFrame(call_id, ok, value)))
             except Exception as e:  # value did not pickle

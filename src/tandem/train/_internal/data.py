@@ -209,7 +209,7 @@ class RayDataShard:
     endpoint: RayEndpoint
 
     @classmethod
-    def pack(cls, name: str, iterator: Any, endpoint: RayEndpoint) -> RayDataShard:
+    def pack(cls, name: str, iterator: object, endpoint: RayEndpoint) -> RayDataShard:
         import ray.cloudpickle
 
         return cls(name=name, payload=ray.cloudpickle.dumps(iterator), endpoint=endpoint)

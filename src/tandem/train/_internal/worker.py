@@ -61,7 +61,7 @@ class WorkerTask:
     log_files: tuple[str | None, str | None] = (None, None)
     """Absolute paths the function's stdout / stderr are also written to (log_to_file)."""
 
-    def __call__(self, channel: Any) -> int:
+    def __call__(self, channel: object) -> int:
         prepare_worker_process(self.backend_env)
         with _tee_output(*self.log_files):
             return self._run(channel)

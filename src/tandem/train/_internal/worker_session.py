@@ -94,7 +94,7 @@ class WorkerSession:
 
     # -- reports ---------------------------------------------------------------------
     def report(self, metrics: Mapping[str, Any], checkpoint: Checkpoint | None,
-               validation: Any = False, dir_name: str | None = None, upload: bool = True,
+               validation: object = False, dir_name: str | None = None, upload: bool = True,
                delete_local: bool = False,
                upload_fn: Callable[[Checkpoint, str], Checkpoint] | None = None) -> None:
         """One ``train.report`` (see there for the arguments, already checked)."""
@@ -239,7 +239,7 @@ class WorkerSession:
         """Sends the final frame (after every report, which were sent inline)."""
         self._send(encode(final))
 
-    def call(self, method: str, payload: Any, timeout_s: float | None = None) -> Any:
+    def call(self, method: str, payload: object, timeout_s: float | None = None) -> Any:
         """Sends a request to the driver and blocks for its answer."""
         with self._call_lock:
             self._call_ids += 1

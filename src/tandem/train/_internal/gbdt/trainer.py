@@ -170,7 +170,7 @@ class BoostedTreeTrainer(DataParallelTrainer):
         raise NotImplementedError
 
     @classmethod
-    def rounds_in(cls, booster: Any) -> int:
+    def rounds_in(cls, booster: object) -> int:
         """Boosting rounds a loaded booster holds."""
         raise NotImplementedError
 
@@ -182,7 +182,7 @@ class BoostedTreeTrainer(DataParallelTrainer):
 
     @classmethod
     def train_booster(cls, params: Mapping[str, Any], splits: Mapping[str, Any], rounds: int,
-                      start: Any, callback: Any) -> None:
+                      start: object, callback: object) -> None:
         """Trains ``rounds`` more rounds on this worker's ``splits`` (``{name: (X, y)}``,
         "train" first) from ``start`` (a booster or None), reporting through
         ``callback``."""
