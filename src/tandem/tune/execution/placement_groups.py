@@ -129,7 +129,7 @@ class PlacementGroupFactory:
             "trial's worker holds its required_resources."
         )
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> Any:
         return self.to_placement_group()
 
 
