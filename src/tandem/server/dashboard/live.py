@@ -67,7 +67,7 @@ def main_metric(row: dict[str, Any]) -> str | None:
     return None
 
 
-def _num(v: object) -> float | None:
+def _num(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     f = float(v)
@@ -394,7 +394,7 @@ class DashboardLive:
         return out
 
 
-def _ray_nodes(cluster: object) -> list[dict[str, Any]] | None:
+def _ray_nodes(cluster: Any) -> list[dict[str, Any]] | None:
     """Ray's alive nodes with their capacity; None for a cluster that is not Ray's."""
     if type(cluster).__name__ != "RayCluster":
         return None

@@ -97,12 +97,12 @@ def _read_rows(run_path: str, max_points: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _is_num(v: object) -> bool:
+def _is_num(v: Any) -> bool:
     return (isinstance(v, (int, float)) and not isinstance(v, bool)
             and math.isfinite(float(v)))
 
 
-def flatten(d: object, prefix: str = "") -> dict[str, Any]:
+def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
     """``{"a": {"b": 1}}`` -> ``{"a/b": 1}``; values that are not scalars become text."""
     out: dict[str, Any] = {}
     if not isinstance(d, dict):

@@ -58,7 +58,7 @@ def _documented(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 class _JSON(JSONResponse):
-    def render(self, content: object) -> bytes:
+    def render(self, content: Any) -> bytes:
         return encode_json(content).encode("utf-8")
 
 
@@ -125,7 +125,7 @@ class _Sparks:
         self.store = store
         self._cache: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
-    def get(self, job_id: str, last_iteration: object = None) -> dict[str, Any]:
+    def get(self, job_id: str, last_iteration: Any = None) -> dict[str, Any]:
         """``last_iteration`` (the final ``training_iteration``, if known) lets it read only
         the last reports: seq N is the report of iteration N + 1."""
         hit = self._cache.get(job_id)
