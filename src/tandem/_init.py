@@ -34,7 +34,7 @@ def init(
     owner: str | None = None,
     priority: int | None = None,
     scheduling: object = None,
-    quotas: Mapping[str, Any] | None = None,
+    quotas: Mapping[str, object] | None = None,
     labels: Mapping[str, str] | None = None,
     object_store_memory: int | None = None,
     dashboard_host: str = "127.0.0.1",
@@ -195,7 +195,7 @@ def init(
     runtime.set_service(LocalJobService(c, scheduler=policy, default_owner=owner or "default"))
 
 
-def _scheduling_policy(scheduling: object, quotas: Mapping[str, Any] | None) -> Any:
+def _scheduling_policy(scheduling: object, quotas: Mapping[str, object] | None) -> Any:
     """The embedded service's admission policy from ``tandem.init(scheduling=, quotas=)``."""
     from tandem.jobs.admission import AdmissionPolicy, FairSharePolicy, make_policy
 
@@ -245,7 +245,7 @@ _RAY_ONLY: dict[str, str] = {
 }
 
 
-def _check_ray_keywords(extra: Mapping[str, Any], *, include_dashboard: bool | None,
+def _check_ray_keywords(extra: Mapping[str, object], *, include_dashboard: bool | None,
                         local_mode: bool, log_to_driver: bool | None) -> None:
     for key, value in extra.items():
         hint = _RAY_ONLY.get(key)

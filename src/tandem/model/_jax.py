@@ -268,7 +268,7 @@ class JaxModelTrainer(JaxTrainer):
         self.metadata = dict(metadata or {})
 
 
-def _check_before_start(fn: object, config: Mapping[str, Any], datasets: Mapping[str, Any]) -> None:
+def _check_before_start(fn: object, config: Mapping[str, object], datasets: Mapping[str, object]) -> None:
     import cloudpickle
 
     payload_bytes = getattr(fn, "args", (None,))[0]

@@ -136,14 +136,14 @@ class RunProgress:
             self.on_report(row)
 
     # -- rendering -----------------------------------------------------------------------
-    def _where(self, row: Mapping[str, Any] | None) -> str:
+    def _where(self, row: Mapping[str, object] | None) -> str:
         if self.total is not None and self.key and row is not None and self.key in row:
             return f"{self.key} {_fmt(row[self.key])}/{self.total}"
         if self.total is not None and self.key:
             return f"{self.key} 0/{self.total}"
         return f"report {self.count}"
 
-    def _plain(self, row: Mapping[str, Any]) -> str:
+    def _plain(self, row: Mapping[str, object]) -> str:
         took = self._clock() - self._t0
         skip = {self.key} if self.key else set()
         return f"[{self.name}] {self._where(row)} {format_metrics(row, skip)} ({took:.1f} s)"

@@ -29,7 +29,7 @@ _RESUME_MODES = ("AUTO", "LOCAL", "REMOTE", "ERRORED_ONLY")
 def run(
     run_or_experiment: Any,
     *,
-    config: Mapping[str, Any] | None = None,
+    config: Mapping[str, object] | None = None,
     stop: Mapping[str, Any] | Callable[..., bool] | Any | None = None,
     num_samples: int = 1,
     checkpoint_freq: int = 0,

@@ -354,7 +354,7 @@ class ClassTrainableRunner:
         old._iteration = 0
         return old
 
-    def _should_stop(self, result: Mapping[str, Any]) -> bool:
+    def _should_stop(self, result: Mapping[str, object]) -> bool:
         if not self.stop:
             return False
         stopper = self.__dict__.get("_stopper")

@@ -366,7 +366,7 @@ class RemoteJobService:
                 return
 
     # -- internals -------------------------------------------------------------------------
-    def _outcome(self, job_id: str, status: JobStatus, end: Mapping[str, Any]) -> JobOutcome:
+    def _outcome(self, job_id: str, status: JobStatus, end: Mapping[str, object]) -> JobOutcome:
         try:
             r = self._conn.request("GET", f"/api/jobs/{job_id}/outcome")
             outcome = cloudpickle.loads(r.content)

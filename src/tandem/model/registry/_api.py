@@ -209,7 +209,7 @@ def _register_types() -> None:
     _source.register(ResultGrid, _from_grid)
 
 
-def _resolve_source(x: object, checkpoint: object, config: Mapping[str, Any] | None) -> _Source:
+def _resolve_source(x: object, checkpoint: object, config: Mapping[str, object] | None) -> _Source:
     """``put``'s arguments -> what to store."""
     _register_types()
     if checkpoint is not None:
@@ -366,9 +366,9 @@ def put(
     name: str | None = None,
     *,
     checkpoint: object = None,
-    config: Mapping[str, Any] | None = None,
+    config: Mapping[str, object] | None = None,
     version: int | None = None,
-    tags: Mapping[str, Any] | None = None,
+    tags: Mapping[str, object] | None = None,
     by_value: Iterable[Any] | None = None,
 ) -> ModelRef:
     """Registers a model version and returns its ``ModelRef``.
@@ -477,7 +477,7 @@ def load_model_dir(directory: str, what: str) -> Model:
 
 
 def get(ref: ModelRef | str, *, version: int | str | None = None,
-        model_config: Mapping[str, Any] | None = None) -> Model:
+        model_config: Mapping[str, object] | None = None) -> Model:
     """A set-up instance of a registered version, holding its weights.
 
     ``ref``: ``"digits"`` (latest), ``"digits@3"``, ``"digits@prod"`` or a ``ModelRef``.

@@ -10,7 +10,7 @@ from typing import Any
 _SCALARS = (int, float, str, bool, type(None))
 
 
-def clean_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+def clean_metrics(metrics: Mapping[str, object]) -> dict[str, Any]:
     """Returns metrics as plain JSON-able values, converting 0-d tensors and NumPy scalars.
 
     Raises:

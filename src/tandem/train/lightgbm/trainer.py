@@ -241,7 +241,7 @@ class LightGBMTrainer(gbdt.BoostedTreeTrainer):
 
     # -- on the driver ----------------------------------------------------------------------
     @classmethod
-    def _probe(cls, params: Mapping[str, Any], head: tuple[Any, Any]) -> str | None:
+    def _probe(cls, params: Mapping[str, object], head: tuple[Any, Any]) -> str | None:
         import lightgbm
 
         probe = {**params, "num_threads": 1, "verbose": -1, "min_data_in_leaf": 1,

@@ -181,7 +181,7 @@ class XGBoostTrainer(gbdt.BoostedTreeTrainer):
 
     # -- on the driver ----------------------------------------------------------------------
     @classmethod
-    def _probe(cls, params: Mapping[str, Any], head: tuple[Any, Any]) -> str | None:
+    def _probe(cls, params: Mapping[str, object], head: tuple[Any, Any]) -> str | None:
         import xgboost
 
         probe = {**params, "nthread": 1, "device": "cpu", "verbosity": 0}

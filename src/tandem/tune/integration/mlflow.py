@@ -68,7 +68,7 @@ class _NoopModule:
         return None
 
 
-def _float_metrics(result: Mapping[str, Any]) -> dict[str, float]:
+def _float_metrics(result: Mapping[str, object]) -> dict[str, float]:
     out: dict[str, float] = {}
     for key, value in flatten_dict(result).items():
         try:
@@ -185,7 +185,7 @@ class _MLflowSession:
             f"one, or pass create_experiment_if_not_exists=True."
         )
 
-    def log_params(self, run_id: str, params: Mapping[str, Any], skip: set[str]) -> None:
+    def log_params(self, run_id: str, params: Mapping[str, object], skip: set[str]) -> None:
         from mlflow.entities import Param
 
         flat = {k: v for k, v in flatten_dict(params).items() if k not in skip}

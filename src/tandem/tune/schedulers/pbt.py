@@ -529,7 +529,7 @@ class PopulationBasedTraining(TrialScheduler):
         )
 
 
-def _validate_mutations(mutations: Mapping[str, Any], path: tuple[str, ...]) -> None:
+def _validate_mutations(mutations: Mapping[str, object], path: tuple[str, ...]) -> None:
     for key, value in mutations.items():
         where = "/".join((*path, str(key)))
         if isinstance(value, Function):
@@ -559,7 +559,7 @@ def _validate_mutations(mutations: Mapping[str, Any], path: tuple[str, ...]) -> 
 
 
 def _check_keys_in_space(
-    mutations: Mapping[str, Any], space: Mapping[str, Any], path: tuple[str, ...]
+    mutations: Mapping[str, object], space: Mapping[str, object], path: tuple[str, ...]
 ) -> None:
     for key, value in mutations.items():
         where = "/".join((*path, str(key)))

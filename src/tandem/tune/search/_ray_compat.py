@@ -267,7 +267,7 @@ def flatten_dict(
     return out
 
 
-def unflatten_dict(dt: Mapping[str, Any], delimiter: str = "/") -> dict[str, Any]:
+def unflatten_dict(dt: Mapping[str, object], delimiter: str = "/") -> dict[str, Any]:
     """Ray's ``unflatten_dict``."""
     out: dict[str, Any] = {}
     for key, val in dt.items():
@@ -285,7 +285,7 @@ def unflatten_dict(dt: Mapping[str, Any], delimiter: str = "/") -> dict[str, Any
     return out
 
 
-def unflatten_list_dict(dt: Mapping[str, Any], delimiter: str = "/") -> Any:
+def unflatten_list_dict(dt: Mapping[str, object], delimiter: str = "/") -> Any:
     """Ray's ``unflatten_list_dict``: nested dicts and lists from ``"a/0/b"`` keys."""
     out_type: type = list if next(iter(dt)).split(delimiter, 1)[0].isdigit() else dict
     out: Any = out_type()
@@ -380,7 +380,7 @@ def _plain(value: object) -> Any:
 
 
 def merge_suggestion(
-    param_space: Mapping[str, Any] | None, suggestion: Mapping[str, Any],
+    param_space: Mapping[str, object] | None, suggestion: Mapping[str, object],
     rng: np.random.Generator,
 ) -> dict[str, Any]:
     """The trial's full config: ``param_space`` with the library's ``suggestion`` put in

@@ -386,7 +386,7 @@ def merge_point(param_space: Mapping[str, Any], point: Mapping[str, Any]) -> dic
     return merged
 
 
-def _merge_into(spec: dict[str, Any], point: Mapping[str, Any], path: Path) -> None:
+def _merge_into(spec: dict[str, Any], point: Mapping[str, object], path: Path) -> None:
     if not isinstance(point, Mapping):
         raise ConfigError(
             f"points_to_evaluate: each point must be a dict (a partial config), got "

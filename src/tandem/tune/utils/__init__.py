@@ -393,7 +393,7 @@ def diagnose_serialization(trainable: Callable[..., Any]) -> bool | set[str]:
     prints each captured global / nonlocal variable with PASSED or FAILED and returns the
     names of those that fail."""
 
-    def check_variables(objects: Mapping[str, Any], failure_set: set[str],
+    def check_variables(objects: Mapping[str, object], failure_set: set[str],
                         printer: Callable[[str], None]) -> None:
         for var_name, variable in objects.items():
             msg = None

@@ -214,7 +214,7 @@ def _check_columns(name: str, frame: Any, label_column: Any, path: str | None = 
     )
 
 
-def _parquet_file(path: str, options: Mapping[str, Any]) -> Any:
+def _parquet_file(path: str, options: Mapping[str, object]) -> Any:
     import fsspec
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
@@ -386,7 +386,7 @@ def worker_datasets(config: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def unify_categories(shards: Mapping[str, Any], allgather: Any) -> None:
+def unify_categories(shards: Mapping[str, object], allgather: Any) -> None:
     """Gives every category column the same categories, in the same order, on every worker
     (a worker's file may lack some values; codes must mean the same everywhere). Rank 0's
     order first, then values only other workers saw, sorted."""

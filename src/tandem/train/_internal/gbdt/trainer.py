@@ -189,12 +189,12 @@ class BoostedTreeTrainer(DataParallelTrainer):
         raise NotImplementedError
 
     @classmethod
-    def _probe(cls, params: Mapping[str, Any], head: tuple[Any, Any]) -> str | None:
+    def _probe(cls, params: Mapping[str, object], head: tuple[Any, Any]) -> str | None:
         """The library's message when it rejects ``params`` on a few rows, else None."""
         raise NotImplementedError
 
     # -- shared ----------------------------------------------------------------------------
-    def _check_params(self, params: dict[str, Any], described: Mapping[str, Any],
+    def _check_params(self, params: dict[str, Any], described: Mapping[str, object],
                       label_column: str | int | None) -> None:
         """Raises ConfigError with the library's message when it rejects ``params`` (tried
         on a few rows of the training data, in the driver; skipped for ray.data)."""
@@ -223,8 +223,8 @@ class BoostedTreeTrainer(DataParallelTrainer):
         return cls.report_callback_class().get_model(checkpoint, filename)
 
 
-def train_rounds(trainer_cls: type[BoostedTreeTrainer], params: Mapping[str, Any],
-                 splits: Mapping[str, Any], total: int, *, announce: bool = True,
+def train_rounds(trainer_cls: type[BoostedTreeTrainer], params: Mapping[str, object],
+                 splits: Mapping[str, object], total: int, *, announce: bool = True,
                  numbered: bool = False, **callback_kwargs: object) -> None:
     """Trains ``total`` rounds on this worker's ``splits`` (``{name: (X, y)}``, "train"
     first), resuming from the run's checkpoint if there is one: the rounds it holds are not
