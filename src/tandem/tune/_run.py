@@ -273,7 +273,7 @@ def run_experiments(
     reuse_actors: bool = False,
     raise_on_failed_trial: bool = True,
     concurrent: bool = True,
-    callbacks: Sequence[Any] | None = None,
+    callbacks: Sequence[object] | None = None,
 ) -> list[Any]:
     """Runs each experiment (an ``Experiment``, or a ``{name: spec}`` mapping whose specs are
     ``Experiment`` keywords), one after the other, and returns all their trials (Ray's

@@ -138,7 +138,7 @@ class UserReporterDisplay:
         self.reporter.setup(start_time=time.time(), total_samples=None, metric=self.metric,
                             mode=self.mode)
 
-    def _maybe(self, trials: Sequence[Any]) -> None:
+    def _maybe(self, trials: Sequence[object]) -> None:
         if self.reporter.should_report(list(trials), done=False):
             self.reporter.report(list(trials), False, *self._sys_info)
 

@@ -157,7 +157,7 @@ class TuneReporterBase(ProgressReporter):
     def _columns(self, spec: Any) -> dict[str, str]:
         return dict(spec) if isinstance(spec, Mapping) else {k: k for k in spec}
 
-    def _progress_str(self, trials: Sequence[Any], done: bool, *sys_info: str) -> str:
+    def _progress_str(self, trials: Sequence[object], done: bool, *sys_info: str) -> str:
         if not self._metrics_override:
             self._metric_columns.update(self._infer_user_metrics(trials))
         now = time.time()
@@ -230,7 +230,7 @@ def _cell(v: object) -> str:
     return str(v)
 
 
-def psql_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def psql_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A table in tabulate's ``psql`` format (numbers right-aligned, text left-aligned)."""
     cells = [[_cell(v) for v in row] for row in rows]
     numeric = [all(isinstance(r[i], (int, float)) or r[i] == "" for r in rows) and bool(rows)

@@ -271,7 +271,7 @@ def _environment() -> dict[str, Any]:
     return env
 
 
-def _as_modules(by_value: Iterable[Any] | None) -> builtins.list[types.ModuleType]:
+def _as_modules(by_value: Iterable[object] | None) -> builtins.list[types.ModuleType]:
     out = []
     for item in by_value or ():
         if isinstance(item, types.ModuleType):
@@ -369,7 +369,7 @@ def put(
     config: Mapping[str, object] | None = None,
     version: int | None = None,
     tags: Mapping[str, object] | None = None,
-    by_value: Iterable[Any] | None = None,
+    by_value: Iterable[object] | None = None,
 ) -> ModelRef:
     """Registers a model version and returns its ``ModelRef``.
 

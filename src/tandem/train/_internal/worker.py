@@ -203,10 +203,10 @@ class _LocalWorkerGroup:
         self._calls += 1
         return list(self._session.call("rendezvous_gather", (self._calls, self._rank, value)))
 
-    def execute(self, fn: Callable[..., Any], *args: object, **kwargs: object) -> list[Any]:
+    def execute(self, fn: Callable[..., object], *args: object, **kwargs: object) -> list[Any]:
         return self._gather(fn(*args, **kwargs))
 
-    def execute_single(self, rank: int, fn: Callable[..., Any], *args: object,
+    def execute_single(self, rank: int, fn: Callable[..., object], *args: object,
                        **kwargs: object) -> Any:
         value = fn(*args, **kwargs) if rank == self._rank else None
         return self._gather(value)[rank]

@@ -93,7 +93,7 @@ class WorkerSession:
         channel.on_message(self._on_driver_message)
 
     # -- reports ---------------------------------------------------------------------
-    def report(self, metrics: Mapping[str, Any], checkpoint: Checkpoint | None,
+    def report(self, metrics: Mapping[str, object], checkpoint: Checkpoint | None,
                validation: object = False, dir_name: str | None = None, upload: bool = True,
                delete_local: bool = False,
                upload_fn: Callable[[Checkpoint, str], Checkpoint] | None = None) -> None:

@@ -139,7 +139,7 @@ class CallbackDispatcher:
             cb.on_end(result)
 
 
-def check_callbacks(callbacks: Sequence[Any] | None, what: str) -> None:
+def check_callbacks(callbacks: Sequence[object] | None, what: str) -> None:
     """Raises ``ConfigError`` for a callback that is not a ``Callback``."""
     from tandem._core.errors import ConfigError
 

@@ -505,7 +505,7 @@ class Trainer:
         self._check_active("run_iterator")
         return self._start(train_func, config, dataset, checkpoint, checkpoint_strategy)
 
-    def _start(self, train_func: Callable[..., Any], config: Mapping[str, object] | None,
+    def _start(self, train_func: Callable[..., object], config: Mapping[str, object] | None,
                dataset: object, checkpoint: object, strategy: CheckpointStrategy | None,
                before_submit: Callable[[str], Any] | None = None) -> TrainingIterator:
         if self._active is not None and not self._active.is_finished():

@@ -160,7 +160,7 @@ def unflattened_lookup(flat_key: str, lookup: Mapping | Sequence, delimiter: str
     return current
 
 
-def _detect_config_single(func: Callable[..., Any]) -> bool:
+def _detect_config_single(func: Callable[..., object]) -> bool:
     """Whether ``func({})`` binds (the function takes a config argument)."""
     try:
         inspect.signature(func).bind({})
@@ -388,7 +388,7 @@ def validate_save_restore(trainable_cls: type, config: dict[str, Any] | None = N
     return True
 
 
-def diagnose_serialization(trainable: Callable[..., Any]) -> bool | set[str]:
+def diagnose_serialization(trainable: Callable[..., object]) -> bool | set[str]:
     """True when ``trainable`` pickles (cloudpickle, as tandem ships it to workers); else
     prints each captured global / nonlocal variable with PASSED or FAILED and returns the
     names of those that fail."""

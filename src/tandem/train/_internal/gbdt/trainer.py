@@ -181,7 +181,7 @@ class BoostedTreeTrainer(DataParallelTrainer):
         raise NotImplementedError
 
     @classmethod
-    def train_booster(cls, params: Mapping[str, Any], splits: Mapping[str, Any], rounds: int,
+    def train_booster(cls, params: Mapping[str, object], splits: Mapping[str, object], rounds: int,
                       start: object, callback: object) -> None:
         """Trains ``rounds`` more rounds on this worker's ``splits`` (``{name: (X, y)}``,
         "train" first) from ``start`` (a booster or None), reporting through
@@ -209,7 +209,7 @@ class BoostedTreeTrainer(DataParallelTrainer):
             )
 
     @classmethod
-    def train_rounds(cls, params: Mapping[str, Any], splits: Mapping[str, Any], total: int,
+    def train_rounds(cls, params: Mapping[str, object], splits: Mapping[str, object], total: int,
                      **kwargs: Any) -> None:
         """Inside a worker: trains up to round ``total`` on this worker's ``splits``
         (``{name: (X, y)}``, "train" first), resuming from the run's checkpoint; see
