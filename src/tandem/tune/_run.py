@@ -15,6 +15,7 @@ from typing import Any
 from tandem._core.errors import ConfigError
 from tandem.train.api.config import CheckpointConfig, FailureConfig, RunConfig
 from tandem.tune.analysis import ExperimentAnalysis
+from tandem.tune.callback import Callback
 from tandem.tune.controller import TuneError
 from tandem.tune.schedulers.base import TrialScheduler
 from tandem.tune.search.searcher import Searcher
@@ -47,7 +48,7 @@ def run(
     name: str | None = None,
     resume: bool | str | None = None,
     verbose: int | None = None,
-    callbacks: Sequence[Any] | None = None,
+    callbacks: Sequence[Callback] | None = None,
     max_concurrent_trials: int | None = None,
     time_budget_s: float | None = None,
     raise_on_failed_trial: bool = True,
@@ -273,7 +274,7 @@ def run_experiments(
     reuse_actors: bool = False,
     raise_on_failed_trial: bool = True,
     concurrent: bool = True,
-    callbacks: Sequence[object] | None = None,
+    callbacks: Sequence[Callback] | None = None,
 ) -> list[Any]:
     """Runs each experiment (an ``Experiment``, or a ``{name: spec}`` mapping whose specs are
     ``Experiment`` keywords), one after the other, and returns all their trials (Ray's
