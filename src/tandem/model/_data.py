@@ -189,7 +189,7 @@ def normalize(name: str, data: Any, label_column: str | None, where: str) -> Any
     )
 
 
-def _as_array(x: object) -> Any:
+def _as_array(x: object) -> object:
     if isinstance(x, (list, tuple)):
         import numpy as np
 
@@ -270,7 +270,7 @@ def check_sizes(splits: Mapping[str, Any], num_workers: int, where: str) -> None
 # -- on the worker ---------------------------------------------------------------------
 
 
-def _tensor(x: object, label: bool = False) -> Any:
+def _tensor(x: object, label: bool = False) -> object:
     import numpy as np
     import torch
 
@@ -314,7 +314,7 @@ class WorkerData:
     def has_valid(self) -> bool:
         return self._valid is not None
 
-    def _prepare(self, data: Any, split: str, presharded: bool) -> Any:
+    def _prepare(self, data: Any, split: str, presharded: bool) -> object:
         if isinstance(data, Arrays):
             if not presharded:
                 data = (even_shard if split == "train" else strided_shard)(

@@ -117,7 +117,7 @@ def _tandem_version() -> str:
     return str(getattr(tandem, "__version__", "unknown"))
 
 
-def _jsonable(value: object) -> Any:
+def _jsonable(value: object) -> object:
     try:
         json.dumps(value)
         return value

@@ -51,7 +51,7 @@ def run_sync(value: object) -> Any:
     if not inspect.isawaitable(value):
         return value
 
-    async def _await() -> Any:
+    async def _await() -> object:
         return await value
 
     try:

@@ -195,7 +195,7 @@ def load_optimizer(net: Any, strategy: Any, directory: str) -> bool:
     return True
 
 
-def _no_autoshard(ds: Any) -> Any:
+def _no_autoshard(ds: Any) -> object:
     import tensorflow as tf
 
     options = tf.data.Options()

@@ -151,7 +151,7 @@ class RunProgress:
     def _render(self) -> Any:
         return self._line(final=self._ended)
 
-    def _line(self, final: bool = False) -> Any:
+    def _line(self, final: bool = False) -> object:
         """``⠋ epoch 3/10 ━━━━━━╸━━━ loss=0.41 val_accuracy=0.93  12.3 s``: only the metrics
         are cut short on a narrow terminal (the run's name is in the line above)."""
         from rich.table import Table

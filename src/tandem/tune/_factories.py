@@ -40,7 +40,7 @@ SEARCH_ALG_IMPORT: dict[str, tuple[str, str]] = {
 }
 
 
-def _build(kind: str, table: dict[str, tuple[str, str]], name: str, kwargs: dict) -> Any:
+def _build(kind: str, table: dict[str, tuple[str, str]], name: str, kwargs: dict) -> object:
     key = name.lower() if isinstance(name, str) else name
     if key not in table:
         raise ValueError(f"The `{kind}` argument must be one of {list(table)}. Got: {name}")

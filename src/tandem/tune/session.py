@@ -97,7 +97,7 @@ def get_context() -> TuneContext:
     )
 
 
-def _trial_resources(ctx: object) -> Any:
+def _trial_resources(ctx: object) -> object:
     """The trial's resources as a ``PlacementGroupFactory`` (what its worker holds)."""
     from tandem.train.context import TRIAL_RESOURCES
     from tandem.tune.execution.placement_groups import PlacementGroupFactory

@@ -236,7 +236,7 @@ JOB_FIELDS: frozenset[str] = frozenset(
 # --------------------------------------------------------------------------- JSON helpers
 
 
-def _json_default(obj: object) -> Any:
+def _json_default(obj: object) -> object:
     # NumPy scalars and arrays (and torch tensors) reach metrics all the time.
     if hasattr(obj, "tolist"):
         return obj.tolist()

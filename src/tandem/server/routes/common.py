@@ -187,7 +187,7 @@ def _answers(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {c: {"model": ErrorOut, "description": what[c]} for c in (401, *codes)}
 
 
-def _finite(value: object) -> Any:
+def _finite(value: object) -> object:
     """``value`` with non-finite floats spelled as strings (JSON has no NaN)."""
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)

@@ -1108,7 +1108,7 @@ def _root_cause(failures: list[_Failure]) -> _Failure:
     return failures[0]
 
 
-def _load_return(payload: bytes | None) -> Any:
+def _load_return(payload: bytes | None) -> object:
     if payload is None:
         return None
     try:

@@ -32,7 +32,7 @@ def clean_metrics(metrics: Mapping[str, object]) -> dict[str, Any]:
     return out
 
 
-def _clean_value(key: str, value: object) -> Any:
+def _clean_value(key: str, value: object) -> object:
     if isinstance(value, _SCALARS):
         return value
     if isinstance(value, Mapping):

@@ -24,7 +24,7 @@ CHECKPOINT_STATE_FILE = "checkpoints.json"
 a later ``fit()`` with the same ``(storage_path, name)`` resumes from."""
 
 
-def _json_default(o: object) -> Any:
+def _json_default(o: object) -> object:
     item = getattr(o, "item", None)
     if item is not None:
         try:

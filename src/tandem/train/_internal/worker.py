@@ -207,6 +207,6 @@ class _LocalWorkerGroup:
         return self._gather(fn(*args, **kwargs))
 
     def execute_single(self, rank: int, fn: Callable[..., object], *args: object,
-                       **kwargs: object) -> Any:
+                       **kwargs: object) -> object:
         value = fn(*args, **kwargs) if rank == self._rank else None
         return self._gather(value)[rank]

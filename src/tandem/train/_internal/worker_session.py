@@ -219,7 +219,7 @@ class WorkerSession:
             )
         return self._resolved(name)
 
-    def _resolved(self, name: str) -> Any:
+    def _resolved(self, name: str) -> object:
         shard = self._shards[name]
         if isinstance(shard, RayDataShard):  # a ray.data iterator: connect to Ray, once
             shard = self._shards[name] = shard.resolve()

@@ -53,7 +53,7 @@ def _select(results: list[dict], workers: int | Sequence[int] | None) -> list[di
     return [results[i] for i in workers]
 
 
-def _json_default(o: object) -> Any:
+def _json_default(o: object) -> object:
     for name in ("item", "tolist"):  # NumPy/torch scalars and arrays
         convert = getattr(o, name, None)
         if convert is not None:

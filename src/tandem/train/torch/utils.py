@@ -140,7 +140,7 @@ def _record_stream(batch: object, stream: object) -> None:
             _record_stream(b, stream)
 
 
-def _to_device(batch: object, device: object) -> Any:
+def _to_device(batch: object, device: object) -> object:
     if hasattr(batch, "to"):
         return batch.to(device, non_blocking=True)
     if isinstance(batch, (list, tuple)):
@@ -231,7 +231,7 @@ def _seed_data_worker(fn: Any, worker_id: int) -> None:
         fn(worker_id)
 
 
-def _seeded_generator(generator: object) -> Any:
+def _seeded_generator(generator: object) -> object:
     if _seed is None:
         return generator
     import torch

@@ -90,7 +90,7 @@ class XGBoostBackend(Backend):
             tracker.free()
 
 
-def _dmatrix(x: object, y: object = None) -> Any:
+def _dmatrix(x: object, y: object = None) -> object:
     import xgboost
 
     return xgboost.DMatrix(x, label=y, enable_categorical=True,

@@ -40,7 +40,7 @@ def _import_optuna() -> Any:
 _PRIMITIVES = (str, int, float, bool, type(None))
 
 
-def _identity(value: object) -> Any:
+def _identity(value: object) -> object:
     return value
 
 

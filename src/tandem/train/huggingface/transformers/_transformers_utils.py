@@ -91,7 +91,7 @@ def _ray_iterable_class() -> type | None:
     return _IterableFromIterator
 
 
-def _first(batch: list[Any]) -> Any:
+def _first(batch: list[Any]) -> object:
     return batch[0]
 
 
