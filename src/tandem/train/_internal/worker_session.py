@@ -206,7 +206,7 @@ class WorkerSession:
         self._preemption_calls += 1
         return self.call("preemption_info", self._preemption_calls)
 
-    def dataset_shard(self, name: str | None) -> Any:
+    def dataset_shard(self, name: str | None) -> object:
         if name is None:  # the 1.x spelling: the one dataset given, or all of them by name
             if len(self._shards) == 1:
                 return self._resolved(next(iter(self._shards)))

@@ -122,7 +122,7 @@ class PlacementGroupFactory:
         return (f"PlacementGroupFactory(bundles={self._bundles!r}, strategy={self._strategy!r}, "
                 f"head_bundle_is_empty={self._head_bundle_is_empty})")
 
-    def to_placement_group(self) -> Any:
+    def to_placement_group(self) -> object:
         raise NotImplementedError(
             "PlacementGroupFactory.to_placement_group(): tandem creates no Ray placement "
             "groups; give the factory to tune.with_resources(trainable, factory) and each "
