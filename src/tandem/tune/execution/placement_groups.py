@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from copy import deepcopy
-from typing import Any
+from typing import Any, NoReturn
 
 from tandem._core.errors import ConfigError
 
@@ -122,15 +122,15 @@ class PlacementGroupFactory:
         return (f"PlacementGroupFactory(bundles={self._bundles!r}, strategy={self._strategy!r}, "
                 f"head_bundle_is_empty={self._head_bundle_is_empty})")
 
-    def to_placement_group(self) -> object:
+    def to_placement_group(self) -> NoReturn:
         raise NotImplementedError(
             "PlacementGroupFactory.to_placement_group(): tandem creates no Ray placement "
             "groups; give the factory to tune.with_resources(trainable, factory) and each "
             "trial's worker holds its required_resources."
         )
 
-    def __call__(self, *args: object, **kwargs: object) -> Any:
-        return self.to_placement_group()
+    def __call__(self, *args: object, **kwargs: object) -> NoReturn:
+        self.to_placement_group()
 
 
 def resource_dict_to_pg_factory(spec: Mapping[str, Any] | None = None) -> PlacementGroupFactory:
