@@ -80,7 +80,7 @@ class FunctionStopper(Stopper):
         self.fn = function
 
     @classmethod
-    def is_valid_function(cls, fn: Any) -> bool:
+    def is_valid_function(cls, fn: object) -> bool:
         """Ray's check: a plain callable (not a ``Stopper``); one with a ``stop_all`` must
         subclass ``Stopper`` to be recognised as one."""
         is_function = callable(fn) and not isinstance(fn, Stopper)
@@ -122,7 +122,7 @@ class NoopStopper(Stopper):
 class CombinedStopper(Stopper):
     """Stops a trial when any of ``stoppers`` would, and the experiment likewise."""
 
-    def __init__(self, *stoppers: Any) -> None:
+    def __init__(self, *stoppers: Stopper) -> None:
         self._stoppers = tuple(make_stopper(s) for s in stoppers)
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:

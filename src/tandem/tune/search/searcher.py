@@ -6,7 +6,7 @@ import logging
 import os
 import pickle
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import cloudpickle
 
@@ -158,8 +158,18 @@ class Searcher(ABC):
             self.set_state(pickle.load(f))
 
 
+class MetricModeOwner(Protocol):
+    """A searcher or scheduler: its own metric and mode (None where not given)."""
+
+    @property
+    def metric(self) -> str | None: ...
+
+    @property
+    def mode(self) -> str | None: ...
+
+
 def merge_metric_mode(
-    owner: Any, metric: str | None, mode: str | None
+    owner: MetricModeOwner, metric: str | None, mode: str | None
 ) -> tuple[str | None, str | None]:
     """Combines an object's own metric/mode with the ones the controller passes in.
 
@@ -234,11 +244,11 @@ class ConcurrencyLimiter(Searcher):
         self._limit_concurrency = not self.searcher.set_max_concurrency(self.max_concurrent)
 
     @property
-    def metric(self) -> Any:
+    def metric(self) -> str | None:
         return self.searcher.metric
 
     @property
-    def mode(self) -> Any:
+    def mode(self) -> str | None:
         return self.searcher.mode
 
     @property
