@@ -141,7 +141,7 @@ def _backend_config(backend: object) -> BackendConfig:
 class _HookedBackend(Backend):
     """A backend that runs the ``initialization_hook`` in each worker before its own setup."""
 
-    def __init__(self, inner: Backend, hook: Callable[[], Any] | None) -> None:
+    def __init__(self, inner: Backend, hook: Callable[[], object] | None) -> None:
         self.inner = inner
         self.hook = hook
         self.preload = inner.preload
@@ -159,7 +159,7 @@ class _HookedBackend(Backend):
 
 
 class _HookedBackendConfig(BackendConfig):
-    def __init__(self, inner: BackendConfig, hook: Callable[[], Any] | None) -> None:
+    def __init__(self, inner: BackendConfig, hook: Callable[[], object] | None) -> None:
         self.inner = inner
         self.hook = hook
 
@@ -385,7 +385,7 @@ class Trainer:
         if not _is_url(self._logdir):
             os.makedirs(self._logdir, exist_ok=True)
         self._state = "created"  # -> "started" -> "shutdown" (-> "started" again)
-        self._init_hook: Callable[[], Any] | None = None
+        self._init_hook: Callable[[], object] | None = None
         self._run_id = 0
         self._group_id = 0
         self._latest_run_dir: str | None = None
@@ -395,7 +395,7 @@ class Trainer:
         self._active: TrainingIterator | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
-    def start(self, initialization_hook: Callable[[], Any] | None = None) -> None:
+    def start(self, initialization_hook: Callable[[], object] | None = None) -> None:
         """Makes the Trainer ready to ``run``. Workers start with each run; this only warms up
         the process they are forked from.
 
@@ -440,7 +440,7 @@ class Trainer:
         self,
         train_func: Callable[..., Any],
         config: Mapping[str, Any] | None = None,
-        callbacks: Sequence[Any] | None = None,
+        callbacks: Sequence[TrainingCallback] | None = None,
         dataset: Any = None,
         checkpoint: Any = None,
         checkpoint_strategy: CheckpointStrategy | None = None,
@@ -507,7 +507,7 @@ class Trainer:
 
     def _start(self, train_func: Callable[..., object], config: Mapping[str, object] | None,
                dataset: object, checkpoint: object, strategy: CheckpointStrategy | None,
-               before_submit: Callable[[str], Any] | None = None) -> TrainingIterator:
+               before_submit: Callable[[str], object] | None = None) -> TrainingIterator:
         if self._active is not None and not self._active.is_finished():
             raise TrainerStateError(
                 "A run started with run_iterator() is still going: iterate it to the end, or "
@@ -707,15 +707,16 @@ class Trainer:
                 f"logdir={self._logdir!r})")
 
 
-def _training_callbacks(callbacks: Sequence[Any] | None) -> list[TrainingCallback]:
-    out = list(callbacks or [])
-    for cb in out:
+def _training_callbacks(callbacks: Sequence[object] | None) -> list[TrainingCallback]:
+    out: list[TrainingCallback] = []
+    for cb in callbacks or []:
         if not isinstance(cb, TrainingCallback):
             raise ConfigError(
                 f"Trainer.run(callbacks=[...]) got {type(cb).__name__} {cb!r:.60}, which is not "
                 f"a TrainingCallback: subclass tandem.train.legacy.callbacks.TrainingCallback "
                 f"and override start_training / handle_result / finish_training."
             )
+        out.append(cb)
     return out
 
 
