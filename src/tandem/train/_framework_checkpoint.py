@@ -44,7 +44,7 @@ class FrameworkCheckpoint(Checkpoint):
             )
         return path
 
-    def set_preprocessor(self, preprocessor: Any) -> None:
+    def set_preprocessor(self, preprocessor: object) -> None:
         """Keeps a fitted preprocessor (pickled) in the checkpoint folder."""
         import cloudpickle
 

@@ -59,7 +59,7 @@ def run(
     progress_reporter: Any = None,
     log_to_file: bool | str | tuple[str, str] = False,
     checkpoint_config: CheckpointConfig | None = None,
-    storage_filesystem: Any = None,
+    storage_filesystem: object = None,
     fail_fast: bool | str = False,
     restore: str | None = None,
     resume_config: Any = None,

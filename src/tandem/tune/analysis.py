@@ -100,7 +100,7 @@ class ExperimentAnalysis:
     """
 
     def __init__(self, experiment_checkpoint_path: ResultGrid | str | os.PathLike, *,
-                 storage_filesystem: Any = None, trials: list[TuneTrial] | None = None,
+                 storage_filesystem: object = None, trials: list[TuneTrial] | None = None,
                  default_metric: str | None = None, default_mode: str | None = None) -> None:
         experiment = experiment_checkpoint_path
         if storage_filesystem is not None:

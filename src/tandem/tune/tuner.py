@@ -505,7 +505,7 @@ class Tuner:
         write_file(join_path(exp_path, TUNER_FILE), data)
 
     @classmethod
-    def can_restore(cls, path: str, storage_filesystem: Any = None) -> bool:
+    def can_restore(cls, path: str, storage_filesystem: object = None) -> bool:
         """Whether ``path`` (a folder or an fsspec URL, or a folder of ``storage_filesystem``)
         holds an experiment to restore."""
         if storage_filesystem is not None:
@@ -518,7 +518,7 @@ class Tuner:
     def restore(cls, path: str, trainable: Any, *, resume_unfinished: bool = True,
                 resume_errored: bool = False, restart_errored: bool = False,
                 param_space: Mapping[str, Any] | None = None,
-                storage_filesystem: Any = None,
+                storage_filesystem: object = None,
                 _resume_config: ResumeConfig | None = None,
                 resume_config: ResumeConfig | None = None) -> Tuner:
         """Resumes an interrupted experiment from its folder.
