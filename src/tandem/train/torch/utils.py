@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tandem.train.session import get_context
 
+if TYPE_CHECKING:
+    import torch
 
-def get_device() -> Any:
+
+def get_device() -> torch.device:
     """This worker's ``torch.device``: its GPU when it has one, else the CPU."""
     import torch
 
@@ -18,7 +21,7 @@ def get_device() -> Any:
     return torch.device("cpu")
 
 
-def get_devices() -> list[Any]:
+def get_devices() -> list[torch.device]:
     """Every ``torch.device`` this worker was given (Ray's ``get_devices``): one CUDA device
     per GPU of its bundle (``resources_per_worker={"GPU": 2}`` gives two), else the CPU."""
     import torch
@@ -56,11 +59,11 @@ def backward(tensor: object) -> None:
 
 
 def prepare_model(
-    model: Any,
+    model: torch.nn.Module,
     move_to_device: bool = True,
     parallel_strategy: str | None = "ddp",
     parallel_strategy_kwargs: dict[str, Any] | None = None,
-) -> Any:
+) -> torch.nn.Module:
     """Moves ``model`` to this worker's device and wraps it in DistributedDataParallel
     (when there is more than one worker), so gradients are all-reduced on ``backward()``."""
     import torch
@@ -88,7 +91,7 @@ class _DeviceLoader:
     batch is copied on a side CUDA stream while the current one is used (Ray's
     ``auto_transfer``)."""
 
-    def __init__(self, loader: Any, device: Any, auto_transfer: bool = False) -> None:
+    def __init__(self, loader: Any, device: torch.device, auto_transfer: bool = False) -> None:
         self._loader = loader
         self._device = device
         self._auto_transfer = auto_transfer and getattr(device, "type", "") == "cuda"
