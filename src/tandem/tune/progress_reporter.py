@@ -40,7 +40,7 @@ class ProgressReporter:
     """
 
     def setup(self, start_time: float | None = None, total_samples: int | None = None,
-              metric: str | None = None, mode: str | None = None, **kwargs: Any) -> None:
+              metric: str | None = None, mode: str | None = None, **kwargs: object) -> None:
         """Called once before the first report."""
 
     def should_report(self, trials: Sequence[TuneTrial], done: bool = False) -> bool:
@@ -84,7 +84,7 @@ class TuneReporterBase(ProgressReporter):
         self._sort_by_metric = sort_by_metric
 
     def setup(self, start_time: float | None = None, total_samples: int | None = None,
-              metric: str | None = None, mode: str | None = None, **kwargs: Any) -> None:
+              metric: str | None = None, mode: str | None = None, **kwargs: object) -> None:
         self._start_time = start_time if start_time is not None else time.time()
         if total_samples is not None:
             self._total_samples = total_samples

@@ -12,7 +12,7 @@ from tandem.train.backends.horovod import HorovodConfig, HorovodUnavailableError
 class HorovodTrainer:
     """Ray's ``HorovodTrainer``; raises ``HorovodUnavailableError`` when built."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         unavailable("HorovodTrainer")
 
 

@@ -664,7 +664,7 @@ class Trainer:
         tune_function.__qualname__ = tune_function.__name__
         return tune_function
 
-    def to_worker_group(self, train_cls: type, *args: Any, **kwargs: Any) -> WorkerGroup:
+    def to_worker_group(self, train_cls: type, *args: object, **kwargs: object) -> WorkerGroup:
         """Starts ``num_workers`` workers with the backend set up (e.g. a torch process group),
         each holding ``train_cls(*args, **kwargs)``, and returns them as a ``WorkerGroup``.
 

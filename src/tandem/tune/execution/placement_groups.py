@@ -43,7 +43,7 @@ class PlacementGroupFactory:
     """
 
     def __init__(self, bundles: Sequence[Mapping[str, float]], strategy: str = "PACK",
-                 *args: Any, **kwargs: Any) -> None:
+                 *args: object, **kwargs: object) -> None:
         if not bundles:
             raise ValueError("Cannot initialize a ResourceRequest with zero bundles.")
         if isinstance(bundles, Mapping) or not all(isinstance(b, Mapping) for b in bundles):

@@ -152,7 +152,7 @@ class TuneReportCheckpointCallback(TuneCallback):
 
 
 class _TuneCheckpointCallback(TuneCallback):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         raise DeprecationWarning(
             "`ray.tune.integration.pytorch_lightning._TuneCheckpointCallback` "
             "is deprecated."

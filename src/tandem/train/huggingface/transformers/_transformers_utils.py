@@ -47,12 +47,12 @@ class RayTrainReportCallback(TrainerCallback):
 
     CHECKPOINT_NAME = "checkpoint"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         if TRANSFORMERS_IMPORT_ERROR is not None:
             raise TRANSFORMERS_IMPORT_ERROR
         super().__init__(*args, **kwargs)
 
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: object) -> None:
         """Called by the Trainer after it saved a checkpoint."""
         with TemporaryDirectory() as tmpdir:
             metrics: dict[str, Any] = {}
