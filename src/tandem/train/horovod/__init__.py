@@ -4,8 +4,6 @@ build against torch 2.13) and what to use instead (``TorchTrainer``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from tandem.train.backends.horovod import HorovodConfig, HorovodUnavailableError, unavailable
 
 
