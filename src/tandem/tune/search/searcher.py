@@ -84,7 +84,7 @@ class Searcher(ABC):
         return self._mode
 
     def set_search_properties(
-        self, metric: str | None, mode: str | None, config: dict[str, Any] | None, **spec: Any
+        self, metric: str | None, mode: str | None, config: dict[str, Any] | None, **spec: object
     ) -> bool:
         """Called once by the controller with TuneConfig's metric/mode and the param space.
 
@@ -261,7 +261,7 @@ class ConcurrencyLimiter(Searcher):
         return True
 
     def set_search_properties(
-        self, metric: str | None, mode: str | None, config: dict[str, Any] | None, **spec: Any
+        self, metric: str | None, mode: str | None, config: dict[str, Any] | None, **spec: object
     ) -> bool:
         self._set_searcher_max_concurrency()
         return self.searcher.set_search_properties(metric, mode, config, **spec)
