@@ -109,7 +109,7 @@ class Arrays(Sequence[Any]):
     def __len__(self) -> int:
         return _length(self.x)
 
-    def take(self, index: Any) -> Arrays:
+    def take(self, index: object) -> Arrays:
         return Arrays(self.x[index], None if self.y is None else self.y[index])
 
     @overload

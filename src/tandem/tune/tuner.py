@@ -515,7 +515,7 @@ class Tuner:
         return read_file(join_path(_expand(path), STATE_FILE)) is not None
 
     @classmethod
-    def restore(cls, path: str, trainable: Any, *, resume_unfinished: bool = True,
+    def restore(cls, path: str, trainable: object, *, resume_unfinished: bool = True,
                 resume_errored: bool = False, restart_errored: bool = False,
                 param_space: Mapping[str, Any] | None = None,
                 storage_filesystem: object = None,

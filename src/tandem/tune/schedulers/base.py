@@ -133,7 +133,7 @@ class TrialSuggestion:
     resources: Any = None
 
     @staticmethod
-    def resume(trial_id: str, reason: str = "", resources: Any = None) -> TrialSuggestion:
+    def resume(trial_id: str, reason: str = "", resources: object = None) -> TrialSuggestion:
         return TrialSuggestion(SuggestionAction.RESUME, trial_id, reason, resources=resources)
 
     @staticmethod

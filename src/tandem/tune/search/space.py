@@ -289,7 +289,7 @@ class Domain(ABC):
     def _sample_one(self, rng: np.random.Generator | _LegacyRng, config: object) -> object:
         """Draws one value with ``rng``."""
 
-    def cast(self, value: Any) -> Any:
+    def cast(self, value: object) -> Any:
         """``value`` as this domain's type (Ray's ``Domain.cast``)."""
         return value
 
@@ -818,7 +818,7 @@ class Function(Domain):
         return self.pass_spec
 
     def sample(self, config: object = None, size: int = 1, random_state: RandomState = None,
-               *, spec: Any = None) -> Any:
+               *, spec: object = None) -> Any:
         """Calls ``func(spec)`` (or ``func()``) ``size`` times; ``random_state`` is unused.
         ``config`` (Ray's argument) is passed as the spec when ``spec`` is not given."""
         config, _ = _split_sample_args(config, random_state)
