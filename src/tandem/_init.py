@@ -33,21 +33,21 @@ def init(
     warm_pool_mb: float | None = None,
     owner: str | None = None,
     priority: int | None = None,
-    scheduling: Any = None,
-    quotas: Mapping[str, Any] | None = None,
+    scheduling: object = None,
+    quotas: Mapping[str, object] | None = None,
     labels: Mapping[str, str] | None = None,
     object_store_memory: int | None = None,
     dashboard_host: str = "127.0.0.1",
     dashboard_port: int | None = None,
-    job_config: Any = None,
-    logging_config: Any = None,
+    job_config: object = None,
+    logging_config: object = None,
     namespace: str | None = None,
     enable_resource_isolation: bool = False,
     cgroup_path: str | None = None,
     system_reserved_cpu: float | None = None,
     system_reserved_memory: int | None = None,
     proxy_server_url: str | None = None,
-    **ray_kwargs: Any,
+    **ray_kwargs: object,
 ) -> None:
     """Starts tandem's job service in this process, with the resources you declare.
 
@@ -195,7 +195,7 @@ def init(
     runtime.set_service(LocalJobService(c, scheduler=policy, default_owner=owner or "default"))
 
 
-def _scheduling_policy(scheduling: Any, quotas: Mapping[str, Any] | None) -> Any:
+def _scheduling_policy(scheduling: object, quotas: Mapping[str, object] | None) -> Any:
     """The embedded service's admission policy from ``tandem.init(scheduling=, quotas=)``."""
     from tandem.jobs.admission import AdmissionPolicy, FairSharePolicy, make_policy
 
@@ -245,7 +245,7 @@ _RAY_ONLY: dict[str, str] = {
 }
 
 
-def _check_ray_keywords(extra: Mapping[str, Any], *, include_dashboard: bool | None,
+def _check_ray_keywords(extra: Mapping[str, object], *, include_dashboard: bool | None,
                         local_mode: bool, log_to_driver: bool | None) -> None:
     for key, value in extra.items():
         hint = _RAY_ONLY.get(key)
@@ -275,7 +275,7 @@ def _check_ray_keywords(extra: Mapping[str, Any], *, include_dashboard: bool | N
         raise ConfigError(f"tandem.init(log_to_driver={log_to_driver!r}): use True or False.")
 
 
-def _from_logging_config(config: Any, default: int | str) -> int | str:
+def _from_logging_config(config: object, default: int | str) -> int | str:
     """``ray.init(logging_config=ray.LoggingConfig(log_level=..., encoding="TEXT"))``: its
     ``log_level`` sets the ``tandem`` logger's level; JSON encoding and extra attributes
     are refused (tandem's console handler writes text)."""

@@ -67,7 +67,7 @@ def _conn(a: argparse.Namespace) -> Any:
     return ServerConnection(url, token)
 
 
-def _print_json(obj: Any) -> None:
+def _print_json(obj: object) -> None:
     print(json.dumps(obj, indent=2, default=str))
 
 
@@ -539,7 +539,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
     sys.stdout.flush()
     import signal
 
-    def _term(*_: Any) -> None:
+    def _term(*_: object) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _term)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from tests.tools.signature_types import scan
 
-ANY_CEILING = 1644
+ANY_CEILING = 1097
 """Annotations mentioning ``Any`` in every signature under src/tandem (1618 before the typed
-job events and frames)."""
-BARE_CEILING = 112
-"""Bare ``dict`` / ``list`` in public signatures (114 on main)."""
+job events and frames, 1644 before the wave that typed them down to 1097)."""
+BARE_CEILING = 5
+"""Bare ``dict`` / ``list`` in public signatures (114 on main, 112 before that wave; the 5 left
+are in ``tune/controller.py`` and ``train/tensorflow/keras.py``)."""
 
 
 def test_loose_types_in_signatures_do_not_grow():

@@ -9,7 +9,7 @@ MISSING: Any = object()
 """What :func:`lookup` returns for a key the result does not have."""
 
 
-def lookup(result: Mapping[str, Any], key: str) -> Any:
+def lookup(result: Mapping[str, object], key: str) -> Any:
     """``result[key]``, or ``"a/b"`` read as nested keys (as ``RunConfig(stop=...)`` and
     Ray's stop criteria do); :data:`MISSING` when neither is there. One function, so the
     stop criteria and the reports that wait for their verdict read a key the same way."""

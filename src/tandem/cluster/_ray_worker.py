@@ -82,7 +82,7 @@ class _OutputPump:
 class _TandemWorker:
     """The Ray actor class (wrapped with ``ray.remote`` by ``RayCluster``). One per worker."""
 
-    def run(self, spec: dict, task_bytes: bytes, objects: Mapping[str, Any]) -> int:
+    def run(self, spec: dict, task_bytes: bytes, objects: Mapping[str, object]) -> int:
         # The actor holds no Ray resources (its placement group bundle does): the driver
         # passes the bundle's CUDA_VISIBLE_DEVICES in env.
         env = dict(spec.get("env") or {})

@@ -32,12 +32,12 @@ _HEADER = struct.Struct(">I")
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 
 
-def encode(obj: Any) -> bytes:
+def encode(obj: object) -> bytes:
     payload = pickle.dumps(obj, protocol=_PROTOCOL)
     return _HEADER.pack(len(payload)) + payload
 
 
-def send_frame(sock: socket.socket, lock: threading.Lock, obj: Any) -> None:
+def send_frame(sock: socket.socket, lock: threading.Lock, obj: object) -> None:
     """Sends one frame on a socket the I/O thread also reads; a closed peer is ignored."""
     data = encode(obj)
     with lock:
@@ -160,7 +160,7 @@ class SocketChannel:
         self._reader = FrameReader()
         self._pending: list[Any] = []
 
-    def send(self, obj: Any) -> None:
+    def send(self, obj: object) -> None:
         data = encode(obj)
         with self._send_lock:
             self._sock.sendall(data)
@@ -203,7 +203,7 @@ class SocketWorker:
     def pid(self) -> int | None:
         return self._pid
 
-    def send(self, obj: Any) -> None:
+    def send(self, obj: object) -> None:
         conn = self._conn
         if conn is not None:
             send_frame(conn, self._send_lock, obj)
@@ -375,7 +375,7 @@ class IOThread(threading.Thread):
         """A worker connection is readable; ``state`` is ``[FrameReader, worker | None]``."""
         raise NotImplementedError
 
-    def _on_readable(self, kind: str, fileobj: Any, data: Any) -> None:
+    def _on_readable(self, kind: str, fileobj: object, data: object) -> None:
         """Another source the subclass registered with ``(kind, data)`` is readable."""
 
     def _select_timeout(self) -> float:

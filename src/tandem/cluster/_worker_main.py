@@ -34,7 +34,7 @@ class WorkerChannel:
         self.idle: Any = None  # a reused worker's queue for frames while no task runs
         self.learner: ImportLearner | None = None
 
-    def send(self, obj: Any) -> None:
+    def send(self, obj: object) -> None:
         learner = self.learner
         if learner is not None and len(sys.modules) != learner.known:
             learner.send_new()  # what the task imported so far goes ahead of its frame

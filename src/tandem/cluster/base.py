@@ -81,7 +81,7 @@ class WorkerProcess(ABC):
         """The OS process id, once known."""
 
     @abstractmethod
-    def send(self, obj: Any) -> None:
+    def send(self, obj: object) -> None:
         """Sends a frame to the worker (dropped if it is gone)."""
 
     @abstractmethod

@@ -478,7 +478,7 @@ class _IOThread(_wire.IOThread):
         self.reused = 0  # workers that went back to the pool after a task (reuse_actors)
 
     # -- called from other threads ------------------------------------------------------
-    def _to_zygote(self, msg: Any) -> None:
+    def _to_zygote(self, msg: object) -> None:
         data = _wire.encode(msg)
         with self._zin_lock:
             try:

@@ -36,7 +36,7 @@ class GangScheduler(FifoGangPolicy):
         super().__init__(reserve_after_s=reserve_after_s)
         self.clock = clock or RealClock()
 
-    def select(self, pending: Sequence[Any], cluster: Cluster) -> list[StartDecision]:
+    def select(self, pending: Sequence[object], cluster: Cluster) -> list[StartDecision]:
         """Places what fits now, in order; returns the jobs to start with their placements.
 
         The caller owns the placements returned (it must start the jobs or release them).

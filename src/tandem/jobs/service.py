@@ -227,7 +227,7 @@ class LocalJobService:
             self._schedule()
         return job
 
-    def set_quota(self, owner: str | None, quota: Quota | dict | None) -> None:
+    def set_quota(self, owner: str | None, quota: Quota | dict[str, float] | None) -> None:
         """Sets ``owner``'s quota (``owner=None``: everyone's default; ``quota=None``
         removes it). Needs a policy with quotas (``FairSharePolicy`` /
         ``PriorityPreemptionPolicy``)."""
@@ -243,7 +243,7 @@ class LocalJobService:
             setter(owner, quota)
         self._schedule()
 
-    def set_group_quota(self, group: str, quota: Quota | dict | None) -> None:
+    def set_group_quota(self, group: str, quota: Quota | dict[str, float] | None) -> None:
         """Sets group ``group``'s quota (what its members hold and queue together;
         ``quota=None`` removes it). Needs a policy with quotas, as ``set_quota``."""
         setter = self._quota_setter("set_group_quota")

@@ -157,8 +157,8 @@ class JobContext:
         job's listener and subscribers."""
         self._job._emit(event)
 
-    def ask(self, kind: str, payload: Any, reply: Callable[[bool, Any], None],
-            default: Any = None) -> None:
+    def ask(self, kind: str, payload: object, reply: Callable[[bool, Any], None],
+            default: object = None) -> None:
         """Asks the job's submitter (see ``JobCall``); ``reply`` gets the answer, from
         another thread, or ``default`` at once when nobody can answer."""
         call = JobCall(payload, reply, default)

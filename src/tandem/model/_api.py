@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 # -- resolving what the caller gave --------------------------------------------------------
 
 
-def _resolve_model(m: Any, config: Mapping[str, Any] | None) -> tuple[type[Model], dict, Model | None]:
+def _resolve_model(m: Any, config: Mapping[str, object] | None) -> tuple[type[Model], dict, Model | None]:
     """``(class, config, instance or None)`` for a Model class, instance or registry ref."""
     if isinstance(m, str) or type(m).__name__ == "ModelRef":
         try:
@@ -66,7 +66,7 @@ class _Plan:
     trainer: DataParallelTrainer
 
 
-def _build(m: Any, config: Mapping[str, Any] | None, train_settings: Any, dataset: Any,
+def _build(m: object, config: Mapping[str, object] | None, train_settings: object, dataset: object,
            run_config: RunConfig | None, *, arg: str = "train_settings",
            name_suffix: str = "") -> _Plan:
     """Checks everything a run needs on the driver, then builds its trainer. Raises before
@@ -131,11 +131,11 @@ def _build(m: Any, config: Mapping[str, Any] | None, train_settings: Any, datase
 
 
 def train(
-    m: Any,
+    m: object,
     *,
-    config: Mapping[str, Any] | None = None,
-    train_settings: TrainSettings | Mapping[str, Any] | None = None,
-    dataset: Any = None,
+    config: Mapping[str, object] | None = None,
+    train_settings: TrainSettings | Mapping[str, object] | None = None,
+    dataset: object = None,
     block: bool = True,
     run_config: RunConfig | None = None,
 ) -> ModelResult | ModelJobHandle:
@@ -181,14 +181,14 @@ def _unknown_keys(space: Mapping[str, Any], config: Mapping[str, Any], prefix: s
 
 
 def tune(
-    m: Any,
+    m: object,
     *,
-    tune_settings: TuneSettings | Mapping[str, Any] | None = None,
-    param_space: Mapping[str, Any] | None = None,
-    train_settings: TrainSettings | Mapping[str, Any] | None = None,
-    dataset: Any = None,
+    tune_settings: TuneSettings | Mapping[str, object] | None = None,
+    param_space: Mapping[str, object] | None = None,
+    train_settings: TrainSettings | Mapping[str, object] | None = None,
+    dataset: object = None,
     run_config: RunConfig | None = None,
-    config: Mapping[str, Any] | None = None,
+    config: Mapping[str, object] | None = None,
 ) -> ResultGrid:
     """Tunes ``m`` over ``param_space`` (default ``m.hyperparameter_space()``): every trial is
     a ``model.train`` job with the sampled config.

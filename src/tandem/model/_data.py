@@ -37,16 +37,16 @@ class DataError(ConfigError):
     """A dataset given to ``model.train`` cannot be used; the message names its key."""
 
 
-def is_ray_dataset(data: Any) -> bool:
+def is_ray_dataset(data: object) -> bool:
     return type(data).__module__.startswith("ray.data")
 
 
-def _is_torch_dataset(data: Any) -> bool:
+def _is_torch_dataset(data: object) -> bool:
     return any(c.__module__.startswith("torch.utils.data") and c.__name__ == "Dataset"
                for c in type(data).__mro__) and hasattr(data, "__getitem__")
 
 
-def _is_dataframe(data: Any) -> bool:
+def _is_dataframe(data: object) -> bool:
     return type(data).__module__.startswith("pandas") and hasattr(data, "columns")
 
 
@@ -57,7 +57,7 @@ def _length(x: Any) -> int:
     return len(x)
 
 
-def is_data_source(dataset: Any) -> bool:
+def is_data_source(dataset: object) -> bool:
     """A class, or an object with ``setup()``, whose datasets are made on each worker."""
     if isinstance(dataset, Mapping):
         return False
@@ -66,7 +66,7 @@ def is_data_source(dataset: Any) -> bool:
     return callable(getattr(dataset, "setup", None))
 
 
-def check_source(dataset: Any) -> None:
+def check_source(dataset: object) -> None:
     if inspect.isclass(dataset) and not callable(getattr(dataset, "setup", None)):
         raise DataError(
             f"dataset={dataset.__name__}: a data class needs a setup() method returning "
@@ -74,7 +74,7 @@ def check_source(dataset: Any) -> None:
         )
 
 
-def check_splits(datasets: Any, where: str) -> dict[str, Any]:
+def check_splits(datasets: object, where: str) -> dict[str, Any]:
     """The dict of splits, or a ``DataError`` naming what is wrong with it."""
     if not isinstance(datasets, Mapping):
         raise DataError(
@@ -109,7 +109,7 @@ class Arrays(Sequence[Any]):
     def __len__(self) -> int:
         return _length(self.x)
 
-    def take(self, index: Any) -> Arrays:
+    def take(self, index: object) -> Arrays:
         return Arrays(self.x[index], None if self.y is None else self.y[index])
 
     @overload
@@ -189,7 +189,7 @@ def normalize(name: str, data: Any, label_column: str | None, where: str) -> Any
     )
 
 
-def _as_array(x: Any) -> Any:
+def _as_array(x: object) -> object:
     if isinstance(x, (list, tuple)):
         import numpy as np
 
@@ -270,7 +270,7 @@ def check_sizes(splits: Mapping[str, Any], num_workers: int, where: str) -> None
 # -- on the worker ---------------------------------------------------------------------
 
 
-def _tensor(x: Any, label: bool = False) -> Any:
+def _tensor(x: object, label: bool = False) -> object:
     import numpy as np
     import torch
 
@@ -314,7 +314,7 @@ class WorkerData:
     def has_valid(self) -> bool:
         return self._valid is not None
 
-    def _prepare(self, data: Any, split: str, presharded: bool) -> Any:
+    def _prepare(self, data: Any, split: str, presharded: bool) -> object:
         if isinstance(data, Arrays):
             if not presharded:
                 data = (even_shard if split == "train" else strided_shard)(

@@ -58,7 +58,7 @@ def _installed(module_name: str) -> bool:
 
 
 @contextlib.contextmanager
-def pickled_by_value(*objs: Any) -> Iterator[None]:
+def pickled_by_value(*objs: object) -> Iterator[None]:
     """Within: cloudpickle pickles the modules that define ``objs`` by value when another
     process (a worker, the train server, a registry reader) could not import them: a
     script, a test file, a notebook. Installed packages and tandem stay by reference."""
@@ -117,7 +117,7 @@ def _tandem_version() -> str:
     return str(getattr(tandem, "__version__", "unknown"))
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> object:
     try:
         json.dumps(value)
         return value

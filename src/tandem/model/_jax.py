@@ -60,10 +60,10 @@ class _Sgd:
     def __init__(self, lr: float) -> None:
         self.lr = lr
 
-    def init(self, params: Any) -> tuple[()]:
+    def init(self, params: object) -> tuple[()]:
         return ()
 
-    def update(self, grads: Any, state: Any, params: Any = None) -> tuple[Any, Any]:
+    def update(self, grads: object, state: object, params: object = None) -> tuple[Any, Any]:
         import jax
 
         lr = self.lr
@@ -184,7 +184,7 @@ class JaxModel(Model):
         self.load_weights_state(leaves, where=os.fspath(directory))
 
 
-def save_opt_state(opt_state: Any, directory: str) -> None:
+def save_opt_state(opt_state: object, directory: str) -> None:
     """The optimizer state's leaves (``jax.tree_util`` order) as ``opt_state.npz``."""
     import jax
     import numpy as np
@@ -219,7 +219,7 @@ def load_opt_state(model: JaxModel, opt: Any, directory: str) -> Any:
         treedef, [jnp.asarray(a, dtype=jnp.asarray(b).dtype) for a, b in zip(saved, leaves)])
 
 
-def check_pure(model: JaxModel, x: Any, y: Any) -> None:
+def check_pure(model: JaxModel, x: object, y: object) -> None:
     """The purity check of the module docstring, on ``model.params`` and a batch."""
     import jax
     import numpy as np
@@ -268,7 +268,7 @@ class JaxModelTrainer(JaxTrainer):
         self.metadata = dict(metadata or {})
 
 
-def _check_before_start(fn: Any, config: Mapping[str, Any], datasets: Mapping[str, Any]) -> None:
+def _check_before_start(fn: object, config: Mapping[str, object], datasets: Mapping[str, object]) -> None:
     import cloudpickle
 
     payload_bytes = getattr(fn, "args", (None,))[0]
@@ -341,7 +341,7 @@ def jax_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
     devices = jax.local_devices()
     n_dev = len(devices)
 
-    def step(params: Any, state: Any, xb: Any, yb: Any) -> tuple[Any, Any, Any]:
+    def step(params: object, state: object, xb: object, yb: object) -> tuple[Any, Any, Any]:
         value, grads = jax.value_and_grad(model.loss)(params, xb, yb)
         grads = jax.lax.pmean(grads, "i")  # across every device of every worker
         updates, state = opt.update(grads, state, params)
@@ -351,7 +351,7 @@ def jax_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
     pstep = jax.pmap(step, axis_name="i")
     psum = jax.pmap(lambda v: jax.lax.psum(v, "i"), axis_name="i")
 
-    def replicate(tree: Any) -> Any:
+    def replicate(tree: object) -> Any:
         return jax.tree_util.tree_map(lambda a: np.stack([np.asarray(a)] * n_dev), tree)
 
     params, state = replicate(model.params), replicate(opt_state)

@@ -20,9 +20,10 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, SupportsFloat, SupportsIndex
 
 import cloudpickle
 
@@ -37,6 +38,15 @@ from tandem.model._files import (
 )
 from tandem.model._settings import TrainSettings
 
+if TYPE_CHECKING:
+    import torch
+    from torch.optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
+
+    from tandem.train.api.checkpoint import Checkpoint
+
+_Hook = Awaitable[None] | None
+"""What a hook returns: nothing, or (an ``async def`` hook) an awaitable of nothing."""
+
 
 class TorchModel(Protocol):
     """What this loop uses of the model it trains: ``tandem.model.TorchModel``'s hooks.
@@ -46,32 +56,32 @@ class TorchModel(Protocol):
     """
 
     config: dict[str, Any]
-    device: Any
+    device: torch.device
     is_setup: bool
 
-    def setup(self) -> Any: ...
+    def setup(self) -> _Hook: ...
 
-    def modules(self) -> dict[str, Any]: ...
+    def modules(self) -> dict[str, torch.nn.Module]: ...
 
-    def parameters(self) -> list[Any]: ...
+    def parameters(self) -> list[torch.nn.Parameter]: ...
 
-    def training_step(self, batch: Any, batch_idx: int) -> Any: ...
+    def training_step(self, batch: Any, batch_idx: int) -> object: ...
 
-    def validation_step(self, batch: Any, batch_idx: int) -> Any: ...
+    def validation_step(self, batch: Any, batch_idx: int) -> object: ...
 
-    def configure_optimizers(self) -> Any: ...
+    def configure_optimizers(self) -> object: ...
 
-    def on_fit_start(self) -> Any: ...
+    def on_fit_start(self) -> _Hook: ...
 
-    def on_epoch_start(self, epoch: int) -> Any: ...
+    def on_epoch_start(self, epoch: int) -> _Hook: ...
 
-    def on_epoch_end(self, epoch: int, metrics: dict[str, Any]) -> Any: ...
+    def on_epoch_end(self, epoch: int, metrics: dict[str, float | None]) -> _Hook: ...
 
-    def on_batch_start(self, batch: Any, batch_idx: int) -> Any: ...
+    def on_batch_start(self, batch: Any, batch_idx: int) -> _Hook: ...
 
-    def on_batch_end(self, batch: Any, batch_idx: int, output: Any) -> Any: ...
+    def on_batch_end(self, batch: Any, batch_idx: int, output: object) -> _Hook: ...
 
-    def on_fit_end(self) -> Any: ...
+    def on_fit_end(self) -> _Hook: ...
 
     def save_weights(self, directory: str) -> None: ...
 
@@ -102,13 +112,13 @@ class WorkerPayload:
     """A set-up instance's ``weights_state()`` to start from (None: ``setup()``'s)."""
 
 
-async def _maybe(value: Any) -> Any:
+async def _maybe(value: object) -> object:
     if inspect.isawaitable(value):
         return await value
     return value
 
 
-def _to_device(batch: Any, device: Any) -> Any:
+def _to_device(batch: object, device: torch.device) -> object:
     if hasattr(batch, "to") and not isinstance(batch, type):
         return batch.to(device, non_blocking=True)
     if isinstance(batch, tuple):
@@ -120,7 +130,7 @@ def _to_device(batch: Any, device: Any) -> Any:
     return batch
 
 
-def _batch_len(batch: Any) -> int:
+def _batch_len(batch: object) -> int:
     shape = getattr(batch, "shape", None)
     if shape is not None:
         return int(shape[0]) if len(shape) else 1
@@ -131,21 +141,24 @@ def _batch_len(batch: Any) -> int:
     return 1
 
 
-def _number(value: Any) -> float:
+def _number(value: object) -> float:
     if hasattr(value, "detach"):
-        value = value.detach()
-        if value.numel() != 1:
-            value = value.float().mean()
-        return float(value.item())
+        tensor = value.detach()
+        if tensor.numel() != 1:
+            tensor = tensor.float().mean()
+        return float(tensor.item())
+    if not isinstance(value, (SupportsFloat, SupportsIndex, str)):
+        raise TypeError(f"a metric must be a number, got {type(value).__name__} {value!r:.60}")
     return float(value)
 
 
-def split_output(model: TorchModel, out: Any, epoch: int, batch_idx: int) -> tuple[Any, dict]:
+def split_output(model: TorchModel, out: object, epoch: int, batch_idx: int
+                 ) -> tuple[torch.Tensor, dict[str, object]]:
     """``(loss tensor, other metrics)`` from what ``training_step`` returned."""
     import torch
 
     name = type(model).__name__
-    extra: dict[str, Any] = {}
+    extra: dict[str, object] = {}
     if isinstance(out, dict):
         if "loss" not in out:
             raise ModelDefinitionError(
@@ -177,7 +190,8 @@ def split_output(model: TorchModel, out: Any, epoch: int, batch_idx: int) -> tup
     return loss, extra
 
 
-def _optimizers(model: TorchModel, value: Any) -> tuple[Any, Any]:
+def _optimizers(model: TorchModel, value: object
+                ) -> tuple[torch.optim.Optimizer, LRScheduler | ReduceLROnPlateau | None]:
     import torch
 
     opt, sched = value, None
@@ -199,7 +213,7 @@ def _optimizers(model: TorchModel, value: Any) -> tuple[Any, Any]:
 
 
 class _Precision:
-    def __init__(self, precision: str, device: Any) -> None:
+    def __init__(self, precision: str, device: torch.device) -> None:
         import torch
 
         self.device_type = device.type
@@ -208,7 +222,7 @@ class _Precision:
         if precision == "16":
             self.scaler = torch.amp.GradScaler(device.type)
 
-    def autocast(self) -> Any:
+    def autocast(self) -> AbstractContextManager[object]:
         import torch
 
         if self.dtype is None:
@@ -217,7 +231,8 @@ class _Precision:
 
 
 @contextlib.contextmanager
-def _ddp_attached(model: TorchModel, wrapped: dict[str, Any]) -> Iterator[None]:
+def _ddp_attached(model: TorchModel, wrapped: dict[str, torch.nn.parallel.DistributedDataParallel]
+                  ) -> Iterator[None]:
     """The DDP wrappers are the model's attributes while training batches run (so
     ``self.net(x)`` goes through DDP); the plain modules are, everywhere else."""
     for name, ddp in wrapped.items():
@@ -394,8 +409,9 @@ async def run_worker(payload_bytes: bytes, config: dict[str, Any]) -> None:
     await _maybe(model.on_fit_end())
 
 
-def _resume(ckpt: Any, model: TorchModel, opt: Any, sched: Any, precision: _Precision,
-            device: Any) -> int:
+def _resume(ckpt: Checkpoint, model: TorchModel, opt: torch.optim.Optimizer,
+            sched: LRScheduler | ReduceLROnPlateau | None, precision: _Precision,
+            device: torch.device) -> int:
     """Loads weights and optimizer state from a checkpoint; returns its epoch.
 
     A checkpoint written under another config (PBT continuing a trial from a donor's
@@ -427,7 +443,7 @@ def _config_key(model: TorchModel) -> str:
     return json.dumps(_jsonable(model.config), sort_keys=True)
 
 
-def _grads_finite(params: list[Any]) -> bool:
+def _grads_finite(params: list[torch.nn.Parameter]) -> bool:
     import torch
 
     grads = [p.grad for p in params if p.grad is not None]
@@ -436,8 +452,10 @@ def _grads_finite(params: list[Any]) -> bool:
     return bool(torch.stack([torch.isfinite(g).all() for g in grads]).all())
 
 
-def _write_checkpoint(d: str, model: TorchModel, ident: dict[str, bytes], opt: Any, sched: Any,
+def _write_checkpoint(d: str, model: TorchModel, ident: dict[str, bytes],
+                      opt: torch.optim.Optimizer, sched: LRScheduler | ReduceLROnPlateau | None,
                       precision: _Precision, epoch: int, payload: WorkerPayload) -> None:
+
     import torch
 
     model.save_weights(d)

@@ -41,17 +41,17 @@ from tandem.model._files import (  # noqa: F401 - their names here too
     identity_files,
     pickled_by_value,
 )
-from tandem.model._loop import run_worker
+from tandem.model._loop import _Hook, run_worker
 
 
-def run_sync(value: Any) -> Any:
+def run_sync(value: object) -> Any:
     """``value``, or what it resolves to when it is a coroutine (user hooks may be
     ``async def``). Called from synchronous code: runs the coroutine in a fresh event loop,
     in a helper thread when this thread already runs one."""
     if not inspect.isawaitable(value):
         return value
 
-    async def _await() -> Any:
+    async def _await() -> object:
         return await value
 
     try:
@@ -180,7 +180,7 @@ class Model:
         )
 
     @classmethod
-    def worker_loop(cls) -> Callable[..., Any]:
+    def worker_loop(cls) -> Callable[..., object]:
         """The per-worker function ``f(payload_bytes, config)``: ``payload_bytes`` is a
         cloudpickled ``tandem.model._loop.WorkerPayload``, ``config`` the model config."""
         raise ModelDefinitionError(
@@ -351,7 +351,7 @@ class TorchModel(Model):
             return torch.stack([t.float() for t in x])
         return torch.as_tensor(np.asarray(x, dtype=np.float32))
 
-    def training_step(self, batch: Any, batch_idx: int) -> Any:
+    def training_step(self, batch: Any, batch_idx: int) -> object:
         """One training batch -> a loss tensor or ``{"loss": ..., **metrics}``."""
         raise ModelDefinitionError(
             f"{type(self).__name__} does not define training_step(batch, batch_idx), which "
@@ -359,11 +359,11 @@ class TorchModel(Model):
             f'"loss"), e.g. `x, y = batch; return F.cross_entropy(self.forward(x), y)`.'
         )
 
-    def validation_step(self, batch: Any, batch_idx: int) -> Any:
+    def validation_step(self, batch: Any, batch_idx: int) -> object:
         """One validation batch -> a dict of metrics (default: none)."""
         return None
 
-    def configure_optimizers(self) -> Any:
+    def configure_optimizers(self) -> object:
         """An optimizer or ``(optimizer, lr_scheduler)``. Default: Adam, ``config["lr"]``."""
         import torch
 
@@ -376,22 +376,22 @@ class TorchModel(Model):
             )
         return torch.optim.Adam(params, lr=float(self.config.get("lr", 1e-3)))
 
-    def on_fit_start(self) -> Any:
+    def on_fit_start(self) -> _Hook:
         """Before the first epoch, on each worker."""
 
-    def on_epoch_start(self, epoch: int) -> Any:
+    def on_epoch_start(self, epoch: int) -> _Hook:
         """Before each epoch's first batch."""
 
-    def on_epoch_end(self, epoch: int, metrics: dict[str, Any]) -> Any:
+    def on_epoch_end(self, epoch: int, metrics: dict[str, float | None]) -> _Hook:
         """After validation, with the metrics about to be reported."""
 
-    def on_batch_start(self, batch: Any, batch_idx: int) -> Any:
+    def on_batch_start(self, batch: Any, batch_idx: int) -> _Hook:
         """Before each training batch."""
 
-    def on_batch_end(self, batch: Any, batch_idx: int, output: Any) -> Any:
+    def on_batch_end(self, batch: Any, batch_idx: int, output: object) -> _Hook:
         """After each optimizer step, with what ``training_step`` returned."""
 
-    def on_fit_end(self) -> Any:
+    def on_fit_end(self) -> _Hook:
         """After the last epoch, on each worker."""
 
     # -- framework calls ----------------------------------------------------------------
@@ -403,7 +403,7 @@ class TorchModel(Model):
         return TorchTrainer
 
     @classmethod
-    def worker_loop(cls) -> Callable[..., Any]:
+    def worker_loop(cls) -> Callable[..., object]:
         return run_worker
 
     @classmethod
@@ -448,7 +448,8 @@ class TorchModel(Model):
             for name, m in modules.items():
                 m.train(modes[name])
 
-    def weights_state(self) -> dict[str, dict[str, Any]]:
+    def weights_state(self) -> dict[str, dict[str, torch.Tensor]]:
+
         """``{attribute name: state_dict}`` of every module, on CPU (what ``model.pt``
         holds)."""
         self.ensure_setup()

@@ -21,7 +21,7 @@ NONFINITE = ("raise", "skip")
 S = TypeVar("S", "TrainSettings", "TuneSettings")
 
 
-def _from_any(cls: type[S], value: Any, arg: str) -> S:
+def _from_any(cls: type[S], value: object, arg: str) -> S:
     if value is None:
         return cls()
     if isinstance(value, cls):
@@ -111,7 +111,7 @@ class TrainSettings:
             )
 
     @classmethod
-    def from_any(cls, value: Any, arg: str = "train_settings") -> TrainSettings:
+    def from_any(cls, value: object, arg: str = "train_settings") -> TrainSettings:
         """A ``TrainSettings`` from None, a dict (unknown keys are refused) or an instance."""
         return _from_any(cls, value, arg)
 
@@ -149,5 +149,5 @@ class TuneSettings:
             raise ConfigError(f"TuneSettings(mode={self.mode!r}): 'min' or 'max'.")
 
     @classmethod
-    def from_any(cls, value: Any, arg: str = "tune_settings") -> TuneSettings:
+    def from_any(cls, value: object, arg: str = "tune_settings") -> TuneSettings:
         return _from_any(cls, value, arg)

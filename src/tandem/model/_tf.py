@@ -144,7 +144,7 @@ def _gather_ints(strategy: Any, value: int, world: int) -> list[int]:
     return [int(v) for v in strategy.gather(per_replica, axis=0).numpy()]
 
 
-def _optimizer_variables(net: Any) -> list[Any]:
+def _optimizer_variables(net: object) -> list[Any]:
     opt = getattr(net, "optimizer", None)
     variables = getattr(opt, "variables", None)
     if callable(variables):  # the legacy optimizers' variables() method
@@ -152,7 +152,7 @@ def _optimizer_variables(net: Any) -> list[Any]:
     return list(variables or [])
 
 
-def save_optimizer(net: Any, directory: str) -> None:
+def save_optimizer(net: object, directory: str) -> None:
     """The compiled optimizer's variables (step count, slots such as Adam's moments), in
     their order, as ``optimizer.npz``."""
     import numpy as np
@@ -195,7 +195,7 @@ def load_optimizer(net: Any, strategy: Any, directory: str) -> bool:
     return True
 
 
-def _no_autoshard(ds: Any) -> Any:
+def _no_autoshard(ds: Any) -> object:
     import tensorflow as tf
 
     options = tf.data.Options()

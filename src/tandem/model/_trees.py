@@ -32,7 +32,7 @@ class _TreeModel(Model):
     def setup(self) -> None:
         """Nothing to build: the booster comes from training or ``load_weights``."""
 
-    def preprocess(self, x: Any) -> Any:
+    def preprocess(self, x: object) -> object:
         """A DataFrame as is; anything else as a 2-D float array (one input: one row)."""
         import numpy as np
 

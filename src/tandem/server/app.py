@@ -125,7 +125,7 @@ class _BodyLimit:
         over = False
         started = False
 
-        async def counted_receive() -> Any:
+        async def counted_receive() -> object:
             nonlocal seen, over
             if over:
                 return {"type": "http.disconnect"}

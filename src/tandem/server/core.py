@@ -332,7 +332,7 @@ class TrainServer:
         self.queue(job_id, spec, working_dir, env_vars, next_seq=0, summary={})
         return record
 
-    def _claim_run_folder(self, job_id: str, run_path: Any) -> None:
+    def _claim_run_folder(self, job_id: str, run_path: object) -> None:
         if not run_path:
             return
         key = os.path.normpath(str(run_path)) if "://" not in str(run_path) else str(run_path)

@@ -354,7 +354,7 @@ def _uvicorn_server_cls() -> Any:
     return Server
 
 
-def _Uvicorn(config: Any) -> Any:
+def _Uvicorn(config: object) -> Any:
     return _uvicorn_server_cls()(config)
 
 

@@ -150,7 +150,7 @@ class EventHub:
         call.answer_default()
         return True
 
-    def answer(self, job_id: str, call_id: int, ok: bool, value: Any) -> bool:
+    def answer(self, job_id: str, call_id: int, ok: bool, value: object) -> bool:
         """Passes the client's answer to the job; False if there is no such open question
         (answered already, or the job ended)."""
         with self._lock:

@@ -144,7 +144,7 @@ def load_spec(raw: bytes, working_dir: str | None) -> JobSpec:
     return spec
 
 
-def _finite_amount(loc: tuple[str | int, ...], value: Any) -> float:
+def _finite_amount(loc: tuple[str | int, ...], value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SpecError(loc, f"{_where(loc)} is {value!r} ({type(value).__name__}); a resource "
                              f"amount is a number >= 0, e.g. {{'CPU': 1}}")
@@ -195,13 +195,13 @@ def validate_spec(spec: JobSpec) -> None:
     check_tags(("payload", "tags"), spec.tags)
 
 
-def check_name(loc: tuple[str | int, ...], name: Any) -> None:
+def check_name(loc: tuple[str | int, ...], name: object) -> None:
     if not isinstance(name, str) or len(name) > MAX_NAME or "\x00" in name:
         raise SpecError(loc, f"the job name {name!r:.80} is not a string of at most {MAX_NAME} "
                              f"characters without NUL bytes")
 
 
-def check_tags(loc: tuple[str | int, ...], tags: Any) -> None:
+def check_tags(loc: tuple[str | int, ...], tags: object) -> None:
     if not isinstance(tags, (tuple, list)) or len(tags) > MAX_TAGS:
         raise SpecError(loc, f"tags {tags!r:.80} are not a list of at most {MAX_TAGS} strings")
     for i, t in enumerate(tags):

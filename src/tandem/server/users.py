@@ -252,14 +252,14 @@ def check_secret(secret: str, stored: str) -> bool:
     return secrets.compare_digest(got.hex(), digest)
 
 
-def check_name(name: Any) -> str:
+def check_name(name: object) -> str:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise UserError(f"user name {name!r:.80} is not allowed: use a letter, then up to 63 "
                         f"letters, digits, '_', '.' or '-' (e.g. alice, bob.smith)")
     return name
 
 
-def check_group(group: Any) -> str:
+def check_group(group: object) -> str:
     if not isinstance(group, str) or not _NAME.fullmatch(group):
         raise UserError(f"group name {group!r:.80} is not allowed: use a letter, then up to "
                         f"63 letters, digits, '_', '.' or '-' (e.g. ml, vision-team)")

@@ -62,7 +62,7 @@ class QuotaIn(BaseModel):
     queued_jobs: int | None = Field(None, ge=0, le=10**9)
 
 
-def _quota_view(q: Any) -> dict[str, Any]:
+def _quota_view(q: object) -> dict[str, Any]:
     return {k: getattr(q, k) for k in ("cpus", "gpus", "memory", "queued_jobs")
             if getattr(q, k) is not None}
 

@@ -295,7 +295,7 @@ class _Applier:
                 self.store.append_reports(job_id, rest)
 
     @staticmethod
-    def _guard(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    def _guard(fn: Callable[..., object], *args: object, **kwargs: object) -> None:
         """Runs one store write; an unreachable store raises, anything else is logged."""
         try:
             fn(*args, **kwargs)

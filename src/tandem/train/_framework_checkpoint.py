@@ -28,7 +28,7 @@ class FrameworkCheckpoint(Checkpoint):
         return checkpoint_path
 
     @classmethod
-    def _finish(cls: type[C], directory: Path | str, preprocessor: Any) -> C:
+    def _finish(cls: type[C], directory: Path | str, preprocessor: object) -> C:
         checkpoint = cls(os.fspath(directory))
         if preprocessor is not None:
             checkpoint.set_preprocessor(preprocessor)
@@ -44,7 +44,7 @@ class FrameworkCheckpoint(Checkpoint):
             )
         return path
 
-    def set_preprocessor(self, preprocessor: Any) -> None:
+    def set_preprocessor(self, preprocessor: object) -> None:
         """Keeps a fitted preprocessor (pickled) in the checkpoint folder."""
         import cloudpickle
 

@@ -14,7 +14,7 @@ __all__ = ["barrier", "broadcast_from_rank_zero"]
 _calls = itertools.count(1)
 
 
-def _gather(value: Any) -> list[Any]:
+def _gather(value: object) -> list[Any]:
     session = session_mod._require("collective")
     ctx = session.context
     key = ("collective", next(_calls))
@@ -27,7 +27,7 @@ def barrier() -> None:
     _gather(None)
 
 
-def broadcast_from_rank_zero(data: Any) -> Any:
+def broadcast_from_rank_zero(data: object) -> Any:
     """Returns rank 0's ``data`` on every worker (it must pickle); the others' ``data`` is
     ignored."""
     ctx = session_mod._require("broadcast_from_rank_zero").context

@@ -17,7 +17,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from tandem.jobs.handle import JobHandle
+    from tandem.train.api.config import RunConfig
 
 # report keys that are bookkeeping, not metrics a person scans for
 _HIDDEN = {"training_iteration", "time_total_s", "timestamp", "time_this_iter_s", "done",
@@ -25,7 +29,7 @@ _HIDDEN = {"training_iteration", "time_total_s", "timestamp", "time_this_iter_s"
 _MAX_METRICS = 6
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, float):
@@ -136,14 +140,14 @@ class RunProgress:
             self.on_report(row)
 
     # -- rendering -----------------------------------------------------------------------
-    def _where(self, row: Mapping[str, Any] | None) -> str:
+    def _where(self, row: Mapping[str, object] | None) -> str:
         if self.total is not None and self.key and row is not None and self.key in row:
             return f"{self.key} {_fmt(row[self.key])}/{self.total}"
         if self.total is not None and self.key:
             return f"{self.key} 0/{self.total}"
         return f"report {self.count}"
 
-    def _plain(self, row: Mapping[str, Any]) -> str:
+    def _plain(self, row: Mapping[str, object]) -> str:
         took = self._clock() - self._t0
         skip = {self.key} if self.key else set()
         return f"[{self.name}] {self._where(row)} {format_metrics(row, skip)} ({took:.1f} s)"
@@ -151,7 +155,7 @@ class RunProgress:
     def _render(self) -> Any:
         return self._line(final=self._ended)
 
-    def _line(self, final: bool = False) -> Any:
+    def _line(self, final: bool = False) -> object:
         """``⠋ epoch 3/10 ━━━━━━╸━━━ loss=0.41 val_accuracy=0.93  12.3 s``: only the metrics
         are cut short on a narrow terminal (the run's name is in the line above)."""
         from rich.table import Table
@@ -191,7 +195,7 @@ class RunProgress:
             pass
 
 
-def console_progress(handle: Any, run_config: Any, num_workers: int,
+def console_progress(handle: JobHandle, run_config: RunConfig, num_workers: int,
                      total: int | None = None, key: str | None = None) -> RunProgress | None:
     """The console view of waiting on ``handle``: None when ``RunConfig(verbose=0)`` or when
     the wait happens inside a worker (a trial's driver function: its output is a log)."""
@@ -205,7 +209,7 @@ def console_progress(handle: Any, run_config: Any, num_workers: int,
                        num_workers=num_workers, total=total, key=key)
 
 
-def wait_with_progress(handle: Any, progress: RunProgress | None) -> Any:
+def wait_with_progress(handle: JobHandle, progress: RunProgress | None) -> Any:
     """``handle.wait()``, showing each report on ``progress`` as it arrives (when given).
 
     Reports are read on a helper thread, so ``wait()`` (and its ``KeyboardInterrupt``) stays
@@ -231,7 +235,7 @@ def wait_with_progress(handle: Any, progress: RunProgress | None) -> Any:
         progress.end(status, error)
 
 
-def _follow(handle: Any, progress: RunProgress) -> None:
+def _follow(handle: JobHandle, progress: RunProgress) -> None:
     try:
         progress.follow(handle.results())
     except Exception:  # noqa: BLE001, S110 - a display problem must never break the run

@@ -58,7 +58,7 @@ def report(
     delete_local_checkpoint_after_upload: bool | None = None,
     checkpoint_upload_fn: Callable[[Checkpoint, str], Checkpoint] | None = None,
     validation: bool | ValidationTaskConfig = False,
-    **kwargs: Any,
+    **kwargs: object,
 ) -> None:
     """Reports metrics (and optionally a checkpoint) for this worker's current step.
 
@@ -129,7 +129,7 @@ def report(
 
 
 def _keyword_metrics(
-    metrics: Any, checkpoint: Any, kwargs: dict[str, Any]
+    metrics: object, checkpoint: object, kwargs: dict[str, Any]
 ) -> tuple[dict[str, Any], Checkpoint | None]:
     """``report(**metrics)`` (the 1.x API) as ``(metrics, checkpoint)``."""
     if metrics is not None:

@@ -40,7 +40,7 @@ SEARCH_ALG_IMPORT: dict[str, tuple[str, str]] = {
 }
 
 
-def _build(kind: str, table: dict[str, tuple[str, str]], name: str, kwargs: dict) -> Any:
+def _build(kind: str, table: dict[str, tuple[str, str]], name: str, kwargs: dict) -> object:
     key = name.lower() if isinstance(name, str) else name
     if key not in table:
         raise ValueError(f"The `{kind}` argument must be one of {list(table)}. Got: {name}")
@@ -67,7 +67,7 @@ def _build(kind: str, table: dict[str, tuple[str, str]], name: str, kwargs: dict
     return cls(**kwargs)
 
 
-def create_scheduler(scheduler: str, **kwargs: Any) -> Any:
+def create_scheduler(scheduler: str, **kwargs: object) -> Any:
     """A trial scheduler by Ray's name (``"asha"`` is ``"async_hyperband"``, ``"pbt"``,
     ``"hyperband"``, ...), built with the keywords its class takes (others are dropped, as
     in Ray).
@@ -78,7 +78,7 @@ def create_scheduler(scheduler: str, **kwargs: Any) -> Any:
     return _build("scheduler", SCHEDULER_IMPORT, scheduler, kwargs)
 
 
-def create_searcher(search_alg: str, **kwargs: Any) -> Any:
+def create_searcher(search_alg: str, **kwargs: object) -> Any:
     """A search algorithm by Ray's name (``"random"``, ``"optuna"``, ``"hyperopt"``, ...),
     built with the keywords its class takes.
 

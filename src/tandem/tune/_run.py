@@ -15,6 +15,7 @@ from typing import Any
 from tandem._core.errors import ConfigError
 from tandem.train.api.config import CheckpointConfig, FailureConfig, RunConfig
 from tandem.tune.analysis import ExperimentAnalysis
+from tandem.tune.callback import Callback
 from tandem.tune.controller import TuneError
 from tandem.tune.schedulers.base import TrialScheduler
 from tandem.tune.search.searcher import Searcher
@@ -29,7 +30,7 @@ _RESUME_MODES = ("AUTO", "LOCAL", "REMOTE", "ERRORED_ONLY")
 def run(
     run_or_experiment: Any,
     *,
-    config: Mapping[str, Any] | None = None,
+    config: Mapping[str, object] | None = None,
     stop: Mapping[str, Any] | Callable[..., bool] | Any | None = None,
     num_samples: int = 1,
     checkpoint_freq: int = 0,
@@ -47,7 +48,7 @@ def run(
     name: str | None = None,
     resume: bool | str | None = None,
     verbose: int | None = None,
-    callbacks: Sequence[Any] | None = None,
+    callbacks: Sequence[Callback] | None = None,
     max_concurrent_trials: int | None = None,
     time_budget_s: float | None = None,
     raise_on_failed_trial: bool = True,
@@ -58,7 +59,7 @@ def run(
     progress_reporter: Any = None,
     log_to_file: bool | str | tuple[str, str] = False,
     checkpoint_config: CheckpointConfig | None = None,
-    storage_filesystem: Any = None,
+    storage_filesystem: object = None,
     fail_fast: bool | str = False,
     restore: str | None = None,
     resume_config: Any = None,
@@ -222,7 +223,7 @@ def run(
     return analysis
 
 
-def _check_trainable(trainable: Any) -> Any:
+def _check_trainable(trainable: object) -> Any:
     if isinstance(trainable, str):  # a name given to tune.register_trainable
         from tandem.tune.experiment.experiment import get_trainable
 
@@ -273,7 +274,7 @@ def run_experiments(
     reuse_actors: bool = False,
     raise_on_failed_trial: bool = True,
     concurrent: bool = True,
-    callbacks: Sequence[Any] | None = None,
+    callbacks: Sequence[Callback] | None = None,
 ) -> list[Any]:
     """Runs each experiment (an ``Experiment``, or a ``{name: spec}`` mapping whose specs are
     ``Experiment`` keywords), one after the other, and returns all their trials (Ray's

@@ -14,7 +14,7 @@ callback that may change a result) keeps a verdict per report.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tandem.train.context import VerdictGate
 from tandem.tune.callback import Callback, LoggerCallback, TBXLoggerCallback
@@ -28,6 +28,9 @@ from tandem.tune.stopper import (
     NoopStopper,
     Stopper,
 )
+
+if TYPE_CHECKING:
+    from tandem.tune.controller import TuneTrial
 
 #: A trial's gate: ``True`` = every report waits.
 Gate = VerdictGate | bool
@@ -49,7 +52,7 @@ def verdict_gate(stopper: Any, scheduler: TrialScheduler, callbacks: Sequence[Ca
         required = tuple(strict_metric) if isinstance(strict_metric, (list, tuple)) else (
             strict_metric,)
 
-    def gate(trial: Any) -> Gate:
+    def gate(trial: object) -> Gate:
         a, b = stop(trial), sched(trial)
         if a is True or b is True:
             return True
@@ -59,7 +62,7 @@ def verdict_gate(stopper: Any, scheduler: TrialScheduler, callbacks: Sequence[Ca
     return gate
 
 
-def _never(trial: Any) -> Gate:
+def _never(trial: object) -> Gate:
     return VerdictGate()
 
 
@@ -83,7 +86,7 @@ def _stopper_gate(stopper: Any) -> GateOf | None:
         return lambda trial: VerdictGate(at_least=pairs)
     if kind is MaximumIterationStopper:
         # counts the trial's results across its jobs: this job may go on until the rest
-        def rows(trial: Any) -> Gate:
+        def rows(trial: TuneTrial) -> Gate:
             left = stopper._max_iter - stopper._iter.get(trial.trial_id, 0)
             return VerdictGate(rows=max(1, left))
         return rows
@@ -92,7 +95,7 @@ def _stopper_gate(stopper: Any) -> GateOf | None:
         if any(p is None for p in parts):
             return None
 
-        def combined(trial: Any) -> Gate:
+        def combined(trial: object) -> Gate:
             out = VerdictGate()
             for p in parts:
                 assert p is not None

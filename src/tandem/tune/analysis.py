@@ -25,6 +25,8 @@ from tandem.tune.search.searcher import check_mode
 if TYPE_CHECKING:
     import pandas as pd
 
+    from tandem.tune.controller import TuneTrial
+
 _CKPT_ITER = re.compile(r"checkpoint_(\d+)$")
 _SCOPES = ("last", "all", "avg", "last-5-avg", "last-10-avg")
 
@@ -98,7 +100,7 @@ class ExperimentAnalysis:
     """
 
     def __init__(self, experiment_checkpoint_path: ResultGrid | str | os.PathLike, *,
-                 storage_filesystem: Any = None, trials: list[Any] | None = None,
+                 storage_filesystem: object = None, trials: list[TuneTrial] | None = None,
                  default_metric: str | None = None, default_mode: str | None = None) -> None:
         experiment = experiment_checkpoint_path
         if storage_filesystem is not None:

@@ -17,10 +17,14 @@ paths ``tandem.air.integrations.mlflow`` / ``.wandb``) build on it.
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from tandem._core.extras import import_optional
 from tandem.train.api.callback import Callback as RunCallback
+
+if TYPE_CHECKING:
+    from tandem.tune.controller import TuneTrial
 
 
 class Callback(RunCallback):
@@ -28,26 +32,31 @@ class Callback(RunCallback):
     controller calls its ``on_trial_*`` / ``on_experiment_end`` hooks in the driver. It is
     a ``tandem.train.Callback`` too (its run hooks are no-ops unless overridden)."""
 
-    def setup(self, **info: Any) -> None:
+    def setup(self, **info: object) -> None:
         """Called once by ``Tuner.fit()`` before any trial starts, with ``stop``,
         ``num_samples`` and ``total_num_samples``; raise here to refuse the experiment."""
 
-    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_start(self, iteration: int, trials: Sequence[TuneTrial], trial: TuneTrial,
+                       **info: object) -> None:
         pass
 
-    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+    def on_trial_result(self, iteration: int, trials: Sequence[TuneTrial], trial: TuneTrial,
+                        result: dict[str, Any], **info: object) -> None:
         pass
 
-    def on_trial_save(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_save(self, iteration: int, trials: Sequence[TuneTrial], trial: TuneTrial,
+                      **info: object) -> None:
         """The trial committed a checkpoint (``trial.checkpoint``)."""
 
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_complete(self, iteration: int, trials: Sequence[TuneTrial], trial: TuneTrial,
+                          **info: object) -> None:
         pass
 
-    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_error(self, iteration: int, trials: Sequence[TuneTrial], trial: TuneTrial,
+                       **info: object) -> None:
         pass
 
-    def on_experiment_end(self, trials: list, **info: Any) -> None:
+    def on_experiment_end(self, trials: Sequence[TuneTrial], **info: object) -> None:
         pass
 
 
@@ -57,32 +66,37 @@ class LoggerCallback(Callback):
     call them (``on_trial_complete`` -> ``log_trial_end(trial, failed=False)``,
     ``on_trial_error`` -> ``log_trial_end(trial, failed=True)``)."""
 
-    def log_trial_start(self, trial: Any) -> None:
+    def log_trial_start(self, trial: TuneTrial) -> None:
         """The trial started running (again, after a pause or restart)."""
 
-    def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
+    def log_trial_result(self, iteration: int, trial: TuneTrial, result: dict[str, Any]) -> None:
         """The trial reported ``result``."""
 
-    def log_trial_save(self, trial: Any) -> None:
+    def log_trial_save(self, trial: TuneTrial) -> None:
         """The trial committed a checkpoint."""
 
-    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+    def log_trial_end(self, trial: TuneTrial, failed: bool = False) -> None:
         """The trial ended: finished or stopped (``failed=False``), or failed for good."""
 
-    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_start(self, iteration: int, trials: Sequence[TuneTrial], trial: TuneTrial,
+                       **info: object) -> None:
         self.log_trial_start(trial)
 
-    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
-                        **info: Any) -> None:
+    def on_trial_result(self, iteration: int, trials: Sequence[TuneTrial], trial: TuneTrial,
+                        result: dict[str, Any],
+                        **info: object) -> None:
         self.log_trial_result(iteration, trial, result)
 
-    def on_trial_save(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_save(self, iteration: int, trials: Sequence[TuneTrial], trial: TuneTrial,
+                      **info: object) -> None:
         self.log_trial_save(trial)
 
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_complete(self, iteration: int, trials: Sequence[TuneTrial], trial: TuneTrial,
+                          **info: object) -> None:
         self.log_trial_end(trial, failed=False)
 
-    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_error(self, iteration: int, trials: Sequence[TuneTrial], trial: TuneTrial,
+                       **info: object) -> None:
         self.log_trial_end(trial, failed=True)
 
 
@@ -109,7 +123,7 @@ class TBXLoggerCallback(Callback):
         import_optional("tensorboardX", "tensorboard", "TBXLoggerCallback")
         self._writers: dict[str, Any] = {}
 
-    def _writer(self, trial: Any) -> Any:
+    def _writer(self, trial: TuneTrial) -> Any:
         w = self._writers.get(trial.trial_id)
         if w is None:
             from tensorboardX import SummaryWriter
@@ -118,24 +132,26 @@ class TBXLoggerCallback(Callback):
             self._writers[trial.trial_id] = w
         return w
 
-    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+    def on_trial_result(self, iteration: int, trials: Sequence[TuneTrial], trial: TuneTrial,
+                        result: dict[str, Any], **info: object) -> None:
         step = result.get("training_iteration", 0)
         w = self._writer(trial)
         for key, value in result.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 w.add_scalar(key, value, global_step=step)
 
-    def _close(self, trial: Any) -> None:
+    def _close(self, trial: TuneTrial) -> None:
         w = self._writers.pop(trial.trial_id, None)
         if w is not None:
             w.close()
 
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_complete(self, iteration: int, trials: Sequence[TuneTrial], trial: TuneTrial,
+                          **info: object) -> None:
         self._close(trial)
 
     on_trial_error = on_trial_complete
 
-    def on_experiment_end(self, trials: list, **info: Any) -> None:
+    def on_experiment_end(self, trials: Sequence[TuneTrial], **info: object) -> None:
         for w in self._writers.values():
             w.close()
         self._writers.clear()

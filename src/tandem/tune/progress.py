@@ -11,12 +11,15 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tandem.tune.search.variant_generator import flatten_dict
 
+if TYPE_CHECKING:
+    from tandem.tune.controller import TuneTrial
 
-def _fmt(v: Any) -> str:
+
+def _fmt(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return str(v)
@@ -41,7 +44,7 @@ class ProgressReporter:
         self._last = 0.0
         self._tty = sys.stdout.isatty()
 
-    def start(self, trials: Sequence[Any]) -> None:
+    def start(self, trials: Sequence[TuneTrial]) -> None:
         if self.verbose <= 0:
             return
         print(f"tandem: experiment folder {self.experiment_path}", flush=True)
@@ -53,7 +56,7 @@ class ProgressReporter:
                               transient=False)
             self._live.start()
 
-    def status_change(self, trial: Any, trials: Sequence[Any], note: str = "") -> None:
+    def status_change(self, trial: TuneTrial, trials: Sequence[TuneTrial], note: str = "") -> None:
         if self.verbose <= 0:
             return
         if self._live is not None:
@@ -69,7 +72,7 @@ class ProgressReporter:
         print(f"Trial {trial.name} {trial.status.value}{extra}{it_s}{metric}"
               f"{' ' + params if params else ''}", flush=True)
 
-    def refresh(self, trials: Sequence[Any], force: bool = False) -> None:
+    def refresh(self, trials: Sequence[TuneTrial], force: bool = False) -> None:
         if self._live is None:
             return
         now = time.monotonic()
@@ -77,11 +80,11 @@ class ProgressReporter:
             self._last = now
             self._live.update(self._table(trials))
 
-    def _params(self, trial: Any) -> dict[str, Any]:
+    def _params(self, trial: TuneTrial) -> dict[str, Any]:
         flat = flatten_dict(trial.config)
         return {k: flat[k] for k in self.param_keys if k in flat}
 
-    def _table(self, trials: Sequence[Any]) -> Any:
+    def _table(self, trials: Sequence[TuneTrial]) -> Any:
         from rich.table import Table
 
         counts: dict[str, int] = {}
@@ -109,7 +112,7 @@ class ProgressReporter:
             table.caption = f"... and {len(trials) - len(shown)} more"
         return table
 
-    def end(self, trials: Sequence[Any], best: Any = None, elapsed_s: float = 0.0) -> None:
+    def end(self, trials: Sequence[TuneTrial], best: TuneTrial | None = None, elapsed_s: float = 0.0) -> None:
         if self._live is not None:
             self._live.update(self._table(trials))
             self._live.stop()
@@ -134,20 +137,20 @@ class UserReporterDisplay:
         self.mode = mode
         self._sys_info = (f"Using {scheduler_name} scheduling algorithm.",)
 
-    def start(self, trials: Sequence[Any]) -> None:
+    def start(self, trials: Sequence[TuneTrial]) -> None:
         self.reporter.setup(start_time=time.time(), total_samples=None, metric=self.metric,
                             mode=self.mode)
 
-    def _maybe(self, trials: Sequence[Any]) -> None:
+    def _maybe(self, trials: Sequence[object]) -> None:
         if self.reporter.should_report(list(trials), done=False):
             self.reporter.report(list(trials), False, *self._sys_info)
 
-    def status_change(self, trial: Any, trials: Sequence[Any], note: str = "") -> None:
+    def status_change(self, trial: TuneTrial, trials: Sequence[TuneTrial], note: str = "") -> None:
         self._maybe(trials)
 
-    def refresh(self, trials: Sequence[Any], force: bool = False) -> None:
+    def refresh(self, trials: Sequence[TuneTrial], force: bool = False) -> None:
         self._maybe(trials)
 
-    def end(self, trials: Sequence[Any], best: Any = None, elapsed_s: float = 0.0) -> None:
+    def end(self, trials: Sequence[TuneTrial], best: TuneTrial | None = None, elapsed_s: float = 0.0) -> None:
         if self.reporter.should_report(list(trials), done=True):
             self.reporter.report(list(trials), True, *self._sys_info)

@@ -12,10 +12,13 @@ import datetime
 import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import ConfigError
 from tandem.tune.search.variant_generator import flatten_dict
+
+if TYPE_CHECKING:
+    from tandem.tune.controller import TuneTrial
 
 # Ray's default metric columns and the result keys Tune adds itself (never inferred)
 DEFAULT_COLUMNS = collections.OrderedDict({
@@ -37,14 +40,14 @@ class ProgressReporter:
     """
 
     def setup(self, start_time: float | None = None, total_samples: int | None = None,
-              metric: str | None = None, mode: str | None = None, **kwargs: Any) -> None:
+              metric: str | None = None, mode: str | None = None, **kwargs: object) -> None:
         """Called once before the first report."""
 
-    def should_report(self, trials: Sequence[Any], done: bool = False) -> bool:
+    def should_report(self, trials: Sequence[TuneTrial], done: bool = False) -> bool:
         """Whether to report now (``done``: the experiment has ended)."""
         raise NotImplementedError
 
-    def report(self, trials: Sequence[Any], done: bool, *sys_info: str) -> None:
+    def report(self, trials: Sequence[TuneTrial], done: bool, *sys_info: str) -> None:
         """Reports progress over ``trials``."""
         raise NotImplementedError
 
@@ -81,7 +84,7 @@ class TuneReporterBase(ProgressReporter):
         self._sort_by_metric = sort_by_metric
 
     def setup(self, start_time: float | None = None, total_samples: int | None = None,
-              metric: str | None = None, mode: str | None = None, **kwargs: Any) -> None:
+              metric: str | None = None, mode: str | None = None, **kwargs: object) -> None:
         self._start_time = start_time if start_time is not None else time.time()
         if total_samples is not None:
             self._total_samples = total_samples
@@ -100,7 +103,7 @@ class TuneReporterBase(ProgressReporter):
         self._mode = self._mode or mode
         return True
 
-    def should_report(self, trials: Sequence[Any], done: bool = False) -> bool:
+    def should_report(self, trials: Sequence[TuneTrial], done: bool = False) -> bool:
         if time.time() - self._last_report_time > self._max_report_freqency:
             self._last_report_time = time.time()
             return True
@@ -130,7 +133,7 @@ class TuneReporterBase(ProgressReporter):
             self._parameter_columns.append(parameter)
 
     # -- the text --------------------------------------------------------------------------
-    def _infer_user_metrics(self, trials: Sequence[Any]) -> dict[str, str]:
+    def _infer_user_metrics(self, trials: Sequence[TuneTrial]) -> dict[str, str]:
         for t in trials:
             for k, v in (t.last_result or {}).items():
                 if len(self._inferred_metrics) >= self._infer_limit:
@@ -140,7 +143,7 @@ class TuneReporterBase(ProgressReporter):
                     self._inferred_metrics[k] = k
         return self._inferred_metrics
 
-    def _current_best_trial(self, trials: Sequence[Any]) -> tuple[Any, str | None]:
+    def _current_best_trial(self, trials: Sequence[TuneTrial]) -> tuple[Any, str | None]:
         metric = self._metric
         if not metric and len(self._inferred_metrics) == 1:
             metric = next(iter(self._inferred_metrics))
@@ -157,7 +160,7 @@ class TuneReporterBase(ProgressReporter):
     def _columns(self, spec: Any) -> dict[str, str]:
         return dict(spec) if isinstance(spec, Mapping) else {k: k for k in spec}
 
-    def _progress_str(self, trials: Sequence[Any], done: bool, *sys_info: str) -> str:
+    def _progress_str(self, trials: Sequence[TuneTrial], done: bool, *sys_info: str) -> str:
         if not self._metrics_override:
             self._metric_columns.update(self._infer_user_metrics(trials))
         now = time.time()
@@ -181,7 +184,7 @@ class TuneReporterBase(ProgressReporter):
             messages.append(errors)
         return "\n".join(messages) + "\n"
 
-    def _errors(self, trials: Sequence[Any], done: bool) -> str:
+    def _errors(self, trials: Sequence[TuneTrial], done: bool) -> str:
         """Ray's error table: each errored trial, its failure count and error file."""
         failed = [t for t in trials if t.status.value == "ERROR"]
         if not failed:
@@ -194,17 +197,18 @@ class TuneReporterBase(ProgressReporter):
         return (f"Number of errored trials: {len(failed)}{more}\n"
                 + psql_table(["Trial name", "# failures", "error file"], rows))
 
-    def _table(self, trials: Sequence[Any], done: bool) -> str:
+    def _table(self, trials: Sequence[TuneTrial], done: bool) -> str:
         by_state: dict[str, int] = collections.Counter(t.status.value for t in trials)
         total = self._total_samples
         header = (f"Number of trials: {len(trials)}"
                   f"{f'/{total}' if total and total >= len(trials) else ''} "
                   f"({', '.join(f'{n} {s}' for s, n in sorted(by_state.items()))})")
         rows_of = list(trials)
-        if self._sort_by_metric and self._metric and self._mode:
+        metric = self._metric
+        if self._sort_by_metric and metric and self._mode:
             sign = -1 if self._mode == "max" else 1
             rows_of.sort(key=lambda t: sign * float(
-                (t.last_result or {}).get(self._metric, math.inf * sign)))
+                (t.last_result or {}).get(metric, math.inf * sign)))
         if not done and len(rows_of) > self._max_progress_rows:
             rows_of = rows_of[: self._max_progress_rows]
         metrics = {k: v for k, v in self._columns(self._metric_columns).items()
@@ -224,13 +228,13 @@ class TuneReporterBase(ProgressReporter):
         return header + "\n" + psql_table(names, rows)
 
 
-def _cell(v: Any) -> str:
+def _cell(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.5g}" if abs(v) < 1e5 else f"{v:.6g}"
     return str(v)
 
 
-def psql_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def psql_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A table in tabulate's ``psql`` format (numbers right-aligned, text left-aligned)."""
     cells = [[_cell(v) for v in row] for row in rows]
     numeric = [all(isinstance(r[i], (int, float)) or r[i] == "" for r in rows) and bool(rows)
@@ -259,7 +263,7 @@ class CLIReporter(TuneReporterBase):
         sort_by_metric: as in Ray.
     """
 
-    def report(self, trials: Sequence[Any], done: bool, *sys_info: str) -> None:
+    def report(self, trials: Sequence[TuneTrial], done: bool, *sys_info: str) -> None:
         print(self._progress_str(trials, done, *sys_info), flush=True)
 
 
@@ -284,7 +288,7 @@ class JupyterNotebookReporter(TuneReporterBase):
             sort_by_metric=sort_by_metric)
         self._overwrite = overwrite
 
-    def report(self, trials: Sequence[Any], done: bool, *sys_info: str) -> None:
+    def report(self, trials: Sequence[TuneTrial], done: bool, *sys_info: str) -> None:
         text = self._progress_str(trials, done, *sys_info)
         try:
             from IPython.display import HTML, clear_output, display

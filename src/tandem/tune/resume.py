@@ -7,10 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import ConfigError
 from tandem.tune.trial import TrialStatus
+
+if TYPE_CHECKING:
+    from tandem.tune.controller import TuneTrial
 
 
 @dataclass
@@ -63,7 +66,7 @@ class ResumeConfig:
         return cls(unfinished=rt.RESUME if resume_unfinished else rt.SKIP, errored=errored)
 
 
-def requeue_trials(trials: Iterable[Any], config: ResumeConfig,
+def requeue_trials(trials: Iterable[TuneTrial], config: ResumeConfig,
                    wipe: Callable[[str], None]) -> None:
     """Sets each restored trial's state as ``config`` says (as Ray's controller does when
     it requeues restored trials); ``wipe(path)`` empties a restarted trial's folder."""

@@ -15,7 +15,7 @@ from tandem.train.api.checkpoint import Checkpoint
 
 
 def report(metrics: Mapping[str, Any] | None = None, *, checkpoint: Checkpoint | None = None,
-           **kwargs: Any) -> None:
+           **kwargs: object) -> None:
     """Reports a trial's metrics: ``tune.report({"loss": 0.1})`` or ``tune.report(loss=0.1)``.
 
     Raises:
@@ -97,7 +97,7 @@ def get_context() -> TuneContext:
     )
 
 
-def _trial_resources(ctx: Any) -> Any:
+def _trial_resources(ctx: object) -> object:
     """The trial's resources as a ``PlacementGroupFactory`` (what its worker holds)."""
     from tandem.train.context import TRIAL_RESOURCES
     from tandem.tune.execution.placement_groups import PlacementGroupFactory

@@ -76,11 +76,11 @@ class DictStopper(Stopper):
 class FunctionStopper(Stopper):
     """Stops a trial when ``function(trial_id, result)`` returns true."""
 
-    def __init__(self, function: Callable[[str, dict], bool]) -> None:
+    def __init__(self, function: Callable[[str, dict[str, Any]], bool]) -> None:
         self.fn = function
 
     @classmethod
-    def is_valid_function(cls, fn: Any) -> bool:
+    def is_valid_function(cls, fn: object) -> bool:
         """Ray's check: a plain callable (not a ``Stopper``); one with a ``stop_all`` must
         subclass ``Stopper`` to be recognised as one."""
         is_function = callable(fn) and not isinstance(fn, Stopper)
@@ -122,7 +122,7 @@ class NoopStopper(Stopper):
 class CombinedStopper(Stopper):
     """Stops a trial when any of ``stoppers`` would, and the experiment likewise."""
 
-    def __init__(self, *stoppers: Any) -> None:
+    def __init__(self, *stoppers: Stopper) -> None:
         self._stoppers = tuple(make_stopper(s) for s in stoppers)
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
@@ -172,7 +172,7 @@ class TimeoutStopper(Stopper):
             return True
         return False
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         state["_last_check"] = None
         self.__dict__.update(state)
 
@@ -219,13 +219,13 @@ class TrialPlateauStopper(Stopper):
             current_std = float("inf")
         return current_std < self._std
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_trial_results"] = {k: list(v) for k, v in self._trial_results.items()}
         state["_iter"] = dict(self._iter)
         return state
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         results = state["_trial_results"]
         self._trial_results = defaultdict(lambda: deque(maxlen=self._num_results))

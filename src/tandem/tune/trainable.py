@@ -16,7 +16,7 @@ import pickle
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard
 
 import cloudpickle
 
@@ -25,6 +25,13 @@ from tandem.train import session as train_session
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.context import StorageContext
 from tandem.tune.result import SHOULD_CHECKPOINT
+
+if TYPE_CHECKING:
+    from tandem.train.api.config import ScalingConfig
+    from tandem.tune.execution.placement_groups import PlacementGroupFactory
+
+TrialResources: TypeAlias = "Mapping[str, float] | ScalingConfig | PlacementGroupFactory"
+"""A trial's resources: a bundle such as ``{"CPU": 2}``, a gang of workers, or a factory."""
 
 _DICT_FILE = ".tune_checkpoint.pkl"
 _PATH_FILE = ".tune_checkpoint_path"
@@ -43,7 +50,7 @@ class Trainable:
     """
 
     def __init__(self, config: dict[str, Any] | None = None,
-                 storage: StorageContext | None = None, **kwargs: Any) -> None:
+                 storage: StorageContext | None = None, **kwargs: object) -> None:
         """``storage`` (Ray's): where this trainable's files go when it is built by hand
         (``self.logdir`` is its ``run_path``); in a trial, the trial's folder. Other keyword
         arguments go to ``setup`` (``tune.with_parameters``)."""
@@ -64,7 +71,7 @@ class Trainable:
         self.setup(copy.deepcopy(self.config), **kwargs)
 
     # -- the user's methods (current names delegate to the older ones if defined) ---------
-    def setup(self, config: dict[str, Any], **kwargs: Any) -> None:
+    def setup(self, config: dict[str, Any], **kwargs: object) -> None:
         legacy = getattr(type(self), "_setup", None)
         if legacy is not None:
             legacy(self, config, **kwargs)
@@ -78,7 +85,7 @@ class Trainable:
             )
         return legacy(self)
 
-    def save_checkpoint(self, checkpoint_dir: str) -> Any:
+    def save_checkpoint(self, checkpoint_dir: str) -> Mapping[str, object] | str | None:
         legacy = getattr(type(self), "_save", None)
         if legacy is None:
             raise NotImplementedError(
@@ -105,14 +112,14 @@ class Trainable:
         return False
 
     @classmethod
-    def default_resource_request(cls, config: dict[str, Any]) -> Any:
+    def default_resource_request(cls, config: dict[str, Any]) -> TrialResources | None:
         """The resources a trial of this class needs for ``config`` (Ray's hook): a dict
         such as ``{"CPU": 2}``, a ``tune.PlacementGroupFactory``, or None for one CPU.
         ``tune.with_resources`` overrides it."""
         return None
 
     @property
-    def trial_resources(self) -> Any:
+    def trial_resources(self) -> PlacementGroupFactory | None:
         """The resources this trial holds, as a ``tune.PlacementGroupFactory`` (they change
         under ``ResourceChangingScheduler``)."""
         from tandem.tune.session import get_context
@@ -253,7 +260,7 @@ class Trainable:
         self.cleanup()
 
 
-def is_trainable_class(obj: Any) -> bool:
+def is_trainable_class(obj: object) -> TypeGuard[type[Trainable]]:
     return inspect.isclass(obj) and issubclass(obj, Trainable)
 
 
@@ -347,7 +354,7 @@ class ClassTrainableRunner:
         old._iteration = 0
         return old
 
-    def _should_stop(self, result: Mapping[str, Any]) -> bool:
+    def _should_stop(self, result: Mapping[str, object]) -> bool:
         if not self.stop:
             return False
         stopper = self.__dict__.get("_stopper")
@@ -365,7 +372,7 @@ class FunctionTrainableRunner:
     reports each value it yields.
     """
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
+    def __init__(self, fn: Callable[..., object]) -> None:
         from tandem.train.api.validation import check_train_fn
 
         self.fn = fn
@@ -374,7 +381,7 @@ class FunctionTrainableRunner:
         self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
         self.__doc__ = getattr(fn, "__doc__", None)
 
-    def __call__(self, config: dict[str, Any]) -> Any:
+    def __call__(self, config: dict[str, Any]) -> object:
         args = (config,) if self.pass_config else ()
         if inspect.isgeneratorfunction(self.fn):
             output = None
@@ -390,7 +397,7 @@ class FunctionTrainableRunner:
         return output
 
 
-def _report_output(output: Any, returned: bool = False) -> None:
+def _report_output(output: object, returned: bool = False) -> None:
     """Reports what a function trainable returned or yielded (Ray's ``handle_output``).
 
     A *returned* value that is neither a dict nor a number is ignored with a warning, as Ray
@@ -445,13 +452,13 @@ class _SharedBlob:
         self.nbytes = os.path.getsize(self.path)
         weakref.finalize(self, _remove_file, self.path)
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         return {"path": self.path, "nbytes": self.nbytes}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    def __setstate__(self, state: Mapping[str, object]) -> None:
         self.__dict__.update(state)  # a trial's copy: it never removes the file
 
-    def load(self) -> dict[str, Any]:
+    def load(self) -> dict[str, object]:
         import mmap
         import struct
 
@@ -491,7 +498,7 @@ class _WithParameters:
     ``_INLINE_MAX_BYTES`` shared through one file that every trial maps (Ray keeps them in
     its object store once, for the same reason)."""
 
-    def __init__(self, trainable: Any, params: Mapping[str, Any]) -> None:
+    def __init__(self, trainable: Callable[..., object], params: Mapping[str, object]) -> None:
         self.trainable = trainable
         # pickled once; NumPy (and other protocol-5) buffers are not copied to measure them
         buffers: list[pickle.PickleBuffer] = []
@@ -503,19 +510,19 @@ class _WithParameters:
             self._blob = cloudpickle.dumps(dict(params))
         else:
             self._shared = _SharedBlob(head, buffers)
-        self._params: dict[str, Any] | None = dict(params)
+        self._params: dict[str, object] | None = dict(params)
         self.__name__ = getattr(trainable, "__name__", type(trainable).__name__)
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         return {"trainable": self.trainable, "_blob": self._blob, "_shared": self._shared,
                 "__name__": self.__name__}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    def __setstate__(self, state: Mapping[str, object]) -> None:
         self.__dict__.update(state)
         self._params = None
 
     @property
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, object]:
         if self._params is None:
             if self._shared is not None:
                 self._params = self._shared.load()
@@ -524,11 +531,12 @@ class _WithParameters:
                 self._params = cloudpickle.loads(self._blob)
         return self._params
 
-    def __call__(self, config: dict[str, Any]) -> Any:
+    def __call__(self, config: dict[str, Any]) -> object:
         return self.trainable(config, **self.params)
 
 
-def with_parameters(trainable: Any, **kwargs: Any) -> Any:
+def with_parameters(trainable: type[Trainable] | Callable[..., object], **kwargs: object
+                    ) -> _ClassWithParameters | _WithParameters:
     """Binds large objects (datasets, models) to a trainable: ``f(config, data=...)``.
 
     For a ``Trainable`` class they are passed to ``setup(config, **kwargs)``.
@@ -544,7 +552,7 @@ def with_parameters(trainable: Any, **kwargs: Any) -> Any:
 
 
 class _ClassWithParameters:
-    def __init__(self, cls: type[Trainable], params: Mapping[str, Any]) -> None:
+    def __init__(self, cls: type[Trainable], params: Mapping[str, object]) -> None:
         self.cls = cls
         self.params = dict(params)
         self.__name__ = cls.__name__
@@ -562,22 +570,23 @@ class FunctionTrainable(Trainable):
     _name = "func"
 
     def __init__(self, config: dict[str, Any] | None = None,
-                 storage: StorageContext | None = None, **kwargs: Any) -> None:
+                 storage: StorageContext | None = None, **kwargs: object) -> None:
         raise ConfigError(
             f"{type(self).__name__}(...): a FunctionTrainable runs only as a trial; give the "
             "class (or the function itself) to tune.Tuner(...) or tune.run(...)."
         )
 
     @staticmethod
-    def _train_func(config: dict[str, Any]) -> Any:
+    def _train_func(config: dict[str, Any]) -> object:
         raise NotImplementedError
 
-    def _trainable_func(self, config: dict[str, Any]) -> Any:
+    def _trainable_func(self, config: dict[str, Any]) -> object:
         """Runs the function on ``config`` (what a trial of this class runs)."""
         return FunctionTrainableRunner(type(self)._train_func)(config)
 
 
-def wrap_function(train_func: Callable[..., Any], name: str | None = None) -> type[FunctionTrainable]:
+def wrap_function(train_func: Callable[..., object], name: str | None = None
+                  ) -> type[FunctionTrainable]:
     """A :class:`FunctionTrainable` subclass running ``train_func`` (Ray's ``wrap_function``).
 
     Raises:
@@ -605,7 +614,7 @@ def wrap_function(train_func: Callable[..., Any], name: str | None = None) -> ty
             return self._name
 
         @classmethod
-        def default_resource_request(cls, config: dict[str, Any]) -> Any:
+        def default_resource_request(cls, config: dict[str, Any]) -> TrialResources | None:
             if callable(resources) and not isinstance(resources, Mapping):
                 return resources(config)
             return resources
@@ -614,17 +623,24 @@ def wrap_function(train_func: Callable[..., Any], name: str | None = None) -> ty
     return ImplicitFunc
 
 
+ResourcesSpec: TypeAlias = (
+    "TrialResources | Callable[[dict[str, Any]], TrialResources | None] | None")
+"""What ``tune.with_resources`` takes: a trial's resources, or a function of the config
+giving them."""
+
+
 class _WithResources:
-    def __init__(self, trainable: Any, resources: Any) -> None:
+    def __init__(self, trainable: Callable[..., object], resources: ResourcesSpec) -> None:
         self.trainable = trainable
         self.resources = resources
         self.__name__ = getattr(trainable, "__name__", type(trainable).__name__)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> object:
         return self.trainable(*args, **kwargs)
 
 
-def with_resources(trainable: Any, resources: Any) -> Any:
+def with_resources(trainable: type[Trainable] | Callable[..., object],
+                   resources: ResourcesSpec) -> _WithResources:
     """Sets each trial's resources: a dict (``{"CPU": 2, "GPU": 0.5}``; lowercase ``cpu``/
     ``gpu`` accepted as Ray does), a ``ScalingConfig`` (a gang of workers per trial), or a
     function ``config -> dict``, or a ``tune.PlacementGroupFactory`` (the trial's one worker
@@ -632,7 +648,8 @@ def with_resources(trainable: Any, resources: Any) -> Any:
     return _WithResources(trainable, resources)
 
 
-def normalize_resources(resources: Any, config: Mapping[str, Any] | None = None) -> Any:
+def normalize_resources(resources: object, config: Mapping[str, Any] | None = None
+                        ) -> dict[str, float] | ScalingConfig | PlacementGroupFactory | None:
     """A resources spec → a per-worker bundle dict, or a ScalingConfig or
     PlacementGroupFactory (returned as is)."""
     from tandem.train.api.config import ScalingConfig
@@ -649,14 +666,17 @@ def normalize_resources(resources: Any, config: Mapping[str, Any] | None = None)
             f"one; got "
             f"{type(resources).__name__}."
         )
-    out = {}
+    out: dict[str, float] = {}
     for key, value in resources.items():
-        key = {"cpu": "CPU", "gpu": "GPU"}.get(key, key)
-        out[key] = value
+        out[_RESOURCE_NAMES[key] if key in _RESOURCE_NAMES else key] = value
     return out
 
 
-def trainable_name(trainable: Any) -> str:
+_RESOURCE_NAMES = {"cpu": "CPU", "gpu": "GPU"}
+
+
+def trainable_name(trainable: object) -> str:
+
     for attr in ("trainable", "cls"):
         inner = getattr(trainable, attr, None)
         if inner is not None and not isinstance(trainable, type):
@@ -665,7 +685,8 @@ def trainable_name(trainable: Any) -> str:
     return "trainable" if name == "<lambda>" else name
 
 
-def check_function_trainable(fn: Callable[..., Any]) -> None:
+def check_function_trainable(fn: Callable[..., object]) -> None:
+
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):

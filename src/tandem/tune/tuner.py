@@ -187,7 +187,7 @@ class Tuner:
         param_space: Mapping[str, Any] | None = None,
         tune_config: TuneConfig | None = None,
         run_config: RunConfig | None = None,
-        _restore: dict | None = None,
+        _restore: dict[str, Any] | None = None,
     ) -> None:
         if trainable is None:
             raise ConfigError("Tuner() needs a trainable: a function, a Trainable class or a Trainer.")
@@ -207,7 +207,7 @@ class Tuner:
         self._results: ResultGrid | None = None
 
     # -- trainable kinds -------------------------------------------------------------------
-    def _classify(self, trainable: Any) -> tuple[str, Any]:
+    def _classify(self, trainable: object) -> tuple[str, Any]:
         if isinstance(trainable, str):  # a name given to tune.register_trainable
             from tandem.tune.experiment.experiment import get_trainable
 
@@ -512,7 +512,7 @@ class Tuner:
         write_file(join_path(exp_path, TUNER_FILE), data)
 
     @classmethod
-    def can_restore(cls, path: str, storage_filesystem: Any = None) -> bool:
+    def can_restore(cls, path: str, storage_filesystem: object = None) -> bool:
         """Whether ``path`` (a folder or an fsspec URL, or a folder of ``storage_filesystem``)
         holds an experiment to restore."""
         if storage_filesystem is not None:
@@ -522,10 +522,10 @@ class Tuner:
         return read_file(join_path(_expand(path), STATE_FILE)) is not None
 
     @classmethod
-    def restore(cls, path: str, trainable: Any, *, resume_unfinished: bool = True,
+    def restore(cls, path: str, trainable: object, *, resume_unfinished: bool = True,
                 resume_errored: bool = False, restart_errored: bool = False,
                 param_space: Mapping[str, Any] | None = None,
-                storage_filesystem: Any = None,
+                storage_filesystem: object = None,
                 _resume_config: ResumeConfig | None = None,
                 resume_config: ResumeConfig | None = None) -> Tuner:
         """Resumes an interrupted experiment from its folder.
@@ -585,7 +585,7 @@ def _resources_state(pgf: PlacementGroupFactory) -> dict[str, Any]:
     return {"bundles": bundles, "strategy": pgf.strategy}
 
 
-def _scheduler_label(scheduler: Any) -> str:
+def _scheduler_label(scheduler: object) -> str:
     """Ray's name for a scheduler in "Using <name> scheduling algorithm."."""
     name = type(scheduler).__name__
     return "FIFO" if name == "FIFOScheduler" else name

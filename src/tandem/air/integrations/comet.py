@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tandem._core.extras import install_command
 from tandem.tune.callback import LoggerCallback, refuse_in_train_run
 from tandem.tune.search.variant_generator import flatten_dict
+
+if TYPE_CHECKING:
+    from tandem.tune.controller import TuneTrial
 
 
 def _import_comet() -> Any:
@@ -33,7 +36,7 @@ def _import_comet() -> Any:
     return comet_ml
 
 
-def _trial_name(trial: Any) -> str:
+def _trial_name(trial: TuneTrial) -> str:
     return str(getattr(trial, "name", None) or getattr(trial, "trial_id", trial))
 
 
@@ -92,7 +95,7 @@ class CometLoggerCallback(LoggerCallback):
         """In a Trainer's ``RunConfig``: refused (see ``refuse_in_train_run``)."""
         refuse_in_train_run(self, "comet_ml.Experiment")
 
-    def log_trial_start(self, trial: Any) -> None:
+    def log_trial_start(self, trial: TuneTrial) -> None:
         """Creates (or resumes logging to) the trial's experiment and logs its config."""
         _import_comet()
         from comet_ml import Experiment, OfflineExperiment
@@ -113,7 +116,7 @@ class CometLoggerCallback(LoggerCallback):
         config.pop("callbacks", None)
         experiment.log_parameters(config)
 
-    def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
+    def log_trial_result(self, iteration: int, trial: TuneTrial, result: dict[str, Any]) -> None:
         """Logs one result at step ``training_iteration``."""
         if trial.trial_id not in self._trial_experiments:
             self.log_trial_start(trial)
@@ -153,7 +156,7 @@ class CometLoggerCallback(LoggerCallback):
         for k, v in episode_logs.items():
             experiment.log_curve(k, x=range(len(v)), y=v, step=step)
 
-    def log_trial_save(self, trial: Any) -> None:
+    def log_trial_save(self, trial: TuneTrial) -> None:
         """With ``save_checkpoints``: the committed checkpoint as a model artifact."""
         comet_ml = _import_comet()
         if not (self.save_checkpoints and trial.checkpoint):
@@ -171,7 +174,7 @@ class CometLoggerCallback(LoggerCallback):
                     artifact.add(Path(folder, file).as_posix(), logical_path=logical_path)
         experiment.log_artifact(artifact)
 
-    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+    def log_trial_end(self, trial: TuneTrial, failed: bool = False) -> None:
         """Ends the trial's experiment (offline: writes its archive)."""
         experiment = self._trial_experiments.pop(trial.trial_id, None)
         if experiment is not None:

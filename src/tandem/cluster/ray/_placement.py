@@ -100,7 +100,7 @@ def check_bundle_shapes(nodes: list[dict[str, float]], bundles: Sequence[Bundle]
             )
 
 
-def remove_pg(pg: Any) -> None:
+def remove_pg(pg: object) -> None:
     """Removes a placement group; one already gone (or Ray gone) is fine."""
     from ray.util.placement_group import remove_placement_group
 

@@ -186,7 +186,7 @@ def _add_into(into: dict[str, float], amounts: Mapping[str, float], sign: float)
         into[k] = into.get(k, 0.0) + sign * v
 
 
-def _drop(table: dict[Any, dict[str, float]], key: Any, amounts: Mapping[str, float]) -> None:
+def _drop(table: dict[Any, dict[str, float]], key: object, amounts: Mapping[str, float]) -> None:
     u = table.get(key, {})
     _add_into(u, amounts, -1.0)
     for k in [k for k, v in u.items() if abs(v) < 1e-9]:

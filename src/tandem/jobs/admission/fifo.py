@@ -43,7 +43,7 @@ class FifoGangPolicy(AdmissionPolicy):
         self.backfill_window = backfill_window
 
     @staticmethod
-    def order(jobs: Sequence[Any]) -> list[Any]:
+    def order(jobs: Sequence[object]) -> list[Any]:
         """Queue order: priority (higher first), then submission."""
         return sorted(jobs, key=lambda j: (-j.priority, j.seq))
 

@@ -40,7 +40,7 @@ class ServerConnection:
             f"`tandem server start`, or unset {ADDRESS_ENV} to train in this process."
         )
 
-    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+    def request(self, method: str, path: str, **kwargs: object) -> Any:
         """Sends a request; returns the httpx response (2xx only)."""
         try:
             r = self.http.request(method, path, **kwargs)
@@ -49,7 +49,7 @@ class ServerConnection:
         self.check(r)
         return r
 
-    def json(self, method: str, path: str, **kwargs: Any) -> Any:
+    def json(self, method: str, path: str, **kwargs: object) -> Any:
         return self.request(method, path, **kwargs).json()
 
     def check(self, r: Any) -> None:

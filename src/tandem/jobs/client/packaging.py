@@ -203,7 +203,7 @@ def script_folder() -> tuple[str, str] | None:
     return os.path.dirname(path), os.path.basename(path)
 
 
-def check_runtime_env(runtime_env: Any) -> dict[str, Any]:
+def check_runtime_env(runtime_env: object) -> dict[str, Any]:
     """Validates ``runtime_env`` (``{"working_dir": str, "env_vars": {str: str}}``)."""
     if runtime_env is None:
         return {}

@@ -186,7 +186,7 @@ class RemoteJob(JobState):
             return
         job_id, service = self.job_id, self._service
 
-        def reply(ok: bool, value: Any) -> None:
+        def reply(ok: bool, value: object) -> None:
             service.answer_call(job_id, call_id, ok, value)
 
         self.listener(Asked(str(data["kind"]), JobCall(payload, reply)))
@@ -335,7 +335,7 @@ class RemoteJobService:
             self._answerer.join(1.0)
         self._conn.close()
 
-    def answer_call(self, job_id: str, call_id: int, ok: bool, value: Any) -> None:
+    def answer_call(self, job_id: str, call_id: int, ok: bool, value: object) -> None:
         """Sends the answer to a job's question (from a thread of its own: whoever answers,
         e.g. the tuner's loop, never waits on the network)."""
         with self._lock:
@@ -366,7 +366,7 @@ class RemoteJobService:
                 return
 
     # -- internals -------------------------------------------------------------------------
-    def _outcome(self, job_id: str, status: JobStatus, end: Mapping[str, Any]) -> JobOutcome:
+    def _outcome(self, job_id: str, status: JobStatus, end: Mapping[str, object]) -> JobOutcome:
         try:
             r = self._conn.request("GET", f"/api/jobs/{job_id}/outcome")
             outcome = cloudpickle.loads(r.content)

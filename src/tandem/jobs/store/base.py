@@ -236,7 +236,7 @@ JOB_FIELDS: frozenset[str] = frozenset(
 # --------------------------------------------------------------------------- JSON helpers
 
 
-def _json_default(obj: Any) -> Any:
+def _json_default(obj: object) -> object:
     # NumPy scalars and arrays (and torch tensors) reach metrics all the time.
     if hasattr(obj, "tolist"):
         return obj.tolist()
@@ -250,7 +250,7 @@ def _json_default(obj: Any) -> Any:
     )
 
 
-def encode_json(value: Any) -> str:
+def encode_json(value: object) -> str:
     """JSON text for ``value`` (NaN/inf kept, NumPy values converted). Raises TypeError."""
     return json.dumps(value, default=_json_default, separators=(",", ":"))
 
@@ -260,7 +260,7 @@ def decode_json(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-def normalize_json(value: Any) -> Any:
+def normalize_json(value: object) -> Any:
     """``value`` as it comes back from a JSON round trip (a deep, detached copy).
 
     ``InMemoryJobStore`` stores what this returns so it behaves like ``SQLJobStore``:
@@ -278,7 +278,7 @@ def normalize_json(value: Any) -> Any:
     return json.loads(encode_json(value))
 
 
-def check_json_dict(value: Any, what: str, *, allow_none: bool = False) -> None:
+def check_json_dict(value: object, what: str, *, allow_none: bool = False) -> None:
     """Raises TypeError unless ``value`` is a dict (or None when ``allow_none``)."""
     if value is None and allow_none:
         return
@@ -323,7 +323,7 @@ def check_update_fields(job_id: str, fields: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
-def check_state_args(state: Any, at: Any) -> None:
+def check_state_args(state: object, at: object) -> None:
     """Validates ``set_state``'s ``state`` and ``at``."""
     if not isinstance(state, str) or not state:
         raise ValueError(f"state must be a non-empty str such as 'RUNNING', got {state!r}")
@@ -419,7 +419,7 @@ class JobStore(ABC):
         """
 
     @abstractmethod
-    def update_job(self, job_id: str, **fields: Any) -> None:
+    def update_job(self, job_id: str, **fields: object) -> None:
         """Changes fields of a job other than its state.
 
         Args:

@@ -83,7 +83,7 @@ class InMemoryJobStore(JobStore):
             self._reports[record.job_id] = _Reports()
             self._usage[record.job_id] = []
 
-    def update_job(self, job_id: str, **fields: Any) -> None:
+    def update_job(self, job_id: str, **fields: object) -> None:
         changes = check_update_fields(job_id, fields)
         for key in ("spec_json", "result"):
             if key in changes:

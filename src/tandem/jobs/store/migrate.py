@@ -186,7 +186,7 @@ def upgrade_with_alembic(conn: Connection, lineage: Lineage, store: str) -> None
             f"or point the store at a new database."
         )
 
-    def steps(heads: Any, _ctx: Any) -> Any:
+    def steps(heads: object, _ctx: object) -> Any:
         return script._upgrade_revs(lineage.head, heads)
 
     ctx = MigrationContext.configure(conn, opts={"version_table": lineage.version_table,

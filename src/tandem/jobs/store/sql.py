@@ -445,7 +445,7 @@ class SQLJobStore(JobStore):
 
         self._run(fn, write=True)
 
-    def update_job(self, job_id: str, **fields: Any) -> None:
+    def update_job(self, job_id: str, **fields: object) -> None:
         changes = check_update_fields(job_id, fields)
         if not changes:
             if self.get_job(job_id) is None:

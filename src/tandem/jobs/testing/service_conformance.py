@@ -27,7 +27,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Protocol
 
 from tandem._core.errors import JobNotFoundError
 from tandem.jobs.contract import JobService, JobView
@@ -302,39 +303,39 @@ class JobServiceTestCase:
 
     @staticmethod
     def _run(check: Callable[[JobService, ConformanceJobs, str], None], service: JobService,
-             jobs: ConformanceJobs, tmp_path: Any) -> None:
+             jobs: ConformanceJobs, tmp_path: Path) -> None:
         check(service, jobs, str(tmp_path))
 
     def test_meets_the_protocols(self, service: JobService, jobs: ConformanceJobs,
-                                 tmp_path: Any) -> None:
+                                 tmp_path: Path) -> None:
         self._run(check_meets_the_protocols, service, jobs, tmp_path)
 
     def test_results_stream_while_running(self, service: JobService, jobs: ConformanceJobs,
-                                          tmp_path: Any) -> None:
+                                          tmp_path: Path) -> None:
         self._run(check_results_stream_while_running, service, jobs, tmp_path)
 
     def test_results_after_the_end(self, service: JobService, jobs: ConformanceJobs,
-                                   tmp_path: Any) -> None:
+                                   tmp_path: Path) -> None:
         self._run(check_results_after_the_end, service, jobs, tmp_path)
 
     def test_results_after_the_window_dropped_reports(
-        self, service: JobService, jobs: ConformanceJobs, tmp_path: Any
+        self, service: JobService, jobs: ConformanceJobs, tmp_path: Path
     ) -> None:
         self._run(check_results_after_the_window_dropped_reports, service, jobs, tmp_path)
 
     def test_wait_times_out_then_stop_ends_the_job(
-        self, service: JobService, jobs: ConformanceJobs, tmp_path: Any
+        self, service: JobService, jobs: ConformanceJobs, tmp_path: Path
     ) -> None:
         self._run(check_wait_times_out_then_stop_ends_the_job, service, jobs, tmp_path)
 
     def test_a_failure_is_raised_by_wait(self, service: JobService, jobs: ConformanceJobs,
-                                         tmp_path: Any) -> None:
+                                         tmp_path: Path) -> None:
         self._run(check_a_failure_is_raised_by_wait, service, jobs, tmp_path)
 
     def test_logs_are_prefixed_by_rank(self, service: JobService, jobs: ConformanceJobs,
-                                       tmp_path: Any) -> None:
+                                       tmp_path: Path) -> None:
         self._run(check_logs_are_prefixed_by_rank, service, jobs, tmp_path)
 
     def test_get_and_list_know_the_job(self, service: JobService, jobs: ConformanceJobs,
-                                       tmp_path: Any) -> None:
+                                       tmp_path: Path) -> None:
         self._run(check_get_and_list_know_the_job, service, jobs, tmp_path)

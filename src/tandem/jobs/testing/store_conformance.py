@@ -56,7 +56,7 @@ SHARED_KINDS = ("sqlite", "postgresql")
 T0 = 1_700_000_000.0
 
 
-def make_job(job_id: str, *, submitted_at: float = T0, **overrides: Any) -> JobRecord:
+def make_job(job_id: str, *, submitted_at: float = T0, **overrides: object) -> JobRecord:
     """A job record with sensible defaults; ``overrides`` replace fields."""
     fields: dict[str, Any] = {
         "job_id": job_id,

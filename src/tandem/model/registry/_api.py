@@ -114,7 +114,7 @@ def _model_base() -> type[Model]:
     return Model
 
 
-def _describe(x: Any) -> str:
+def _describe(x: object) -> str:
     return f"{x!r} ({type(x).__module__}.{type(x).__qualname__})"[:300]
 
 
@@ -209,7 +209,7 @@ def _register_types() -> None:
     _source.register(ResultGrid, _from_grid)
 
 
-def _resolve_source(x: Any, checkpoint: Any, config: Mapping[str, Any] | None) -> _Source:
+def _resolve_source(x: object, checkpoint: object, config: Mapping[str, object] | None) -> _Source:
     """``put``'s arguments -> what to store."""
     _register_types()
     if checkpoint is not None:
@@ -230,7 +230,7 @@ def _resolve_source(x: Any, checkpoint: Any, config: Mapping[str, Any] | None) -
     return found
 
 
-def _as_checkpoint(checkpoint: Any) -> Checkpoint:
+def _as_checkpoint(checkpoint: object) -> Checkpoint:
     if isinstance(checkpoint, Checkpoint):
         return checkpoint
     if isinstance(checkpoint, (str, os.PathLike)):
@@ -271,7 +271,7 @@ def _environment() -> dict[str, Any]:
     return env
 
 
-def _as_modules(by_value: Iterable[Any] | None) -> builtins.list[types.ModuleType]:
+def _as_modules(by_value: Iterable[object] | None) -> builtins.list[types.ModuleType]:
     out = []
     for item in by_value or ():
         if isinstance(item, types.ModuleType):
@@ -362,14 +362,14 @@ def _link_or_copy(src: str, dst: str) -> None:
 
 
 def put(
-    x: Any = None,
+    x: object = None,
     name: str | None = None,
     *,
-    checkpoint: Any = None,
-    config: Mapping[str, Any] | None = None,
+    checkpoint: object = None,
+    config: Mapping[str, object] | None = None,
     version: int | None = None,
-    tags: Mapping[str, Any] | None = None,
-    by_value: Iterable[Any] | None = None,
+    tags: Mapping[str, object] | None = None,
+    by_value: Iterable[object] | None = None,
 ) -> ModelRef:
     """Registers a model version and returns its ``ModelRef``.
 
@@ -477,7 +477,7 @@ def load_model_dir(directory: str, what: str) -> Model:
 
 
 def get(ref: ModelRef | str, *, version: int | str | None = None,
-        model_config: Mapping[str, Any] | None = None) -> Model:
+        model_config: Mapping[str, object] | None = None) -> Model:
     """A set-up instance of a registered version, holding its weights.
 
     ``ref``: ``"digits"`` (latest), ``"digits@3"``, ``"digits@prod"`` or a ``ModelRef``.
@@ -536,7 +536,7 @@ def delete(name: str, version: int) -> None:
     registry().delete(name, version)
 
 
-def check_not_served(name: str, version: int, service: Any = None) -> None:
+def check_not_served(name: str, version: int, service: object = None) -> None:
     """Refuses to delete a version a live serve job of ``service`` (default: this
     process's embedded job service) serves: its replicas load the files again whenever
     one restarts.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from tandem._core.errors import ConfigError, TandemError
 
@@ -23,7 +22,7 @@ class RegistryError(TandemError, ValueError):
     """A registry operation refused (a model that fails its checks, an aliased version...)."""
 
 
-def check_name(name: Any) -> str:
+def check_name(name: object) -> str:
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise ConfigError(
             f"model name {name!r} is not allowed: use 1-128 letters, digits, '_', '-' or '.', "
@@ -32,7 +31,7 @@ def check_name(name: Any) -> str:
     return name
 
 
-def check_alias(alias: Any) -> str:
+def check_alias(alias: object) -> str:
     if not isinstance(alias, str) or not ALIAS_RE.match(alias) or alias.lower() == "latest":
         raise ConfigError(
             f"alias {alias!r} is not allowed: use a word that starts with a letter, such as "

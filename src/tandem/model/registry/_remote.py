@@ -22,7 +22,7 @@ class RemoteRegistry:
     def where(self) -> str:
         return f"the train server at {self.url}"
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _call(self, method: str, path: str, **kwargs: object) -> Any:
         try:
             return self._conn.json(method, path, **kwargs)
         except NotFound as e:

@@ -24,7 +24,7 @@ BIG = 2**62
 class TandemJSONResponse(JSONResponse):
     """JSON that keeps NaN and infinities in metrics (as Python's json does)."""
 
-    def render(self, content: Any) -> bytes:
+    def render(self, content: object) -> bytes:
         return encode_json(content).encode("utf-8")
 
 
@@ -187,7 +187,7 @@ def _answers(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {c: {"model": ErrorOut, "description": what[c]} for c in (401, *codes)}
 
 
-def _finite(value: Any) -> Any:
+def _finite(value: object) -> object:
     """``value`` with non-finite floats spelled as strings (JSON has no NaN)."""
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)
@@ -207,6 +207,6 @@ def _sse(kind: str, data: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- the app
 
 
-def err(status: int, detail: Any) -> TandemJSONResponse:
+def err(status: int, detail: object) -> TandemJSONResponse:
     """An error answer: ``{"detail": ...}`` with ``status``."""
     return TandemJSONResponse({"detail": detail}, status_code=status)

@@ -581,7 +581,7 @@ class TrainController(JobRunner):
             return
         handler = self.spec.call_handlers.get(method) or DRIVER_CALLS.get(method)
 
-        def reply(ok: bool, value: Any) -> None:
+        def reply(ok: bool, value: object) -> None:
             try:
                 worker.send(encode(ReplyFrame(call_id, ok, value)))
             except Exception as e:  # value did not pickle
@@ -1111,7 +1111,7 @@ def _root_cause(failures: list[_Failure]) -> _Failure:
     return failures[0]
 
 
-def _load_return(payload: bytes | None) -> Any:
+def _load_return(payload: bytes | None) -> object:
     if payload is None:
         return None
     try:

@@ -36,7 +36,7 @@ _AUTH_ENV = "RAY_AUTH_MODE"
 logger = logging.getLogger(__name__)
 
 
-def is_ray_dataset(data: Any) -> bool:
+def is_ray_dataset(data: object) -> bool:
     return type(data).__module__.startswith("ray.data")
 
 
@@ -209,7 +209,7 @@ class RayDataShard:
     endpoint: RayEndpoint
 
     @classmethod
-    def pack(cls, name: str, iterator: Any, endpoint: RayEndpoint) -> RayDataShard:
+    def pack(cls, name: str, iterator: object, endpoint: RayEndpoint) -> RayDataShard:
         import ray.cloudpickle
 
         return cls(name=name, payload=ray.cloudpickle.dumps(iterator), endpoint=endpoint)

@@ -10,7 +10,7 @@ from typing import Any
 _SCALARS = (int, float, str, bool, type(None))
 
 
-def clean_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+def clean_metrics(metrics: Mapping[str, object]) -> dict[str, Any]:
     """Returns metrics as plain JSON-able values, converting 0-d tensors and NumPy scalars.
 
     Raises:
@@ -32,7 +32,7 @@ def clean_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _clean_value(key: str, value: Any) -> Any:
+def _clean_value(key: str, value: object) -> object:
     if isinstance(value, _SCALARS):
         return value
     if isinstance(value, Mapping):

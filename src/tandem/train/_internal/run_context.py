@@ -52,7 +52,7 @@ class VerdictGate:
     required: tuple[str, ...] = ()
     rows: int | None = None
 
-    def asks(self, result: Mapping[str, Any], rows: int, judged: set[int]) -> bool:
+    def asks(self, result: Mapping[str, object], rows: int, judged: set[int]) -> bool:
         """Whether the report ``result`` (the ``rows``-th of this gang) must wait for the
         verdict; ``judged`` holds the indices of the milestones already asked at (updated)."""
         if result.get("done") or result.get("should_checkpoint"):

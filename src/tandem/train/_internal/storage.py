@@ -24,7 +24,7 @@ CHECKPOINT_STATE_FILE = "checkpoints.json"
 a later ``fit()`` with the same ``(storage_path, name)`` resumes from."""
 
 
-def _json_default(o: Any) -> Any:
+def _json_default(o: object) -> object:
     item = getattr(o, "item", None)
     if item is not None:
         try:
@@ -60,7 +60,7 @@ class RunStorage:
     def log_path(self, rank: int, attempt: int = 0) -> str:
         return os.path.join(self.log_dir, f"rank_{rank}.log")
 
-    def write_params(self, config: Any) -> None:
+    def write_params(self, config: object) -> None:
         with open(os.path.join(self.local_dir, PARAMS_FILE), "w") as f:
             json.dump(config if config is not None else {}, f, indent=2, default=_json_default)
         if self.remote:

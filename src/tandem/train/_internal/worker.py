@@ -61,12 +61,12 @@ class WorkerTask:
     log_files: tuple[str | None, str | None] = (None, None)
     """Absolute paths the function's stdout / stderr are also written to (log_to_file)."""
 
-    def __call__(self, channel: Any) -> int:
+    def __call__(self, channel: object) -> int:
         prepare_worker_process(self.backend_env)
         with _tee_output(*self.log_files):
             return self._run(channel)
 
-    def _run(self, channel: Any) -> int:
+    def _run(self, channel: object) -> int:
         session = WorkerSession(self, channel)
         session_mod._set_session(session)
         from tandem.jobs import runtime
@@ -171,7 +171,7 @@ def _tee_output(stdout_path: str | None, stderr_path: str | None) -> Iterator[No
         yield
 
 
-def _has_ray_hooks(backend: Any) -> bool:
+def _has_ray_hooks(backend: object) -> bool:
     """Whether a backend overrides one of Ray's hooks (on_start, on_training_start,
     on_shutdown); plain tandem backends skip the group round trips."""
     from tandem.train.backends.base import Backend
@@ -199,14 +199,14 @@ class _LocalWorkerGroup:
     def num_workers(self) -> int:
         return self._size
 
-    def _gather(self, value: Any) -> list[Any]:
+    def _gather(self, value: object) -> list[Any]:
         self._calls += 1
         return list(self._session.call("rendezvous_gather", (self._calls, self._rank, value)))
 
-    def execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
+    def execute(self, fn: Callable[..., object], *args: object, **kwargs: object) -> list[Any]:
         return self._gather(fn(*args, **kwargs))
 
-    def execute_single(self, rank: int, fn: Callable[..., Any], *args: Any,
-                       **kwargs: Any) -> Any:
+    def execute_single(self, rank: int, fn: Callable[..., object], *args: object,
+                       **kwargs: object) -> object:
         value = fn(*args, **kwargs) if rank == self._rank else None
         return self._gather(value)[rank]

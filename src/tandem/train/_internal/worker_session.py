@@ -93,8 +93,8 @@ class WorkerSession:
         channel.on_message(self._on_driver_message)
 
     # -- reports ---------------------------------------------------------------------
-    def report(self, metrics: Mapping[str, Any], checkpoint: Checkpoint | None,
-               validation: Any = False, dir_name: str | None = None, upload: bool = True,
+    def report(self, metrics: Mapping[str, object], checkpoint: Checkpoint | None,
+               validation: object = False, dir_name: str | None = None, upload: bool = True,
                delete_local: bool = False,
                upload_fn: Callable[[Checkpoint, str], Checkpoint] | None = None) -> None:
         """One ``train.report`` (see there for the arguments, already checked)."""
@@ -206,7 +206,7 @@ class WorkerSession:
         self._preemption_calls += 1
         return self.call("preemption_info", self._preemption_calls)
 
-    def dataset_shard(self, name: str | None) -> Any:
+    def dataset_shard(self, name: str | None) -> object:
         if name is None:  # the 1.x spelling: the one dataset given, or all of them by name
             if len(self._shards) == 1:
                 return self._resolved(next(iter(self._shards)))
@@ -219,7 +219,7 @@ class WorkerSession:
             )
         return self._resolved(name)
 
-    def _resolved(self, name: str) -> Any:
+    def _resolved(self, name: str) -> object:
         shard = self._shards[name]
         if isinstance(shard, RayDataShard):  # a ray.data iterator: connect to Ray, once
             shard = self._shards[name] = shard.resolve()
@@ -239,7 +239,7 @@ class WorkerSession:
         """Sends the final frame (after every report, which were sent inline)."""
         self._send(encode(final))
 
-    def call(self, method: str, payload: Any, timeout_s: float | None = None) -> Any:
+    def call(self, method: str, payload: object, timeout_s: float | None = None) -> Any:
         """Sends a request to the driver and blocks for its answer."""
         with self._call_lock:
             self._call_ids += 1

@@ -151,7 +151,7 @@ class Checkpoint:
         return f"Checkpoint(path={self.path!r})"
 
 
-def storage_url(filesystem: Any, path: str | None) -> str:
+def storage_url(filesystem: object, path: str | None) -> str:
     """The local path or fsspec URL that ``RunConfig(storage_filesystem=fs,
     storage_path=path)`` names: workers in other processes open storage by URL, so a
     ``pyarrow.fs`` filesystem is mapped to its URL (local, S3, GCS, HDFS, a ``SubTree`` of

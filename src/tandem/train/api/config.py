@@ -15,7 +15,7 @@ from tandem.train.api.checkpoint import storage_url
 DEFAULT_STORAGE_PATH = os.path.join("~", "tandem_results")
 
 
-def is_search_space(value: Any) -> bool:
+def is_search_space(value: object) -> bool:
     """A tune search space (a ``Domain`` such as ``tune.choice``, or ``tune.grid_search``'s
     ``{"grid_search": [...]}``), recognised without importing the tune layer."""
     if isinstance(value, Mapping) and "grid_search" in value:

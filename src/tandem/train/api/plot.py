@@ -15,7 +15,7 @@ BOOKKEEPING = ("training_iteration", "time_total_s", "time_this_iter_s", "timest
 PREFERRED = ("loss", "val_loss", "valid_loss", "mean_loss", "accuracy", "val_accuracy", "score")
 
 
-def _num(v: Any) -> bool:
+def _num(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
 
 

@@ -204,7 +204,7 @@ class RunDescription:
         return StorageContext(rc.resolved_storage_path(), name)
 
 
-def pickle_train_fn(fn: Callable[..., Any]) -> bytes:
+def pickle_train_fn(fn: Callable[..., object]) -> bytes:
     """``fn`` as the workers receive it (cloudpickle, by value where it must be)."""
     data: bytes = cloudpickle.dumps(fn)
     return data

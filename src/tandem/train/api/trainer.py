@@ -144,14 +144,14 @@ class DataParallelTrainer:
 
     # -- running ---------------------------------------------------------------------------
     @classmethod
-    def restore(cls, *args: Any, **kwargs: Any) -> DataParallelTrainer:
+    def restore(cls, *args: object, **kwargs: object) -> DataParallelTrainer:
         """Deprecated in Ray Train V2, as here: raises ``DeprecationWarning``. To resume a
         run, ``fit()`` a trainer with the same ``RunConfig(storage_path=..., name=...)``:
         it goes on from the run's latest checkpoint."""
         raise DeprecationWarning(_RESTORE_DEPRECATED)
 
     @classmethod
-    def can_restore(cls, *args: Any, **kwargs: Any) -> bool:
+    def can_restore(cls, *args: object, **kwargs: object) -> bool:
         """Deprecated in Ray Train V2, as here: raises ``DeprecationWarning`` (see
         :meth:`restore`)."""
         raise DeprecationWarning(_RESTORE_DEPRECATED)

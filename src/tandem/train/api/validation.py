@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any
 
 from tandem._core.errors import ConfigError
 
 
-def check_train_fn(fn: Any, what: str = "train_loop_per_worker") -> bool:
+def check_train_fn(fn: object, what: str = "train_loop_per_worker") -> bool:
     """Validates a train function; returns whether it takes the config argument.
 
     Raises:

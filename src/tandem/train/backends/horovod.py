@@ -17,7 +17,7 @@ HOROVOD_WITHOUT_TENSORFLOW=1 pip install --no-build-isolation horovod`` (GCC 12.
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from tandem._core.errors import TandemError
 from tandem.train.backends.base import Backend, BackendConfig
@@ -44,7 +44,7 @@ def unavailable(what: str) -> NoReturn:
 class HorovodConfig(BackendConfig):
     """Ray's ``HorovodConfig``; raises ``HorovodUnavailableError`` (see the module docs)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         unavailable("HorovodConfig")
 
     def backend(self) -> Backend:  # pragma: no cover - __init__ never returns

@@ -192,7 +192,7 @@ def _is_transient(e: BaseException) -> bool:
     return isinstance(e, (ConnectionError, TimeoutError))
 
 
-def _rendezvous_store(context: TrainContext, timeout: datetime.timedelta) -> Any:
+def _rendezvous_store(context: TrainContext, timeout: datetime.timedelta) -> object:
     """The gang's TCPStore. Rank 0 binds it on a port the OS picks (no port can be taken
     between choosing and binding it) and the others learn the port through the driver."""
     from torch.distributed import TCPStore

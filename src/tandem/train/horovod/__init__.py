@@ -4,15 +4,13 @@ build against torch 2.13) and what to use instead (``TorchTrainer``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from tandem.train.backends.horovod import HorovodConfig, HorovodUnavailableError, unavailable
 
 
 class HorovodTrainer:
     """Ray's ``HorovodTrainer``; raises ``HorovodUnavailableError`` when built."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         unavailable("HorovodTrainer")
 
 

@@ -39,7 +39,7 @@ def read_dict(checkpoint: Checkpoint) -> dict[str, Any] | None:
             return cloudpickle.load(f)
 
 
-def materialize(checkpoint: Any, dest: str) -> Checkpoint | None:
+def materialize(checkpoint: object, dest: str) -> Checkpoint | None:
     """Turns what ``Trainer.run(checkpoint=...)`` accepts into a checkpoint directory at ``dest``.
 
     Accepted: None, a dict, a ``Checkpoint``, the path of a checkpoint directory, or the

@@ -114,7 +114,7 @@ class CheckpointStrategy:
                                 checkpoint_score_order=self.checkpoint_score_order)
 
 
-def _backend_config(backend: Any) -> BackendConfig:
+def _backend_config(backend: object) -> BackendConfig:
     if isinstance(backend, BackendConfig):
         return backend
     name = backend.lower() if isinstance(backend, str) else None
@@ -141,7 +141,7 @@ def _backend_config(backend: Any) -> BackendConfig:
 class _HookedBackend(Backend):
     """A backend that runs the ``initialization_hook`` in each worker before its own setup."""
 
-    def __init__(self, inner: Backend, hook: Callable[[], Any] | None) -> None:
+    def __init__(self, inner: Backend, hook: Callable[[], object] | None) -> None:
         self.inner = inner
         self.hook = hook
         self.preload = inner.preload
@@ -159,7 +159,7 @@ class _HookedBackend(Backend):
 
 
 class _HookedBackendConfig(BackendConfig):
-    def __init__(self, inner: BackendConfig, hook: Callable[[], Any] | None) -> None:
+    def __init__(self, inner: BackendConfig, hook: Callable[[], object] | None) -> None:
         self.inner = inner
         self.hook = hook
 
@@ -175,11 +175,11 @@ class _TrainFunc:
         self.pass_config = pass_config
         self.__name__ = getattr(fn, "__name__", "train_func")
 
-    def __call__(self, config: Any) -> Any:
+    def __call__(self, config: object) -> Any:
         return self.fn(config) if self.pass_config else self.fn()
 
 
-def _datasets(dataset: Any) -> dict[str, Any]:
+def _datasets(dataset: object) -> dict[str, Any]:
     if dataset is None:
         return {}
     if isinstance(dataset, Mapping):
@@ -385,7 +385,7 @@ class Trainer:
         if not _is_url(self._logdir):
             os.makedirs(self._logdir, exist_ok=True)
         self._state = "created"  # -> "started" -> "shutdown" (-> "started" again)
-        self._init_hook: Callable[[], Any] | None = None
+        self._init_hook: Callable[[], object] | None = None
         self._run_id = 0
         self._group_id = 0
         self._latest_run_dir: str | None = None
@@ -395,7 +395,7 @@ class Trainer:
         self._active: TrainingIterator | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
-    def start(self, initialization_hook: Callable[[], Any] | None = None) -> None:
+    def start(self, initialization_hook: Callable[[], object] | None = None) -> None:
         """Makes the Trainer ready to ``run``. Workers start with each run; this only warms up
         the process they are forked from.
 
@@ -440,7 +440,7 @@ class Trainer:
         self,
         train_func: Callable[..., Any],
         config: Mapping[str, Any] | None = None,
-        callbacks: Sequence[Any] | None = None,
+        callbacks: Sequence[TrainingCallback] | None = None,
         dataset: Any = None,
         checkpoint: Any = None,
         checkpoint_strategy: CheckpointStrategy | None = None,
@@ -505,9 +505,9 @@ class Trainer:
         self._check_active("run_iterator")
         return self._start(train_func, config, dataset, checkpoint, checkpoint_strategy)
 
-    def _start(self, train_func: Callable[..., Any], config: Mapping[str, Any] | None,
-               dataset: Any, checkpoint: Any, strategy: CheckpointStrategy | None,
-               before_submit: Callable[[str], Any] | None = None) -> TrainingIterator:
+    def _start(self, train_func: Callable[..., object], config: Mapping[str, object] | None,
+               dataset: object, checkpoint: object, strategy: CheckpointStrategy | None,
+               before_submit: Callable[[str], object] | None = None) -> TrainingIterator:
         if self._active is not None and not self._active.is_finished():
             raise TrainerStateError(
                 "A run started with run_iterator() is still going: iterate it to the end, or "
@@ -664,7 +664,7 @@ class Trainer:
         tune_function.__qualname__ = tune_function.__name__
         return tune_function
 
-    def to_worker_group(self, train_cls: type, *args: Any, **kwargs: Any) -> WorkerGroup:
+    def to_worker_group(self, train_cls: type, *args: object, **kwargs: object) -> WorkerGroup:
         """Starts ``num_workers`` workers with the backend set up (e.g. a torch process group),
         each holding ``train_cls(*args, **kwargs)``, and returns them as a ``WorkerGroup``.
 
@@ -707,15 +707,16 @@ class Trainer:
                 f"logdir={self._logdir!r})")
 
 
-def _training_callbacks(callbacks: Sequence[Any] | None) -> list[TrainingCallback]:
-    out = list(callbacks or [])
-    for cb in out:
+def _training_callbacks(callbacks: Sequence[object] | None) -> list[TrainingCallback]:
+    out: list[TrainingCallback] = []
+    for cb in callbacks or []:
         if not isinstance(cb, TrainingCallback):
             raise ConfigError(
                 f"Trainer.run(callbacks=[...]) got {type(cb).__name__} {cb!r:.60}, which is not "
                 f"a TrainingCallback: subclass tandem.train.legacy.callbacks.TrainingCallback "
                 f"and override start_training / handle_result / finish_training."
             )
+        out.append(cb)
     return out
 
 

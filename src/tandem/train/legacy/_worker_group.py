@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
@@ -139,7 +139,7 @@ class GroupWorkerTask:
                 self.backend.on_worker_shutdown(self.context)
 
     @staticmethod
-    def _execute(instance: Any, payload: bytes) -> tuple[bool, Any]:
+    def _execute(instance: object, payload: bytes) -> tuple[bool, Any]:
         try:
             method, args, kwargs = cloudpickle.loads(payload)
             if isinstance(method, str):
@@ -294,7 +294,7 @@ class WorkerGroupRunner(JobRunner):
         status = JobStatus.FINISHED if self.shutdown_requested else JobStatus.STOPPED
         return JobOutcome(status)
 
-    def _deliver(self, rank: int, call_id: int, ok: bool, value: Any) -> None:
+    def _deliver(self, rank: int, call_id: int, ok: bool, value: object) -> None:
         with self._lock:
             call = self._calls.get(call_id)
             if call is None:
@@ -315,7 +315,8 @@ class WorkerGroupRunner(JobRunner):
             call.event.set()
 
     # -- the group's calls ----------------------------------------------------------------
-    def call(self, ranks: Sequence[int], method: Any, args: tuple, kwargs: dict) -> list[Any]:
+    def call(self, ranks: Sequence[int], method: object, args: tuple[object, ...],
+             kwargs: dict[str, object]) -> list[Any]:
         if not isinstance(method, str) and not callable(method):
             raise ConfigError(
                 f"execute() takes a method name or a function f(instance, *args), got "
@@ -370,7 +371,8 @@ class WorkerHandle:
         self._group = group
         self.rank = rank
 
-    def execute(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+    def execute(self, method: str | Callable[..., object], *args: object,
+                **kwargs: object) -> Any:
         """Calls ``method`` on this worker's instance and returns its result."""
         return self._group._call([self.rank], method, args, kwargs)[0]
 
@@ -397,7 +399,8 @@ class WorkerGroup:
     def job_id(self) -> str:
         return self._handle.job_id
 
-    def execute(self, method: Any, *args: Any, **kwargs: Any) -> list[Any]:
+    def execute(self, method: str | Callable[..., object], *args: object,
+                **kwargs: object) -> list[Any]:
         """Runs ``method`` on every worker's instance; returns the results in rank order.
 
         Raises:
@@ -406,7 +409,8 @@ class WorkerGroup:
         """
         return self._call(range(self._n), method, args, kwargs)
 
-    def _call(self, ranks: Sequence[int], method: Any, args: tuple, kwargs: dict) -> list[Any]:
+    def _call(self, ranks: Sequence[int], method: object, args: tuple[object, ...],
+              kwargs: dict[str, object]) -> list[Any]:
         if self._closed:
             raise WorkerGroupError(
                 "This worker group has been shut down; create a new one with "

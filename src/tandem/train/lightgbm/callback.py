@@ -50,7 +50,7 @@ class RayTrainReportCallback(ReportCallbackBase):
                       (lambda: link.allgather(None)) if link is not None else None)
 
 
-def _rows(booster: Any) -> dict[str, int]:
+def _rows(booster: object) -> dict[str, int]:
     """Rows of each data set the booster evaluates, by its name."""
     rows: dict[str, int] = {}
     train_set = getattr(booster, "train_set", None)

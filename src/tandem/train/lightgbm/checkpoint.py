@@ -16,7 +16,7 @@ class LightGBMCheckpoint(FrameworkCheckpoint):
     MODEL_FILENAME = "model.txt"
 
     @classmethod
-    def from_model(cls, booster: Any, *, preprocessor: Any = None,
+    def from_model(cls, booster: Any, *, preprocessor: object = None,
                    path: str | None = None) -> LightGBMCheckpoint:
         """Saves ``booster`` into ``path`` (an empty folder; a new temporary one if None)."""
         checkpoint_path = cls._new_dir(path)

@@ -4,7 +4,7 @@ tandem), data-parallel tree learning on each worker's shard."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tandem.train._internal import gbdt
@@ -200,7 +200,7 @@ class LightGBMTrainer(gbdt.BoostedTreeTrainer):
     config_keyword = "lightgbm_config"
     docs_url = "https://lightgbm.readthedocs.io/en/stable/Parameters.html"
 
-    def _params_form_fn(self) -> Any:
+    def _params_form_fn(self) -> Callable[[dict[str, Any]], None]:
         return lightgbm_params_form
 
     # -- the library's part, on each worker -------------------------------------------------
@@ -241,7 +241,7 @@ class LightGBMTrainer(gbdt.BoostedTreeTrainer):
 
     # -- on the driver ----------------------------------------------------------------------
     @classmethod
-    def _probe(cls, params: Mapping[str, Any], head: tuple[Any, Any]) -> str | None:
+    def _probe(cls, params: Mapping[str, object], head: tuple[Any, Any]) -> str | None:
         import lightgbm
 
         probe = {**params, "num_threads": 1, "verbose": -1, "min_data_in_leaf": 1,

@@ -39,7 +39,7 @@ class TrainConformanceJobs:
         self.storage_path = storage_path
         self.num_workers = num_workers
 
-    def _spec(self, name: str, **config: Any) -> JobSpec:
+    def _spec(self, name: str, **config: object) -> JobSpec:
         run = RunDescription(
             train_fn=conformance_train_fn,
             config={"before_gate": 1, "after_gate": 0, "gate_path": "", **config},

@@ -20,7 +20,7 @@ class TorchCheckpoint(FrameworkCheckpoint):
 
     @classmethod
     def from_state_dict(cls, state_dict: dict[str, Any], *,
-                        preprocessor: Any = None) -> TorchCheckpoint:
+                        preprocessor: object = None) -> TorchCheckpoint:
         """Saves ``state_dict`` (a ``module.`` prefix left by DDP is removed, as Ray does)."""
         import torch
 
@@ -30,7 +30,7 @@ class TorchCheckpoint(FrameworkCheckpoint):
         return cls._finish(d, preprocessor)
 
     @classmethod
-    def from_model(cls, model: Any, *, preprocessor: Any = None) -> TorchCheckpoint:
+    def from_model(cls, model: Any, *, preprocessor: object = None) -> TorchCheckpoint:
         """Saves the whole module (pickled; loading it runs its code: prefer
         ``from_state_dict`` for checkpoints others may load)."""
         import torch

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tandem.train.session import get_context
 
+if TYPE_CHECKING:
+    import torch
 
-def get_device() -> Any:
+
+def get_device() -> torch.device:
     """This worker's ``torch.device``: its GPU when it has one, else the CPU."""
     import torch
 
@@ -18,7 +21,7 @@ def get_device() -> Any:
     return torch.device("cpu")
 
 
-def get_devices() -> list[Any]:
+def get_devices() -> list[torch.device]:
     """Every ``torch.device`` this worker was given (Ray's ``get_devices``): one CUDA device
     per GPU of its bundle (``resources_per_worker={"GPU": 2}`` gives two), else the CPU."""
     import torch
@@ -45,22 +48,22 @@ def accelerate(amp: bool = False) -> None:
     raise DeprecationWarning(_TORCH_AMP_DEPRECATION_MESSAGE)
 
 
-def prepare_optimizer(optimizer: Any) -> Any:
+def prepare_optimizer(optimizer: object) -> Any:
     """Deprecated in Ray: raises ``DeprecationWarning``; use the optimizer as is."""
     raise DeprecationWarning(_TORCH_AMP_DEPRECATION_MESSAGE)
 
 
-def backward(tensor: Any) -> None:
+def backward(tensor: object) -> None:
     """Deprecated in Ray: raises ``DeprecationWarning``; call ``tensor.backward()``."""
     raise DeprecationWarning(_TORCH_AMP_DEPRECATION_MESSAGE)
 
 
 def prepare_model(
-    model: Any,
+    model: torch.nn.Module,
     move_to_device: bool = True,
     parallel_strategy: str | None = "ddp",
-    parallel_strategy_kwargs: dict | None = None,
-) -> Any:
+    parallel_strategy_kwargs: dict[str, Any] | None = None,
+) -> torch.nn.Module:
     """Moves ``model`` to this worker's device and wraps it in DistributedDataParallel
     (when there is more than one worker), so gradients are all-reduced on ``backward()``."""
     import torch
@@ -88,7 +91,7 @@ class _DeviceLoader:
     batch is copied on a side CUDA stream while the current one is used (Ray's
     ``auto_transfer``)."""
 
-    def __init__(self, loader: Any, device: Any, auto_transfer: bool = False) -> None:
+    def __init__(self, loader: Any, device: torch.device, auto_transfer: bool = False) -> None:
         self._loader = loader
         self._device = device
         self._auto_transfer = auto_transfer and getattr(device, "type", "") == "cuda"
@@ -127,7 +130,7 @@ class _DeviceLoader:
         return getattr(self._loader, name)
 
 
-def _record_stream(batch: Any, stream: Any) -> None:
+def _record_stream(batch: object, stream: object) -> None:
     """Tells the CUDA caching allocator that ``batch`` (copied on another stream) is used on
     ``stream``, so its memory is not reused while that stream still reads it."""
     if hasattr(batch, "record_stream"):
@@ -140,7 +143,7 @@ def _record_stream(batch: Any, stream: Any) -> None:
             _record_stream(b, stream)
 
 
-def _to_device(batch: Any, device: Any) -> Any:
+def _to_device(batch: object, device: object) -> object:
     if hasattr(batch, "to"):
         return batch.to(device, non_blocking=True)
     if isinstance(batch, (list, tuple)):
@@ -212,7 +215,7 @@ def enable_reproducibility(seed: int = 0) -> None:
     os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
 
 
-def _seeded_worker_init(fn: Any) -> Any:
+def _seeded_worker_init(fn: object) -> Any:
     if _seed is None:
         return fn
     return functools.partial(_seed_data_worker, fn)
@@ -231,7 +234,7 @@ def _seed_data_worker(fn: Any, worker_id: int) -> None:
         fn(worker_id)
 
 
-def _seeded_generator(generator: Any) -> Any:
+def _seeded_generator(generator: object) -> object:
     if _seed is None:
         return generator
     import torch

@@ -16,7 +16,7 @@ class XGBoostCheckpoint(FrameworkCheckpoint):
     MODEL_FILENAME = "model.json"
 
     @classmethod
-    def from_model(cls, booster: Any, *, preprocessor: Any = None,
+    def from_model(cls, booster: Any, *, preprocessor: object = None,
                    path: str | None = None) -> XGBoostCheckpoint:
         """Saves ``booster`` into ``path`` (an empty folder; a new temporary one if None)."""
         checkpoint_path = cls._new_dir(path)

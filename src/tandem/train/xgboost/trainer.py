@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tandem.train._internal import gbdt
@@ -90,7 +90,7 @@ class XGBoostBackend(Backend):
             tracker.free()
 
 
-def _dmatrix(x: Any, y: Any = None) -> Any:
+def _dmatrix(x: object, y: object = None) -> object:
     import xgboost
 
     return xgboost.DMatrix(x, label=y, enable_categorical=True,
@@ -114,7 +114,7 @@ def xgboost_params_form(config: dict[str, Any]) -> None:
     gbdt.params_form_loop(XGBoostTrainer, config)
 
 
-def _allgather(value: Any) -> list[Any]:
+def _allgather(value: object) -> list[Any]:
     import xgboost.collective as coll
 
     return [coll.broadcast(value, r) for r in range(coll.get_world_size())]
@@ -148,7 +148,7 @@ class XGBoostTrainer(gbdt.BoostedTreeTrainer):
     config_keyword = "xgboost_config"
     docs_url = "https://xgboost.readthedocs.io/en/stable/parameter.html"
 
-    def _params_form_fn(self) -> Any:
+    def _params_form_fn(self) -> Callable[[dict[str, Any]], None]:
         return xgboost_params_form
 
     # -- the library's part, on each worker -------------------------------------------------
@@ -181,7 +181,7 @@ class XGBoostTrainer(gbdt.BoostedTreeTrainer):
 
     # -- on the driver ----------------------------------------------------------------------
     @classmethod
-    def _probe(cls, params: Mapping[str, Any], head: tuple[Any, Any]) -> str | None:
+    def _probe(cls, params: Mapping[str, object], head: tuple[Any, Any]) -> str | None:
         import xgboost
 
         probe = {**params, "nthread": 1, "device": "cpu", "verbosity": 0}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from copy import deepcopy
-from typing import Any
+from typing import Any, NoReturn
 
 from tandem._core.errors import ConfigError
 
@@ -43,7 +43,7 @@ class PlacementGroupFactory:
     """
 
     def __init__(self, bundles: Sequence[Mapping[str, float]], strategy: str = "PACK",
-                 *args: Any, **kwargs: Any) -> None:
+                 *args: object, **kwargs: object) -> None:
         if not bundles:
             raise ValueError("Cannot initialize a ResourceRequest with zero bundles.")
         if isinstance(bundles, Mapping) or not all(isinstance(b, Mapping) for b in bundles):
@@ -122,15 +122,15 @@ class PlacementGroupFactory:
         return (f"PlacementGroupFactory(bundles={self._bundles!r}, strategy={self._strategy!r}, "
                 f"head_bundle_is_empty={self._head_bundle_is_empty})")
 
-    def to_placement_group(self) -> Any:
+    def to_placement_group(self) -> NoReturn:
         raise NotImplementedError(
             "PlacementGroupFactory.to_placement_group(): tandem creates no Ray placement "
             "groups; give the factory to tune.with_resources(trainable, factory) and each "
             "trial's worker holds its required_resources."
         )
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.to_placement_group()
+    def __call__(self, *args: object, **kwargs: object) -> NoReturn:
+        self.to_placement_group()
 
 
 def resource_dict_to_pg_factory(spec: Mapping[str, Any] | None = None) -> PlacementGroupFactory:
@@ -144,7 +144,7 @@ def resource_dict_to_pg_factory(spec: Mapping[str, Any] | None = None) -> Placem
     return PlacementGroupFactory([bundle])
 
 
-def as_placement_group_factory(resources: Any) -> PlacementGroupFactory:
+def as_placement_group_factory(resources: object) -> PlacementGroupFactory:
     """A trial's resources (None, a dict, a factory or a ``ScalingConfig``) as a factory;
     None is Ray's default for a function trainable, one CPU."""
     if isinstance(resources, PlacementGroupFactory):

@@ -27,7 +27,7 @@ class TuneReportCallback:
     ``TuneReportCheckpointCallback`` (``checkpoint_on=[]`` to report only) or
     ``tandem.train.tensorflow.keras.ReportCheckpointCallback``."""
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> TuneReportCallback:
+    def __new__(cls, *args: object, **kwargs: object) -> TuneReportCallback:
         raise DeprecationWarning(_DEPRECATION_MESSAGE)
 
 

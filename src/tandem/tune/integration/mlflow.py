@@ -33,15 +33,18 @@ import queue
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import ConfigError
 from tandem._core.extras import import_optional
 from tandem.train import session as train_session
 from tandem.tune.callback import LoggerCallback, refuse_in_train_run
 from tandem.tune.search.variant_generator import flatten_dict
+
+if TYPE_CHECKING:
+    from tandem.tune.controller import TuneTrial
 
 logger = logging.getLogger(__name__)
 
@@ -61,11 +64,11 @@ class _NoopModule:
     def __getattr__(self, item: str) -> _NoopModule:
         return _NoopModule()
 
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
+    def __call__(self, *args: object, **kwargs: object) -> None:
         return None
 
 
-def _float_metrics(result: Mapping[str, Any]) -> dict[str, float]:
+def _float_metrics(result: Mapping[str, object]) -> dict[str, float]:
     out: dict[str, float] = {}
     for key, value in flatten_dict(result).items():
         try:
@@ -75,7 +78,7 @@ def _float_metrics(result: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def _param_value(value: Any) -> str:
+def _param_value(value: object) -> str:
     text = str(value)
     return text if len(text) <= _PARAM_LIMIT else text[:_PARAM_LIMIT - 3] + "..."
 
@@ -182,7 +185,7 @@ class _MLflowSession:
             f"one, or pass create_experiment_if_not_exists=True."
         )
 
-    def log_params(self, run_id: str, params: Mapping[str, Any], skip: set[str]) -> None:
+    def log_params(self, run_id: str, params: Mapping[str, object], skip: set[str]) -> None:
         from mlflow.entities import Param
 
         flat = {k: v for k, v in flatten_dict(params).items() if k not in skip}
@@ -224,7 +227,7 @@ class MLflowLoggerCallback(LoggerCallback):
         *,
         registry_uri: str | None = None,
         experiment_name: str | None = None,
-        tags: dict | None = None,
+        tags: dict[str, Any] | None = None,
         tracking_token: str | None = None,
         save_artifact: bool = False,
         log_params_on_trial_end: bool = False,
@@ -245,7 +248,7 @@ class MLflowLoggerCallback(LoggerCallback):
         self._logged_params: dict[str, set[str]] = {}
         self._writer: _Writer | None = None
 
-    def setup(self, **info: Any) -> None:
+    def setup(self, **info: object) -> None:
         """Called by ``Tuner.fit()`` before trials start: opens the store and finds or
         creates the experiment (a store that cannot be used fails ``fit()`` here)."""
         self.mlflow_util.setup(
@@ -272,7 +275,7 @@ class MLflowLoggerCallback(LoggerCallback):
         """In a Trainer's ``RunConfig``: refused (see ``refuse_in_train_run``)."""
         refuse_in_train_run(self, "setup_mlflow")
 
-    def log_trial_start(self, trial: Any) -> None:
+    def log_trial_start(self, trial: TuneTrial) -> None:
         client = self._client()
         trial_id = trial.trial_id
         if trial_id not in self._trial_runs:
@@ -286,7 +289,7 @@ class MLflowLoggerCallback(LoggerCallback):
         if not self.log_params_on_trial_end:
             self._log_params(trial)
 
-    def _log_params(self, trial: Any) -> None:
+    def _log_params(self, trial: TuneTrial) -> None:
         # MLflow params are write-once: a trial restarted with a new config (PBT) keeps the
         # values it was first logged with; its config's later values are in its results.
         run_id, config = self._trial_runs[trial.trial_id], dict(trial.config)
@@ -294,7 +297,7 @@ class MLflowLoggerCallback(LoggerCallback):
         assert self._writer is not None
         self._writer.call(lambda: self.mlflow_util.log_params(run_id, config, skip))
 
-    def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
+    def log_trial_result(self, iteration: int, trial: TuneTrial, result: dict[str, Any]) -> None:
         if trial.trial_id not in self._trial_runs:
             self.log_trial_start(trial)
         from mlflow.entities import Metric
@@ -305,7 +308,7 @@ class MLflowLoggerCallback(LoggerCallback):
         assert self._writer is not None
         self._writer.metrics(self._trial_runs[trial.trial_id], metrics)
 
-    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+    def log_trial_end(self, trial: TuneTrial, failed: bool = False) -> None:
         run_id = self._trial_runs.pop(trial.trial_id, None)
         if run_id is None:
             return  # never started (stopped while pending)
@@ -337,7 +340,7 @@ class MLflowLoggerCallback(LoggerCallback):
             fs.get(root.rstrip("/") + "/", local, recursive=True)
             client.log_artifacts(run_id, local_dir=local)
 
-    def on_experiment_end(self, trials: list, **info: Any) -> None:
+    def on_experiment_end(self, trials: Sequence[TuneTrial], **info: object) -> None:
         """Ends runs whose trial still runs (``KILLED``), then waits until everything is
         written."""
         writer = self._writer
@@ -410,7 +413,7 @@ class _Writer(threading.Thread):
 
 
 def setup_mlflow(
-    config: dict | None = None,
+    config: dict[str, Any] | None = None,
     tracking_uri: str | None = None,
     registry_uri: str | None = None,
     experiment_id: str | None = None,
@@ -419,7 +422,7 @@ def setup_mlflow(
     artifact_location: str | None = None,
     run_name: str | None = None,
     create_experiment_if_not_exists: bool = False,
-    tags: dict | None = None,
+    tags: dict[str, Any] | None = None,
     rank_zero_only: bool = True,
 ) -> ModuleType | _NoopModule:
     """Starts an MLflow run in this trial or train worker and returns the ``mlflow`` module

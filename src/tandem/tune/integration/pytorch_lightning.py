@@ -42,8 +42,8 @@ def _override_ptl_hooks(callback_cls: type[TuneCallback]) -> type[TuneCallback]:
     hooks the callback was asked to act ``on``."""
 
     def generate_overridden_hook(fn_name: str) -> Callable[..., None]:
-        def overridden_hook(self: TuneCallback, trainer: Trainer, *args: Any,
-                            pl_module: LightningModule | None = None, **kwargs: Any) -> None:
+        def overridden_hook(self: TuneCallback, trainer: Trainer, *args: object,
+                            pl_module: LightningModule | None = None, **kwargs: object) -> None:
             if fn_name in self._on:
                 self._handle(trainer=trainer, pl_module=pl_module)
 
@@ -152,7 +152,7 @@ class TuneReportCheckpointCallback(TuneCallback):
 
 
 class _TuneCheckpointCallback(TuneCallback):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         raise DeprecationWarning(
             "`ray.tune.integration.pytorch_lightning._TuneCheckpointCallback` "
             "is deprecated."

@@ -41,7 +41,7 @@ class TuneReportCallback(TrainingCallback):
         self._pending: tuple[int, Checkpoint] | None = None
         self._held: dict | None = None
 
-    def _select(self, row: Mapping[str, Any]) -> dict[str, Any]:
+    def _select(self, row: Mapping[str, object]) -> dict[str, Any]:
         if self._metrics is None:
             return {k: v for k, v in row.items() if k not in ("training_iteration", "time_total_s")}
         if isinstance(self._metrics, Mapping):
@@ -52,10 +52,10 @@ class TuneReportCallback(TrainingCallback):
     # A checkpoint is committed once every rank reported its iteration, which may be after
     # rank 0's row went by; so each row is held until the next one (or the end) arrives and
     # then forwarded with the latest checkpoint committed for it.
-    def on_checkpoint(self, entry: tuple[int, Any, dict]) -> None:
+    def on_checkpoint(self, entry: tuple[int, Any, dict[str, Any]]) -> None:
         self._pending = (entry[0], entry[1])
 
-    def on_report(self, rows: list[dict]) -> None:
+    def on_report(self, rows: list[dict[str, Any]]) -> None:
         if not tune_session.is_session_enabled():
             return
         for row in rows:
@@ -76,7 +76,7 @@ class TuneReportCallback(TrainingCallback):
         tune_session.report(self._select(row), checkpoint=checkpoint)
 
     # the older Trainer API: handle_result(list of each worker's report)
-    def handle_result(self, results: list[dict], **info: Any) -> None:
+    def handle_result(self, results: list[dict[str, Any]], **info: Any) -> None:
         if results and tune_session.is_session_enabled():
             tune_session.report(self._select(results[0]))
 

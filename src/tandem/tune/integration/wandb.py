@@ -34,13 +34,16 @@ import warnings
 from collections.abc import Mapping, Sequence
 from numbers import Number
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tandem._core.errors import ConfigError
 from tandem._core.extras import import_optional
 from tandem.train import session as train_session
 from tandem.tune.callback import LoggerCallback, refuse_in_train_run
 from tandem.tune.search.variant_generator import flatten_dict
+
+if TYPE_CHECKING:
+    from tandem.tune.controller import TuneTrial
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +64,7 @@ def _import_wandb(what: str) -> ModuleType:
     return import_optional("wandb", "wandb", what)
 
 
-def _check_mode(mode: Any, where: str) -> None:
+def _check_mode(mode: object, where: str) -> None:
     if mode is not None and mode not in WANDB_MODES:
         raise ConfigError(
             f"{where}(mode={mode!r}): W&B has no such mode; the modes are "
@@ -80,7 +83,7 @@ def _env_mode(where: str) -> str | None:
     return mode
 
 
-def _is_allowed_type(obj: Any) -> bool:
+def _is_allowed_type(obj: object) -> bool:
     """What ``wandb.log`` takes as a value (Ray's rule): a number, a one-element array, a
     W&B media object or a list of them."""
     from wandb.sdk.data_types.base_types.wb_value import WBValue
@@ -97,7 +100,7 @@ def _is_allowed_type(obj: Any) -> bool:
     return isinstance(obj, (Number, WBValue))
 
 
-def _clean_log(obj: Any, *, video_kwargs: dict | None = None,
+def _clean_log(obj: object, *, video_kwargs: dict | None = None,
                image_kwargs: dict | None = None) -> Any:
     """Ray's ``_clean_log``: arrays of images/videos become W&B media; values W&B cannot
     serialize become a number or their ``str``."""
@@ -229,7 +232,7 @@ class _TrialLogger(threading.Thread):
             logger.error("W&B logging of trial %s failed: %s", self._trial_name, e)
             run.finish(exit_code=1)
 
-    def _handle_result(self, result: dict) -> tuple[dict, dict]:
+    def _handle_result(self, result: dict[str, Any]) -> tuple[dict, dict]:
         config_update = dict(result.get("config", {}) or {})
         log: dict[str, Any] = {}
         for k, v in flatten_dict(result).items():
@@ -286,8 +289,8 @@ class WandbLoggerCallback(LoggerCallback):
         upload_checkpoints: bool = False,
         save_checkpoints: bool = False,
         upload_timeout: int = DEFAULT_SYNC_TIMEOUT,
-        video_kwargs: dict | None = None,
-        image_kwargs: dict | None = None,
+        video_kwargs: dict[str, Any] | None = None,
+        image_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         self._wandb = _import_wandb("WandbLoggerCallback")
@@ -314,7 +317,7 @@ class WandbLoggerCallback(LoggerCallback):
         self._loggers: dict[str, _TrialLogger] = {}
         self._finished: list[_TrialLogger] = []
 
-    def setup(self, **info: Any) -> None:
+    def setup(self, **info: object) -> None:
         """Called by ``Tuner.fit()`` before trials start: checks the key and project."""
         mode = self.kwargs.get("mode") or _env_mode("WandbLoggerCallback")
         _set_api_key(self._wandb, self.api_key_path, self.api_key, mode,
@@ -332,7 +335,7 @@ class WandbLoggerCallback(LoggerCallback):
         """In a Trainer's ``RunConfig``: refused (see ``refuse_in_train_run``)."""
         refuse_in_train_run(self, "setup_wandb")
 
-    def log_trial_start(self, trial: Any) -> None:
+    def log_trial_start(self, trial: TuneTrial) -> None:
         if trial.trial_id in self._loggers:
             return  # restarted or resumed: the same run goes on
         config = {k: v for k, v in dict(trial.config).items() if k != "callbacks"}
@@ -360,14 +363,14 @@ class WandbLoggerCallback(LoggerCallback):
         self._loggers[trial.trial_id] = thread
         thread.start()
 
-    def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
+    def log_trial_result(self, iteration: int, trial: TuneTrial, result: dict[str, Any]) -> None:
         if trial.trial_id not in self._loggers:
             self.log_trial_start(trial)
         result = _clean_log(result, video_kwargs=self.video_kwargs,
                             image_kwargs=self.image_kwargs)
         self._loggers[trial.trial_id].queue.put(("result", result))
 
-    def log_trial_save(self, trial: Any) -> None:
+    def log_trial_save(self, trial: TuneTrial) -> None:
         if not self.upload_checkpoints or trial.trial_id not in self._loggers:
             return
         checkpoint = getattr(trial, "checkpoint", None)
@@ -375,13 +378,13 @@ class WandbLoggerCallback(LoggerCallback):
         if path and os.path.isdir(path):  # local checkpoints only, as Ray
             self._loggers[trial.trial_id].queue.put(("checkpoint", path))
 
-    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+    def log_trial_end(self, trial: TuneTrial, failed: bool = False) -> None:
         thread = self._loggers.pop(trial.trial_id, None)
         if thread is not None:
             thread.queue.put(("end", failed))
             self._finished.append(thread)
 
-    def on_experiment_end(self, trials: list, **info: Any) -> None:
+    def on_experiment_end(self, trials: Sequence[TuneTrial], **info: object) -> None:
         """Waits (up to ``upload_timeout`` s) for every run to finish writing."""
         for trial_id in list(self._loggers):
             self._loggers.pop(trial_id).queue.put(("end", False))
@@ -397,7 +400,7 @@ class WandbLoggerCallback(LoggerCallback):
 
 
 def setup_wandb(
-    config: dict | None = None,
+    config: dict[str, Any] | None = None,
     api_key: str | None = None,
     api_key_file: str | None = None,
     rank_zero_only: bool = True,

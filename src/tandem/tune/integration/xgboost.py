@@ -47,7 +47,7 @@ class TuneReportCheckpointCallback(RayTrainReportCallback):
 class TuneReportCallback:
     """Removed in Ray (2.11): constructing it raises, as Ray's does."""
 
-    def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
+    def __new__(cls: type, *args: object, **kwargs: object) -> Any:
         raise DeprecationWarning(
             "`TuneReportCallback` is deprecated. "
             "Use `ray.tune.integration.xgboost.TuneReportCheckpointCallback` instead."

@@ -11,11 +11,14 @@ from __future__ import annotations
 import enum
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tandem._core.errors import ConfigError
 from tandem.tune.search.searcher import check_mode
 from tandem.tune.trial import Trial
+
+if TYPE_CHECKING:
+    from tandem.train.api.checkpoint import Checkpoint
 
 __all__ = [
     "CONTINUE",
@@ -59,7 +62,7 @@ class Decision:
     action: Action
     reason: str = ""
     config: dict[str, Any] | None = None
-    checkpoint: Any = None
+    checkpoint: Checkpoint | None = None
 
     def __post_init__(self) -> None:
         if self.action is Action.RESTART:
@@ -88,7 +91,7 @@ class Decision:
         return Decision(Action.STOP, reason)
 
     @staticmethod
-    def restart(config: dict[str, Any], checkpoint: Any, reason: str) -> Decision:
+    def restart(config: dict[str, Any], checkpoint: Checkpoint | None, reason: str) -> Decision:
         return Decision(Action.RESTART, reason, config=config, checkpoint=checkpoint)
 
     def __repr__(self) -> str:
@@ -124,13 +127,13 @@ class TrialSuggestion:
     trial_id: str
     reason: str = ""
     config: dict[str, Any] | None = None
-    checkpoint: Any = None
+    checkpoint: Checkpoint | None = None
     #: RESUME only: the resources the trial runs with from now on (a
     #: ``PlacementGroupFactory``; ``ResourceChangingScheduler``), None to keep its own.
     resources: Any = None
 
     @staticmethod
-    def resume(trial_id: str, reason: str = "", resources: Any = None) -> TrialSuggestion:
+    def resume(trial_id: str, reason: str = "", resources: object = None) -> TrialSuggestion:
         return TrialSuggestion(SuggestionAction.RESUME, trial_id, reason, resources=resources)
 
     @staticmethod
@@ -139,7 +142,7 @@ class TrialSuggestion:
 
     @staticmethod
     def restart(
-        trial_id: str, config: dict[str, Any], checkpoint: Any, reason: str
+        trial_id: str, config: dict[str, Any], checkpoint: Checkpoint | None, reason: str
     ) -> TrialSuggestion:
         if not isinstance(config, dict):
             raise ConfigError(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from copy import deepcopy
-from typing import Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 import numpy as np
 import pandas as pd
@@ -355,12 +355,12 @@ class PB2(PopulationBasedTraining):
         metric: str | None = None,
         mode: str | None = None,
         perturbation_interval: float = 60.0,
-        hyperparam_bounds: Dict[str, dict | list | tuple] | None = None,
+        hyperparam_bounds: Dict[str, dict[str, Any] | list[float] | tuple[float, float]] | None = None,
         quantile_fraction: float = 0.25,
         log_config: bool = True,
         require_attrs: bool = True,
         synch: bool = False,
-        custom_explore_fn: Callable[[dict], dict] | None = None,
+        custom_explore_fn: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ):
 
         sklearn_available = import_pb2_dependencies()

@@ -10,7 +10,7 @@ import os
 import random
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from tandem.tune.schedulers.base import CONTINUE, Decision, TrialScheduler, Tria
 from tandem.tune.schedulers.fifo import FIFOScheduler
 from tandem.tune.search.space import Categorical, Domain, Function, is_grid_search
 from tandem.tune.trial import Trial
+
+if TYPE_CHECKING:
+    from tandem.tune.controller import ControllerView
 
 __all__ = ["PopulationBasedTraining", "PopulationBasedTrainingReplay", "explore"]
 
@@ -428,7 +431,7 @@ class PopulationBasedTraining(TrialScheduler):
             self._custom_explore_fn,
         )
 
-    def bind_controller_view(self, view: Any) -> None:
+    def bind_controller_view(self, view: ControllerView) -> None:
         """Called by the tune controller: where the experiment folder is, for the policy
         files (``pbt_global.txt``, ``pbt_policy_<trial_id>.txt``, Ray's)."""
         self._experiment_path = getattr(view, "experiment_path", None)
@@ -529,7 +532,7 @@ class PopulationBasedTraining(TrialScheduler):
         )
 
 
-def _validate_mutations(mutations: Mapping[str, Any], path: tuple[str, ...]) -> None:
+def _validate_mutations(mutations: Mapping[str, object], path: tuple[str, ...]) -> None:
     for key, value in mutations.items():
         where = "/".join((*path, str(key)))
         if isinstance(value, Function):
@@ -559,7 +562,7 @@ def _validate_mutations(mutations: Mapping[str, Any], path: tuple[str, ...]) -> 
 
 
 def _check_keys_in_space(
-    mutations: Mapping[str, Any], space: Mapping[str, Any], path: tuple[str, ...]
+    mutations: Mapping[str, object], space: Mapping[str, object], path: tuple[str, ...]
 ) -> None:
     for key, value in mutations.items():
         where = "/".join((*path, str(key)))

@@ -20,7 +20,7 @@ import pickle
 import warnings
 from collections.abc import Callable
 from copy import deepcopy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from tandem.tune.execution.placement_groups import (
 from tandem.tune.schedulers.base import CONTINUE, Action, Decision, TrialScheduler, TrialSuggestion
 from tandem.tune.schedulers.fifo import FIFOScheduler
 from tandem.tune.trial import Trial, TrialStatus
+
+if TYPE_CHECKING:
+    from tandem.tune.controller import ControllerView
 
 __all__ = ["DistributeResources", "DistributeResourcesToTopJob", "ResourceChangingScheduler"]
 
@@ -674,7 +677,7 @@ class ResourceChangingScheduler(TrialScheduler):
     def base_trial_resources(self) -> PlacementGroupFactory | None:
         return self._base_trial_resources
 
-    def bind_controller_view(self, view: Any) -> None:
+    def bind_controller_view(self, view: ControllerView) -> None:
         """Called by the tune controller once: the read-only view given to the allocation
         function as ``tune_controller``."""
         self._tune_controller = view
@@ -765,7 +768,7 @@ class ResourceChangingScheduler(TrialScheduler):
             return True
         return False
 
-    def _are_resources_the_same(self, trial: Trial, new_resources: Any) -> bool:
+    def _are_resources_the_same(self, trial: Trial, new_resources: object) -> bool:
         return isinstance(new_resources, PlacementGroupFactory) and \
             trial.placement_group_factory == new_resources
 
@@ -787,7 +790,7 @@ class ResourceChangingScheduler(TrialScheduler):
         return None
 
 
-def _describe(resources: Any) -> str:
+def _describe(resources: object) -> str:
     if isinstance(resources, PlacementGroupFactory):
         return repr(resources.bundles)
     return repr(resources)

@@ -125,7 +125,7 @@ _SEARCHERS: dict[str, tuple[str, str]] = {
 _LAZY = {cls: mod for mod, cls in _SEARCHERS.values()}
 
 
-def create_searcher(search_alg: str, **kwargs: Any) -> Searcher:
+def create_searcher(search_alg: str, **kwargs: object) -> Searcher:
     """Ray's ``create_searcher``: a searcher by name (``"hyperopt"``, ``"optuna"``, ...);
     keyword arguments its constructor does not take are dropped, as in Ray."""
     import importlib

@@ -45,7 +45,7 @@ class LibrarySearcher(Searcher):
     #: Whether ``metric``/``mode`` may be lists (multi-objective search).
     supports_multi_objective: ClassVar[bool] = False
 
-    def __init__(self, metric: Any = None, mode: Any = None) -> None:
+    def __init__(self, metric: str | None = None, mode: str | None = None) -> None:
         name = type(self).__name__
         if isinstance(metric, (list, tuple)) and not self.supports_multi_objective:
             raise ConfigError(
@@ -60,7 +60,7 @@ class LibrarySearcher(Searcher):
     # ---------------------------------------------------------------- controller side
 
     def set_search_properties(
-        self, metric: Any, mode: Any, config: dict[str, Any] | None, **spec: Any
+        self, metric: str | None, mode: str | None, config: dict[str, Any] | None, **spec: object
     ) -> bool:
         """Takes TuneConfig's metric/mode and the Tuner's param space (see Searcher).
 
@@ -77,7 +77,7 @@ class LibrarySearcher(Searcher):
         return self._set_search_properties(metric, mode, dict(config or {}), **spec)
 
     def _set_search_properties(
-        self, metric: Any, mode: Any, config: dict[str, Any], **spec: Any
+        self, metric: str | None, mode: str | None, config: dict[str, Any], **spec: object
     ) -> bool:
         """Ray's ``set_search_properties`` body: convert ``config`` for the library."""
         return super().set_search_properties(metric, mode, config, **spec)

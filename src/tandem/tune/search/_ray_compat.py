@@ -167,7 +167,7 @@ def view(domain: Any) -> Domain:
     raise TypeError(f"{domain!r} is not a search-space object (tune.uniform(...), ...)")
 
 
-def _is_unresolved(value: Any) -> bool:
+def _is_unresolved(value: object) -> bool:
     return isinstance(value, (_space.Domain, Domain)) or is_grid_search(value)
 
 
@@ -210,7 +210,7 @@ def parse_spec_vars(
     return list(resolved.items()), domain_vars, grid_vars
 
 
-def assign_value(spec: dict[Any, Any], path: tuple, value: Any) -> None:
+def assign_value(spec: dict[Any, Any], path: tuple, value: object) -> None:
     """Ray's ``assign_value``: sets ``spec[path...] = value`` (rebuilding tuples)."""
     parent_spec: Any = None
     parent_key: Any = None
@@ -267,7 +267,7 @@ def flatten_dict(
     return out
 
 
-def unflatten_dict(dt: Mapping[str, Any], delimiter: str = "/") -> dict[str, Any]:
+def unflatten_dict(dt: Mapping[str, object], delimiter: str = "/") -> dict[str, Any]:
     """Ray's ``unflatten_dict``."""
     out: dict[str, Any] = {}
     for key, val in dt.items():
@@ -285,7 +285,7 @@ def unflatten_dict(dt: Mapping[str, Any], delimiter: str = "/") -> dict[str, Any
     return out
 
 
-def unflatten_list_dict(dt: Mapping[str, Any], delimiter: str = "/") -> Any:
+def unflatten_list_dict(dt: Mapping[str, object], delimiter: str = "/") -> Any:
     """Ray's ``unflatten_list_dict``: nested dicts and lists from ``"a/0/b"`` keys."""
     out_type: type = list if next(iter(dt)).split(delimiter, 1)[0].isdigit() else dict
     out: Any = out_type()
@@ -347,7 +347,7 @@ def validate_warmstart(
 # --------------------------------------------------------------------------- configs
 
 
-def _unflatten_into(spec: Any, suggestion: Mapping[Any, Any], path: tuple) -> dict[tuple, Any]:
+def _unflatten_into(spec: object, suggestion: Mapping[Any, Any], path: tuple) -> dict[tuple, Any]:
     """``{path: value}`` for every leaf of ``suggestion``, following ``spec``'s shape (a
     dict in the suggestion where the spec has a search-space object is a value)."""
     out: dict[tuple, Any] = {}
@@ -368,7 +368,7 @@ def _unflatten_into(spec: Any, suggestion: Mapping[Any, Any], path: tuple) -> di
     return out
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> Any:
     """NumPy scalars as Python numbers (configs are written as JSON)."""
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
@@ -380,7 +380,7 @@ def _plain(value: Any) -> Any:
 
 
 def merge_suggestion(
-    param_space: Mapping[str, Any] | None, suggestion: Mapping[str, Any],
+    param_space: Mapping[str, object] | None, suggestion: Mapping[str, object],
     rng: np.random.Generator,
 ) -> dict[str, Any]:
     """The trial's full config: ``param_space`` with the library's ``suggestion`` put in

@@ -98,7 +98,7 @@ class BasicVariantGenerator(Searcher):
         self.last_variant: Variant | None = None
 
     def set_search_properties(
-        self, metric: str | None, mode: str | None, config: dict[str, Any] | None, **spec: Any
+        self, metric: str | None, mode: str | None, config: dict[str, Any] | None, **spec: object
     ) -> bool:
         super().set_search_properties(metric, mode, config)
         validate_param_space(config)

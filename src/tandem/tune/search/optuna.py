@@ -40,7 +40,7 @@ def _import_optuna() -> Any:
 _PRIMITIVES = (str, int, float, bool, type(None))
 
 
-def _identity(value: Any) -> Any:
+def _identity(value: object) -> object:
     return value
 
 
@@ -224,7 +224,7 @@ class OptunaSearch(Searcher):
     # ---------------------------------------------------------------- setup
 
     def set_search_properties(
-        self, metric: str | None, mode: str | None, config: dict[str, Any] | None, **spec: Any
+        self, metric: str | None, mode: str | None, config: dict[str, Any] | None, **spec: object
     ) -> bool:
         super().set_search_properties(metric, mode, config)
         validate_param_space(config)

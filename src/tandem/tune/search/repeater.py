@@ -6,6 +6,7 @@
 
 import copy
 import logging
+from typing import Any
 
 import numpy as np
 
@@ -139,7 +140,7 @@ class Repeater(Searcher):
             metric=self.searcher.metric, mode=self.searcher.mode
         )
 
-    def suggest(self, trial_id: str) -> dict | None:
+    def suggest(self, trial_id: str) -> dict[str, Any] | None:
         if self._current_group is None or self._current_group.full():
             config = self.searcher.suggest(trial_id)
             if config is None or config == Searcher.FINISHED:
@@ -159,7 +160,7 @@ class Repeater(Searcher):
         self._trial_id_to_group[trial_id] = self._current_group
         return config
 
-    def on_trial_complete(self, trial_id: str, result: dict | None = None, **kwargs):
+    def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, **kwargs):
         """Stores the score for and keeps track of a completed trial.
 
         Stores the metric of a trial as nan if any of the following conditions
@@ -196,6 +197,6 @@ class Repeater(Searcher):
         self.searcher.restore(checkpoint_path)
 
     def set_search_properties(
-        self, metric: str | None, mode: str | None, config: dict, **spec
+        self, metric: str | None, mode: str | None, config: dict[str, Any], **spec
     ) -> bool:
         return self.searcher.set_search_properties(metric, mode, config, **spec)

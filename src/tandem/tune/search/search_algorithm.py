@@ -26,7 +26,7 @@ class SearchAlgorithm:
         return self._metric
 
     def set_search_properties(self, metric: str | None, mode: str | None,
-                              config: dict[str, Any], **spec: Any) -> bool:
+                              config: dict[str, Any], **spec: object) -> bool:
         """Passes TuneConfig's metric, mode and param space; False if not supported."""
         return True
 

@@ -36,7 +36,7 @@ class SearchGenerator(SearchAlgorithm):
         return self.searcher.metric
 
     def set_search_properties(self, metric: str | None, mode: str | None,
-                              config: dict[str, Any], **spec: Any) -> bool:
+                              config: dict[str, Any], **spec: object) -> bool:
         return self.searcher.set_search_properties(metric, mode, config, **spec)
 
     @property

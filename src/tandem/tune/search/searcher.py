@@ -6,7 +6,7 @@ import logging
 import os
 import pickle
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import cloudpickle
 
@@ -17,7 +17,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["ConcurrencyLimiter", "Searcher", "check_mode", "merge_metric_mode"]
 
 
-def check_mode(mode: Any, where: str) -> None:
+def check_mode(mode: object, where: str) -> None:
     """Raises :class:`ConfigError` unless ``mode`` is None, ``"min"`` or ``"max"`` (or, for
     multi-objective search, a list of those)."""
     if isinstance(mode, (list, tuple)) and mode and all(m in ("min", "max") for m in mode):
@@ -29,7 +29,7 @@ def check_mode(mode: Any, where: str) -> None:
         )
 
 
-def _check_metric(metric: Any, where: str) -> None:
+def _check_metric(metric: object, where: str) -> None:
     if isinstance(metric, (list, tuple)) and metric and all(isinstance(m, str) for m in metric):
         return  # multi-objective; the searchers that cannot do it refuse it themselves
     if metric is not None and not isinstance(metric, str):
@@ -84,7 +84,7 @@ class Searcher(ABC):
         return self._mode
 
     def set_search_properties(
-        self, metric: str | None, mode: str | None, config: dict[str, Any] | None, **spec: Any
+        self, metric: str | None, mode: str | None, config: dict[str, Any] | None, **spec: object
     ) -> bool:
         """Called once by the controller with TuneConfig's metric/mode and the param space.
 
@@ -158,8 +158,18 @@ class Searcher(ABC):
             self.set_state(pickle.load(f))
 
 
+class MetricModeOwner(Protocol):
+    """A searcher or scheduler: its own metric and mode (None where not given)."""
+
+    @property
+    def metric(self) -> str | None: ...
+
+    @property
+    def mode(self) -> str | None: ...
+
+
 def merge_metric_mode(
-    owner: Any, metric: str | None, mode: str | None
+    owner: MetricModeOwner, metric: str | None, mode: str | None
 ) -> tuple[str | None, str | None]:
     """Combines an object's own metric/mode with the ones the controller passes in.
 
@@ -234,11 +244,11 @@ class ConcurrencyLimiter(Searcher):
         self._limit_concurrency = not self.searcher.set_max_concurrency(self.max_concurrent)
 
     @property
-    def metric(self) -> Any:
+    def metric(self) -> str | None:
         return self.searcher.metric
 
     @property
-    def mode(self) -> Any:
+    def mode(self) -> str | None:
         return self.searcher.mode
 
     @property
@@ -251,7 +261,7 @@ class ConcurrencyLimiter(Searcher):
         return True
 
     def set_search_properties(
-        self, metric: str | None, mode: str | None, config: dict[str, Any] | None, **spec: Any
+        self, metric: str | None, mode: str | None, config: dict[str, Any] | None, **spec: object
     ) -> bool:
         self._set_searcher_max_concurrency()
         return self.searcher.set_search_properties(metric, mode, config, **spec)

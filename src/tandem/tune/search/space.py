@@ -40,7 +40,7 @@ import math
 import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Self, SupportsIndex
 
 import numpy as np
 
@@ -79,10 +79,11 @@ __all__ = [
 GRID_SEARCH_KEY = "grid_search"
 
 
-RandomState = Any  # None, an int seed, a numpy Generator or RandomState
+RandomState = int | np.integer | np.random.Generator | np.random.RandomState | None
+"""What ``sample(random_state=...)`` takes: a seed, a NumPy generator, or None."""
 
 
-def _default_rng(rng: Any) -> Any:
+def _default_rng(rng: RandomState | _LegacyRng) -> np.random.Generator | _LegacyRng:
     """A generator to draw from: ``rng`` itself, a new one for an int seed, or (None) NumPy's
     global generator, so that ``np.random.seed(...)`` fixes the draws (Ray's behaviour)."""
     if rng is None:
@@ -91,13 +92,17 @@ def _default_rng(rng: Any) -> Any:
         return _LegacyRng(rng)
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
         return np.random.default_rng(int(rng))
+    if isinstance(rng, bool):
+        raise ConfigError(
+            f"sample(random_state={rng!r}): a bool is not a seed; pass an int seed, a "
+            "numpy.random.Generator, a numpy.random.RandomState or None.")
     return rng
 
 
 class _LegacyRng:
     """``Generator``'s method names over a ``numpy.random.RandomState``."""
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: np.random.RandomState) -> None:
         self._state = state
 
     def uniform(self, low: float, high: float) -> float:
@@ -118,7 +123,8 @@ class _GlobalRng(_LegacyRng):
         super().__init__(np.random.mtrand._rand)
 
 
-def _split_sample_args(config: Any, random_state: Any) -> tuple[Any, Any]:
+def _split_sample_args(config: object, random_state: RandomState | _LegacyRng
+                       ) -> tuple[object, RandomState | _LegacyRng]:
     """``sample(rng)`` (tandem's older spelling) and ``sample(config, size, random_state)``."""
     if random_state is None and isinstance(
             config, (np.random.Generator, np.random.RandomState, _LegacyRng)):
@@ -126,7 +132,7 @@ def _split_sample_args(config: Any, random_state: Any) -> tuple[Any, Any]:
     return config, random_state
 
 
-def _check_number(fn: str, name: str, value: Any, *, integer: bool = False) -> None:
+def _check_number(fn: str, name: str, value: object, *, integer: bool = False) -> None:
     kind = "an integer" if integer else "a finite number"
     ok_type = numbers.Integral if integer else numbers.Real
     if isinstance(value, bool) or not isinstance(value, ok_type):
@@ -162,7 +168,7 @@ class Sampler:
     config=None, size=1, random_state=None)`` draws from ``domain`` with this sampler.
     """
 
-    def sample(self, domain: Domain, config: Any = None, size: int = 1,
+    def sample(self, domain: Domain, config: object = None, size: int = 1,
                random_state: RandomState = None) -> Any:
         if domain.sampler is self:
             return domain.sample(config, size, random_state)
@@ -170,7 +176,7 @@ class Sampler:
         other.set_sampler(self, allow_override=True)
         return other.sample(config, size, random_state)
 
-    def _key(self) -> tuple[Any, ...]:
+    def _key(self) -> tuple[object, ...]:
         return tuple(sorted(vars(self).items(), key=lambda kv: kv[0]))
 
     def __eq__(self, other: object) -> bool:
@@ -225,7 +231,7 @@ class Normal(Sampler):
 class Grid(Sampler):
     """Marks a grid search; a grid is expanded, never sampled."""
 
-    def sample(self, domain: Domain, config: Any = None, size: int = 1,
+    def sample(self, domain: Domain, config: object = None, size: int = 1,
                random_state: RandomState = None) -> Any:
         raise RuntimeError("Do not call `sample()` on grid.")
 
@@ -251,7 +257,7 @@ class Quantized(Sampler):
         return f"Quantized({self.sampler}, q={self.q})"
 
 
-def _unwrap(sampler: Sampler | None) -> tuple[Sampler | None, Any]:
+def _unwrap(sampler: Sampler | None) -> tuple[Sampler | None, float | None]:
     """(the inner sampler, q or None)."""
     if isinstance(sampler, Quantized):
         return sampler.sampler, sampler.q
@@ -267,23 +273,23 @@ class Domain(ABC):
 
     __slots__ = ()
 
-    def sample(self, config: Any = None, size: int = 1, random_state: RandomState = None
+    def sample(self, config: object = None, size: int = 1, random_state: RandomState = None
                ) -> Any:
         """Draws ``size`` values (one value when ``size == 1``, else a list), using
         ``random_state`` (a seed, a NumPy ``Generator`` or ``RandomState``; None: NumPy's
         global generator). ``config`` is the resolved config (for ``sample_from``)."""
-        config, random_state = _split_sample_args(config, random_state)
+        config, state = _split_sample_args(config, random_state)
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ConfigError(f"{self!r}.sample(size={size!r}): size must be an int >= 1.")
-        rng = _default_rng(random_state)
+        rng = _default_rng(state)
         items = [self._sample_one(rng, config) for _ in range(size)]
         return items if size > 1 else items[0]
 
     @abstractmethod
-    def _sample_one(self, rng: Any, config: Any) -> Any:
+    def _sample_one(self, rng: np.random.Generator | _LegacyRng, config: object) -> object:
         """Draws one value with ``rng``."""
 
-    def cast(self, value: Any) -> Any:
+    def cast(self, value: object) -> Any:
         """``value`` as this domain's type (Ray's ``Domain.cast``)."""
         return value
 
@@ -326,7 +332,7 @@ class Domain(ABC):
     def _apply_sampler(self, sampler: Sampler) -> None:
         object.__setattr__(self, "sampler", sampler)
 
-    def _copy(self) -> Any:
+    def _copy(self) -> Self:
         new = object.__new__(type(self))
         for cls in type(self).__mro__:
             for slot in getattr(cls, "__slots__", ()):
@@ -341,7 +347,7 @@ class Domain(ABC):
     def __hash__(self) -> int:
         return hash((type(self), self._key()))
 
-    def _key(self) -> tuple[Any, ...]:
+    def _key(self) -> tuple[object, ...]:
         slots: tuple[str, ...] = self.__slots__
         return tuple(getattr(self, s) for s in slots)
 
@@ -488,7 +494,7 @@ class Float(Domain):
         new.set_sampler(Uniform())
         return new
 
-    def loguniform(self, base: Any = None) -> Float:
+    def loguniform(self, base: float | None = None) -> Float:
         """This range, sampled uniformly in log space (needs ``0 < lower``)."""
         new = self._copy()
         new.set_sampler(LogUniform() if base is None else LogUniform(base))
@@ -518,7 +524,7 @@ class Float(Domain):
     def cast(self, value: Any) -> float:
         return float(value)
 
-    def is_valid(self, value: Any) -> bool:
+    def is_valid(self, value: float) -> bool:
         return bool(self.lower <= value <= self.upper)
 
     @property
@@ -527,8 +533,8 @@ class Float(Domain):
         return (f"({self.lower if lower is None else lower}, "
                 f"{self.upper if upper is None else upper})")
 
-    def _sample_one(self, rng: Any, config: Any) -> float:
-        if self.mean is not None:
+    def _sample_one(self, rng: np.random.Generator | _LegacyRng, config: object) -> float:
+        if self.mean is not None and self.sd is not None:
             value = float(rng.normal(self.mean, self.sd))
             if self.q is not None:
                 value = _clean_float(round(value / self.q) * self.q)
@@ -590,7 +596,7 @@ class Integer(Domain):
         base: float = 10,
         q: int | None = None,
         _fn: str = "Integer",
-        _args: tuple[Any, ...] | None = None,
+        _args: tuple[int, ...] | None = None,
     ) -> None:
         self._fn = _fn
         self._args = _args if _args is not None else (lower, upper)
@@ -636,6 +642,7 @@ class Integer(Domain):
             )
         if q is not None:
             _check_number("quantized", "q", q, integer=True)
+            q = int(q)
             if q <= 0:
                 raise ConfigError(f"Integer.quantized(q={q!r}): q must be a positive integer.")
         old = (self.sampler, self.log, self.q, self._fn, self._args)
@@ -656,7 +663,7 @@ class Integer(Domain):
         new.set_sampler(Uniform())
         return new
 
-    def loguniform(self, base: Any = None) -> Integer:
+    def loguniform(self, base: float | None = None) -> Integer:
         """This range, sampled on a log scale (needs ``0 < lower``)."""
         new = self._copy()
         new.set_sampler(LogUniform() if base is None else LogUniform(base))
@@ -672,14 +679,14 @@ class Integer(Domain):
     def cast(self, value: Any) -> int:
         return int(value)
 
-    def is_valid(self, value: Any) -> bool:
+    def is_valid(self, value: float) -> bool:
         return bool(self.lower <= value <= self.upper)
 
     @property
     def domain_str(self) -> str:
         return f"({self.lower}, {self.upper})"
 
-    def _sample_one(self, rng: Any, config: Any) -> int:
+    def _sample_one(self, rng: np.random.Generator | _LegacyRng, config: object) -> int:
         if self.q is not None and self.q != 1:
             lo = math.ceil(self.low / self.q)
             hi = math.floor(self.high / self.q)
@@ -707,7 +714,7 @@ class Categorical(Domain):
 
     __slots__ = ("categories", "sampler")
 
-    def __init__(self, categories: Sequence[Any]) -> None:
+    def __init__(self, categories: Sequence[object]) -> None:
         if isinstance(categories, (str, bytes, dict, set, frozenset)) or not isinstance(
             categories, Sequence
         ):
@@ -738,27 +745,27 @@ class Categorical(Domain):
         new.set_sampler(Uniform())
         return new
 
-    def grid(self) -> dict[str, list[Any]]:
+    def grid(self) -> dict[str, list[object]]:
         """These categories as a grid search: every one of them, in order."""
         return grid_search(self.categories)
 
     def __len__(self) -> int:
         return len(self.categories)
 
-    def __getitem__(self, item: Any) -> Any:
+    def __getitem__(self, item: SupportsIndex) -> object:
         return self.categories[item]
 
-    def is_valid(self, value: Any) -> bool:
+    def is_valid(self, value: object) -> bool:
         return value in self.categories
 
     @property
     def domain_str(self) -> str:
         return f"{self.categories}"
 
-    def _sample_one(self, rng: Any, config: Any) -> Any:
+    def _sample_one(self, rng: np.random.Generator | _LegacyRng, config: object) -> object:
         return self.categories[int(rng.integers(0, len(self.categories)))]
 
-    def _key(self) -> tuple[Any, ...]:
+    def _key(self) -> tuple[object, ...]:
         return (repr(self.categories),)
 
     def __repr__(self) -> str:
@@ -777,7 +784,7 @@ class Function(Domain):
 
     default_sampler_cls = BaseSampler
 
-    def __init__(self, func: Callable[..., Any]) -> None:
+    def __init__(self, func: Callable[..., object]) -> None:
         if not callable(func):
             raise ConfigError(
                 f"tune.sample_from(func={func!r}): func must be callable, got "
@@ -810,8 +817,8 @@ class Function(Domain):
         """Ray's name for :attr:`pass_spec`."""
         return self.pass_spec
 
-    def sample(self, config: Any = None, size: int = 1, random_state: RandomState = None,
-               *, spec: Any = None) -> Any:
+    def sample(self, config: object = None, size: int = 1, random_state: RandomState = None,
+               *, spec: object = None) -> Any:
         """Calls ``func(spec)`` (or ``func()``) ``size`` times; ``random_state`` is unused.
         ``config`` (Ray's argument) is passed as the spec when ``spec`` is not given."""
         config, _ = _split_sample_args(config, random_state)
@@ -819,7 +826,7 @@ class Function(Domain):
         items = [self._call(spec) for _ in range(size)]
         return items if size > 1 else items[0]
 
-    def _call(self, config: Any) -> Any:
+    def _call(self, config: object) -> object:
         if not self.pass_spec:
             return self.func()
         try:
@@ -829,13 +836,13 @@ class Function(Domain):
                 raise
             return self.func(_Spec(config))  # the older ``spec.config[...]`` form
 
-    def _sample_one(self, rng: Any, config: Any) -> Any:
+    def _sample_one(self, rng: np.random.Generator | _LegacyRng, config: object) -> object:
         return self._call(config)
 
     def is_function(self) -> bool:
         return True
 
-    def is_valid(self, value: Any) -> bool:
+    def is_valid(self, value: object) -> bool:
         return True
 
     @property
@@ -852,13 +859,13 @@ class _Spec:
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: str) -> dict[str, Any]:
         if key != "config":
             raise KeyError(key)
         return self.config
 
 
-def is_grid_search(value: Any) -> bool:
+def is_grid_search(value: object) -> bool:
     """True for ``{"grid_search": [...]}``, the (Ray-compatible) form of :func:`grid_search`."""
     return type(value) is dict and len(value) == 1 and GRID_SEARCH_KEY in value
 
@@ -886,7 +893,7 @@ def qloguniform(lower: float, upper: float, q: float, base: float = 10) -> Float
     return Float(lower, upper, log=True, base=base, q=q, _fn="qloguniform")
 
 
-def _int_args(fn: str, lower: Any, upper: Any) -> None:
+def _int_args(fn: str, lower: object, upper: object) -> None:
     _check_number(fn, "lower", lower, integer=True)
     _check_number(fn, "upper", upper, integer=True)
 
@@ -903,7 +910,7 @@ def randint(lower: int, upper: int) -> Integer:
     return Integer(lower, upper, _fn="randint", _args=(lower, upper))
 
 
-def _check_q_int(fn: str, lower: int, upper: int, q: Any) -> None:
+def _check_q_int(fn: str, lower: int, upper: int, q: int) -> None:
     _check_number(fn, "q", q, integer=True)
     if q <= 0:
         raise ConfigError(
@@ -924,7 +931,7 @@ def qrandint(lower: int, upper: int, q: int = 1) -> Integer:
     return Integer(lower, upper, q=q, _fn="qrandint", _args=(lower, upper, q))
 
 
-def _check_log_int(fn: str, lower: int, upper: int, base: Any) -> None:
+def _check_log_int(fn: str, lower: int, upper: int, base: float) -> None:
     if lower <= 0:
         raise ConfigError(
             f"tune.{fn}(lower={lower!r}, upper={upper!r}): lower must be > 0 because "
@@ -974,12 +981,12 @@ def qrandn(mean: float, sd: float, q: float) -> Float:
     return randn(mean, sd).quantized(q)
 
 
-def choice(categories: Sequence[Any]) -> Categorical:
+def choice(categories: Sequence[object]) -> Categorical:
     """One of ``categories``, sampled uniformly: ``Categorical(categories).uniform()``."""
     return Categorical(categories).uniform()
 
 
-def grid_search(values: Sequence[Any]) -> dict[str, list[Any]]:
+def grid_search(values: Sequence[object]) -> dict[str, list[object]]:
     """Evaluate every value in ``values``; several grids in one space form their product.
 
     Returns ``{"grid_search": [...]}``, the same marker Ray uses, so hand-written
@@ -999,7 +1006,7 @@ def grid_search(values: Sequence[Any]) -> dict[str, list[Any]]:
     return {GRID_SEARCH_KEY: list(values)}
 
 
-def sample_from(func: Callable[..., Any]) -> Function:
+def sample_from(func: Callable[..., object]) -> Function:
     """A value computed by ``func(spec)`` from the otherwise resolved config.
 
     Example: ``{"a": tune.uniform(0, 1), "b": tune.sample_from(lambda spec: spec.config.a * 2)}``.

@@ -106,7 +106,7 @@ class Variant:
 # --------------------------------------------------------------------------- validation
 
 
-def _mistake(value: Any) -> str | None:
+def _mistake(value: object) -> str | None:
     """Why ``value`` is not allowed in a param space, or None if it is fine."""
     try:
         if value in FACTORIES:
@@ -135,7 +135,7 @@ def _mistake(value: Any) -> str | None:
     return None
 
 
-def validate_param_space(param_space: Any, *, name: str = "param_space") -> None:
+def validate_param_space(param_space: object, *, name: str = "param_space") -> None:
     """Raises :class:`ConfigError` for mistaken objects anywhere in ``param_space``.
 
     Args:
@@ -183,7 +183,7 @@ def _validate(value: Any, path: Path, name: str, *, in_tuple: bool) -> None:
             _validate(v, (*path, i), name, in_tuple=in_tuple or isinstance(value, tuple))
 
 
-def has_search_space(param_space: Any) -> bool:
+def has_search_space(param_space: object) -> bool:
     """True if ``param_space`` contains any grid search or ``Domain``."""
     return any(True for _ in _unresolved(param_space, ()))
 
@@ -191,7 +191,7 @@ def has_search_space(param_space: Any) -> bool:
 # --------------------------------------------------------------------------- walking
 
 
-def _unresolved(value: Any, path: Path) -> Iterator[tuple[Path, Any]]:
+def _unresolved(value: object, path: Path) -> Iterator[tuple[Path, Any]]:
     """Yields ``(path, value)`` for each grid search or Domain, not descending into them."""
     if isinstance(value, Domain) or is_grid_search(value):
         yield path, value
@@ -203,7 +203,7 @@ def _unresolved(value: Any, path: Path) -> Iterator[tuple[Path, Any]]:
             yield from _unresolved(v, (*path, i))
 
 
-def _copy_containers(value: Any) -> Any:
+def _copy_containers(value: object) -> Any:
     """Copies dicts and lists (recursively); leaves are shared, not copied."""
     if isinstance(value, dict) and not is_grid_search(value):
         return {k: _copy_containers(v) for k, v in value.items()}
@@ -261,7 +261,7 @@ class _AttrView(Mapping[str, Any]):
     def __init__(self, data: Mapping[Any, Any]) -> None:
         self._data = data
 
-    def __getitem__(self, key: Any) -> Any:
+    def __getitem__(self, key: object) -> Any:
         value = self._data[key]
         if isinstance(value, Function):
             raise _Unresolved(key)
@@ -386,7 +386,7 @@ def merge_point(param_space: Mapping[str, Any], point: Mapping[str, Any]) -> dic
     return merged
 
 
-def _merge_into(spec: dict[str, Any], point: Mapping[str, Any], path: Path) -> None:
+def _merge_into(spec: dict[str, Any], point: Mapping[str, object], path: Path) -> None:
     if not isinstance(point, Mapping):
         raise ConfigError(
             f"points_to_evaluate: each point must be a dict (a partial config), got "
@@ -474,7 +474,7 @@ def iter_variants(
         yield from generate_variants(space, rng, constant_grid_search=constant_grid_search)
 
 
-def _check_num_samples(num_samples: Any) -> None:
+def _check_num_samples(num_samples: object) -> None:
     if (
         isinstance(num_samples, bool)
         or not isinstance(num_samples, int)

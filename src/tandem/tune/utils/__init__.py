@@ -56,7 +56,7 @@ def date_str() -> str:
     return datetime.today().strftime("%Y-%m-%d_%H-%M-%S")  # noqa: DTZ002 - local time, as Ray
 
 
-def merge_dicts(d1: dict, d2: dict) -> dict:
+def merge_dicts(d1: dict[str, Any], d2: dict[str, Any]) -> dict[str, Any]:
     """A deep copy of ``d1`` updated recursively with ``d2`` (new keys allowed)."""
     merged = copy.deepcopy(d1)
     deep_update(merged, d2, True, [])
@@ -64,13 +64,13 @@ def merge_dicts(d1: dict, d2: dict) -> dict:
 
 
 def deep_update(
-    original: dict,
-    new_dict: dict,
+    original: dict[str, Any],
+    new_dict: dict[str, Any],
     new_keys_allowed: bool = False,
     allow_new_subkey_list: list[str] | None = None,
     override_all_if_type_changes: list[str] | None = None,
     override_all_key_list: list[str] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Updates ``original`` with ``new_dict`` recursively, in place, and returns it.
 
     Args:
@@ -102,18 +102,18 @@ def deep_update(
     return original
 
 
-def flatten_dict(dt: dict, delimiter: str = "/", prevent_delimiter: bool = False,
-                 flatten_list: bool = False) -> dict:
+def flatten_dict(dt: dict[str, Any], delimiter: str = "/", prevent_delimiter: bool = False,
+                 flatten_list: bool = False) -> dict[str, Any]:
     """``{"a": {"b": 1}}`` → ``{"a/b": 1}``. With ``flatten_list``, lists and tuples of
     dicts are flattened too (``"a/0/b"``); with ``prevent_delimiter``, a key that holds the
     delimiter raises ``ValueError``."""
 
-    def check(key: Any) -> None:
+    def check(key: object) -> None:
         if prevent_delimiter and delimiter in str(key):
             raise ValueError(f"Found delimiter `{delimiter}` in key when trying to flatten "
                              f"array. Please avoid using the delimiter in your specification.")
 
-    def is_list_of_dicts(v: Any) -> bool:
+    def is_list_of_dicts(v: object) -> bool:
         return flatten_list and isinstance(v, (list, tuple)) and len(v) > 0 and all(
             isinstance(x, dict) for x in v)
 
@@ -160,7 +160,7 @@ def unflattened_lookup(flat_key: str, lookup: Mapping | Sequence, delimiter: str
     return current
 
 
-def _detect_config_single(func: Callable[..., Any]) -> bool:
+def _detect_config_single(func: Callable[..., object]) -> bool:
     """Whether ``func({})`` binds (the function takes a config argument)."""
     try:
         inspect.signature(func).bind({})
@@ -334,7 +334,7 @@ def _save_restore_child() -> None:
     sys.stdout.buffer.write(cloudpickle.dumps(results))
 
 
-def validate_save_restore(trainable_cls: type, config: dict | None = None,
+def validate_save_restore(trainable_cls: type, config: dict[str, Any] | None = None,
                           num_gpus: int = 0) -> bool:
     """Checks that a ``Trainable`` class resumes correctly, as Ray's helper does: one
     instance trains three steps and saves; a second instance, in another process, restores
@@ -388,12 +388,12 @@ def validate_save_restore(trainable_cls: type, config: dict | None = None,
     return True
 
 
-def diagnose_serialization(trainable: Callable[..., Any]) -> bool | set[str]:
+def diagnose_serialization(trainable: Callable[..., object]) -> bool | set[str]:
     """True when ``trainable`` pickles (cloudpickle, as tandem ships it to workers); else
     prints each captured global / nonlocal variable with PASSED or FAILED and returns the
     names of those that fail."""
 
-    def check_variables(objects: Mapping[str, Any], failure_set: set[str],
+    def check_variables(objects: Mapping[str, object], failure_set: set[str],
                         printer: Callable[[str], None]) -> None:
         for var_name, variable in objects.items():
             msg = None

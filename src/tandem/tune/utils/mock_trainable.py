@@ -27,7 +27,7 @@ class MyTrainableClass(Trainable):
     maximum reward value reached.
     """
 
-    def setup(self, config: dict[str, Any], **kwargs: Any) -> None:
+    def setup(self, config: dict[str, Any], **kwargs: object) -> None:
         self._sleep_time = config.get("sleep", 0)
         self._mock_error = config.get(MOCK_ERROR_KEY, False)
         self._persistent_error = config.get("persistent_error", False)

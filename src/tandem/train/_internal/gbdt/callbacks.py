@@ -81,7 +81,7 @@ class ReportCallbackBase:
 
     # -- a library's part ------------------------------------------------------------------
     @classmethod
-    def load_booster(cls, path: str) -> Any:
+    def load_booster(cls, path: str) -> object:
         raise NotImplementedError
 
     # -- shared ----------------------------------------------------------------------------

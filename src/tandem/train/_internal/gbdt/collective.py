@@ -70,7 +70,7 @@ class GangLink:
             f.flush()
             self._conns = [(conn, f)]
 
-    def allgather(self, value: Any) -> list[Any]:
+    def allgather(self, value: object) -> list[Any]:
         if self.world == 1:
             return [value]
         if self.rank == 0:

@@ -114,7 +114,7 @@ def describe(name: str, value: Any, num_workers: int, label_column: Any) -> Any:
     return split_pieces(value, num_workers)
 
 
-def _is_paths(value: Any) -> bool:
+def _is_paths(value: object) -> bool:
     return isinstance(value, (str, os.PathLike)) or (
         isinstance(value, (list, tuple)) and bool(value)
         and all(isinstance(v, (str, os.PathLike)) for v in value))
@@ -214,7 +214,7 @@ def _check_columns(name: str, frame: Any, label_column: Any, path: str | None = 
     )
 
 
-def _parquet_file(path: str, options: Mapping[str, Any]) -> Any:
+def _parquet_file(path: str, options: Mapping[str, object]) -> Any:
     import fsspec
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
@@ -347,7 +347,7 @@ def features_and_label(shard: Any, label_column: Any) -> tuple[Any, Any]:
     return shard.drop(columns=[label_column]), shard[label_column]
 
 
-def head_xy(value: Any, label_column: Any, rows: int = 32) -> tuple[Any, Any] | None:
+def head_xy(value: object, label_column: object, rows: int = 32) -> tuple[Any, Any] | None:
     """A few rows of a described dataset for the driver's params check (None for Ray)."""
     if isinstance(value, Pieces):
         first = value.pieces[0]
@@ -386,7 +386,7 @@ def worker_datasets(config: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def unify_categories(shards: Mapping[str, Any], allgather: Any) -> None:
+def unify_categories(shards: Mapping[str, object], allgather: Any) -> None:
     """Gives every category column the same categories, in the same order, on every worker
     (a worker's file may lack some values; codes must mean the same everywhere). Rank 0's
     order first, then values only other workers saw, sorted."""

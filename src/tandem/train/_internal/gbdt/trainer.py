@@ -5,8 +5,8 @@ checkpoint, train the remaining rounds with the library's report callback."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import ConfigError
 from tandem.train._internal import data as data_mod
@@ -18,9 +18,13 @@ from tandem.train._internal.gbdt.data import (
     head_xy,
     worker_datasets,
 )
-from tandem.train.api.config import RunConfig
+from tandem.train.api.checkpoint import Checkpoint
+from tandem.train.api.config import DataConfig, RunConfig, ScalingConfig
 from tandem.train.api.trainer import DataParallelTrainer
 from tandem.train.backends.base import BackendConfig
+
+if TYPE_CHECKING:
+    from tandem.train.v2.api.validation_config import ValidationConfig
 
 DEFAULT_CHECKPOINT_FREQUENCY = 10
 
@@ -44,21 +48,21 @@ class BoostedTreeTrainer(DataParallelTrainer):
 
     def __init__(
         self,
-        train_loop_per_worker: Any = None,
+        train_loop_per_worker: Callable[..., object] | None = None,
         *,
         train_loop_config: Mapping[str, Any] | None = None,
         params: Mapping[str, Any] | None = None,
-        label_column: Any = None,
+        label_column: str | int | None = None,
         num_boost_round: int | None = None,
         datasets: Mapping[str, Any] | None = None,
         backend_config: BackendConfig | None = None,
-        scaling_config: Any = None,
+        scaling_config: ScalingConfig | None = None,
         run_config: RunConfig | None = None,
-        dataset_config: Any = None,
-        resume_from_checkpoint: Any = None,
+        dataset_config: DataConfig | None = None,
+        resume_from_checkpoint: Checkpoint | None = None,
         metadata: Mapping[str, Any] | None = None,
-        validation_config: Any = None,
-        **library_config: Any,
+        validation_config: ValidationConfig | None = None,
+        **library_config: BackendConfig | None,
     ) -> None:
         name = type(self).__name__
         for key in library_config:
@@ -115,8 +119,6 @@ class BoostedTreeTrainer(DataParallelTrainer):
                 f"'valid' and other names to evaluate); got "
                 f"{list(datasets) if datasets else 'none'}."
             )
-        from tandem.train.api.config import ScalingConfig
-
         sc = scaling_config if scaling_config is not None else ScalingConfig()
         if hasattr(sc, "check_resolved"):
             sc.check_resolved()  # a search space over num_workers belongs in a Tuner
@@ -158,7 +160,7 @@ class BoostedTreeTrainer(DataParallelTrainer):
         self.num_boost_round = rounds
 
     # -- the library's part ----------------------------------------------------------------
-    def _params_form_fn(self) -> Any:
+    def _params_form_fn(self) -> Callable[[dict[str, Any]], None]:
         """The per-worker function of the params form (module level: it is pickled)."""
         raise NotImplementedError
 
@@ -168,7 +170,7 @@ class BoostedTreeTrainer(DataParallelTrainer):
         raise NotImplementedError
 
     @classmethod
-    def rounds_in(cls, booster: Any) -> int:
+    def rounds_in(cls, booster: object) -> int:
         """Boosting rounds a loaded booster holds."""
         raise NotImplementedError
 
@@ -179,21 +181,21 @@ class BoostedTreeTrainer(DataParallelTrainer):
         raise NotImplementedError
 
     @classmethod
-    def train_booster(cls, params: Mapping[str, Any], splits: Mapping[str, Any], rounds: int,
-                      start: Any, callback: Any) -> None:
+    def train_booster(cls, params: Mapping[str, object], splits: Mapping[str, object], rounds: int,
+                      start: object, callback: object) -> None:
         """Trains ``rounds`` more rounds on this worker's ``splits`` (``{name: (X, y)}``,
         "train" first) from ``start`` (a booster or None), reporting through
         ``callback``."""
         raise NotImplementedError
 
     @classmethod
-    def _probe(cls, params: Mapping[str, Any], head: tuple[Any, Any]) -> str | None:
+    def _probe(cls, params: Mapping[str, object], head: tuple[Any, Any]) -> str | None:
         """The library's message when it rejects ``params`` on a few rows, else None."""
         raise NotImplementedError
 
     # -- shared ----------------------------------------------------------------------------
-    def _check_params(self, params: dict[str, Any], described: Mapping[str, Any],
-                      label_column: Any) -> None:
+    def _check_params(self, params: dict[str, Any], described: Mapping[str, object],
+                      label_column: str | int | None) -> None:
         """Raises ConfigError with the library's message when it rejects ``params`` (tried
         on a few rows of the training data, in the driver; skipped for ray.data)."""
         head = head_xy(described["train"], label_column)
@@ -207,7 +209,7 @@ class BoostedTreeTrainer(DataParallelTrainer):
             )
 
     @classmethod
-    def train_rounds(cls, params: Mapping[str, Any], splits: Mapping[str, Any], total: int,
+    def train_rounds(cls, params: Mapping[str, object], splits: Mapping[str, object], total: int,
                      **kwargs: Any) -> None:
         """Inside a worker: trains up to round ``total`` on this worker's ``splits``
         (``{name: (X, y)}``, "train" first), resuming from the run's checkpoint; see
@@ -215,15 +217,15 @@ class BoostedTreeTrainer(DataParallelTrainer):
         train_rounds(cls, params, splits, total, **kwargs)
 
     @classmethod
-    def get_model(cls, checkpoint: Any, filename: str | None = None) -> Any:
+    def get_model(cls, checkpoint: Checkpoint, filename: str | None = None) -> Any:
         """The booster saved in a checkpoint of this trainer (e.g. ``result.checkpoint``);
         ``filename`` if it was saved under another name than the callback's default."""
         return cls.report_callback_class().get_model(checkpoint, filename)
 
 
-def train_rounds(trainer_cls: Any, params: Mapping[str, Any], splits: Mapping[str, Any],
-                 total: int, *, announce: bool = True, numbered: bool = False,
-                 **callback_kwargs: Any) -> None:
+def train_rounds(trainer_cls: type[BoostedTreeTrainer], params: Mapping[str, object],
+                 splits: Mapping[str, object], total: int, *, announce: bool = True,
+                 numbered: bool = False, **callback_kwargs: object) -> None:
     """Trains ``total`` rounds on this worker's ``splits`` (``{name: (X, y)}``, "train"
     first), resuming from the run's checkpoint if there is one: the rounds it holds are not
     trained again. ``numbered`` adds ``epoch`` (1, 2, ... across resumes) to the reports."""
@@ -248,7 +250,8 @@ def train_rounds(trainer_cls: Any, params: Mapping[str, Any], splits: Mapping[st
     trainer_cls.train_booster(dict(params), splits, total - done, start, callback)
 
 
-def params_form_loop(trainer_cls: Any, config: Mapping[str, Any]) -> None:
+def params_form_loop(trainer_cls: type[BoostedTreeTrainer], config: Mapping[str, Any]) -> None:
+
     """The per-worker function of a params-form trainer."""
     shards = worker_datasets(config)
     trainer_cls.unify_categories(shards)

@@ -47,12 +47,12 @@ class RayTrainReportCallback(TrainerCallback):
 
     CHECKPOINT_NAME = "checkpoint"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         if TRANSFORMERS_IMPORT_ERROR is not None:
             raise TRANSFORMERS_IMPORT_ERROR
         super().__init__(*args, **kwargs)
 
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: object) -> None:
         """Called by the Trainer after it saved a checkpoint."""
         with TemporaryDirectory() as tmpdir:
             metrics: dict[str, Any] = {}
@@ -91,11 +91,11 @@ def _ray_iterable_class() -> type | None:
     return _IterableFromIterator
 
 
-def _first(batch: list[Any]) -> Any:
+def _first(batch: list[Any]) -> object:
     return batch[0]
 
 
-def prepare_trainer(trainer: Any) -> Any:
+def prepare_trainer(trainer: object) -> Any:
     """Prepares a ``transformers.Trainer`` for tandem: when its ``train_dataset`` or
     ``eval_dataset`` is a Ray Data iterable (``train.get_dataset_shard("train")
     .iter_torch_batches(...)``), its data loaders read the batches as they come (Ray Data
@@ -104,7 +104,7 @@ def prepare_trainer(trainer: Any) -> Any:
         raise TRANSFORMERS_IMPORT_ERROR
     iterable_cls = _ray_iterable_class()
 
-    def is_ray(data: Any) -> bool:
+    def is_ray(data: object) -> bool:
         return iterable_cls is not None and isinstance(data, iterable_cls)
 
     base_trainer_class: type = trainer.__class__

@@ -30,7 +30,7 @@ class ValidationFn(Protocol):
     """Protocol for a function that validates a checkpoint: called with the checkpoint
     first and the task's ``fn_kwargs``; returns a dict of metrics."""
 
-    def __call__(self, checkpoint: Checkpoint, **kwargs: Any) -> dict: ...
+    def __call__(self, checkpoint: Checkpoint, **kwargs: object) -> dict[str, Any]: ...
 
 
 @dataclass

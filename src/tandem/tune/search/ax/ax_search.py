@@ -9,6 +9,7 @@
 """``AxSearch``: Ax's Bayesian optimization (``AxClient``) (Ray's wrapper)."""
 import copy
 import logging
+from typing import Any
 
 import cloudpickle
 import numpy as np
@@ -158,12 +159,12 @@ class AxSearch(Searcher):
 
     def __init__(
         self,
-        space: dict | list[dict] | None = None,
+        space: dict[str, Any] | list[dict[str, Any]] | None = None,
         metric: str | None = None,
         mode: str | None = None,
-        points_to_evaluate: list[dict] | None = None,
-        parameter_constraints: list | None = None,
-        outcome_constraints: list | None = None,
+        points_to_evaluate: list[dict[str, Any]] | None = None,
+        parameter_constraints: list[str] | None = None,
+        outcome_constraints: list[str] | None = None,
         ax_client: AxClient | None = None,
         **ax_kwargs,
     ):
@@ -397,7 +398,7 @@ class AxSearch(Searcher):
         self._ax.complete_trial(trial_index=ax_trial_index, raw_data=metric_dict)
 
     @staticmethod
-    def convert_search_space(spec: dict):
+    def convert_search_space(spec: dict[str, Any]):
         resolved_vars, domain_vars, grid_vars = parse_spec_vars(spec)
 
         if grid_vars:

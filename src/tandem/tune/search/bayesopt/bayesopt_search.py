@@ -10,7 +10,7 @@
 import json
 import logging
 from collections import defaultdict
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import cloudpickle
 
@@ -167,11 +167,11 @@ class BayesOptSearch(Searcher):
 
     def __init__(
         self,
-        space: dict | None = None,
+        space: dict[str, Any] | None = None,
         metric: str | None = None,
         mode: str | None = None,
-        points_to_evaluate: list[dict] | None = None,
-        utility_kwargs: dict | None = None,
+        points_to_evaluate: list[dict[str, Any]] | None = None,
+        utility_kwargs: dict[str, Any] | None = None,
         random_state: int = 42,
         random_search_steps: int = 10,
         verbose: int = 0,
@@ -385,7 +385,7 @@ class BayesOptSearch(Searcher):
             self._register_result(params, report)
 
     def on_trial_complete(
-        self, trial_id: str, result: dict | None = None, error: bool = False
+        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
     ) -> None:
         """Notification for the completion of trial.
 
@@ -453,7 +453,7 @@ class BayesOptSearch(Searcher):
             ) = save_object
 
     @staticmethod
-    def convert_search_space(spec: dict, join: bool = False) -> dict:
+    def convert_search_space(spec: dict[str, Any], join: bool = False) -> dict[str, Any]:
         resolved_vars, domain_vars, grid_vars = parse_spec_vars(spec)
 
         if grid_vars:

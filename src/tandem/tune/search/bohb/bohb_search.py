@@ -33,7 +33,7 @@ from tandem.tune.search._ray_compat import (
 import copy
 import logging
 import math
-from typing import Union
+from typing import Any, Union
 
 import cloudpickle
 
@@ -137,11 +137,11 @@ class TuneBOHB(Searcher):
 
     def __init__(
         self,
-        space: Union[dict, "ConfigSpace.ConfigurationSpace"] | None = None,
-        bohb_config: dict | None = None,
+        space: Union[dict[str, Any], "ConfigSpace.ConfigurationSpace"] | None = None,
+        bohb_config: dict[str, Any] | None = None,
         metric: str | None = None,
         mode: str | None = None,
-        points_to_evaluate: list[dict] | None = None,
+        points_to_evaluate: list[dict[str, Any]] | None = None,
         seed: int | None = None,
         max_concurrent: int = 0,
     ):
@@ -251,7 +251,7 @@ class TuneBOHB(Searcher):
         self.running.add(trial_id)
         return unflatten_list_dict(config)
 
-    def on_trial_result(self, trial_id: str, result: dict):
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]):
         if trial_id not in self.paused:
             self.running.add(trial_id)
         if "hyperband_info" not in result:
@@ -264,13 +264,13 @@ class TuneBOHB(Searcher):
             self.bohber.new_result(hbs_wrapper)
 
     def on_trial_complete(
-        self, trial_id: str, result: dict | None = None, error: bool = False
+        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
     ):
         del self.trial_to_params[trial_id]
         self.paused.discard(trial_id)
         self.running.discard(trial_id)
 
-    def to_wrapper(self, trial_id: str, result: dict) -> _BOHBJobWrapper:
+    def to_wrapper(self, trial_id: str, result: dict[str, Any]) -> _BOHBJobWrapper:
         return _BOHBJobWrapper(
             self._metric_op * result[self.metric],
             result["hyperband_info"]["budget"],
@@ -288,7 +288,7 @@ class TuneBOHB(Searcher):
         self.running.add(trial_id)
 
     @staticmethod
-    def convert_search_space(spec: dict) -> "ConfigSpace.ConfigurationSpace":
+    def convert_search_space(spec: dict[str, Any]) -> "ConfigSpace.ConfigurationSpace":
         resolved_vars, domain_vars, grid_vars = parse_spec_vars(spec)
 
         if grid_vars:

@@ -8,7 +8,7 @@
 # ruff: noqa: RUF059, TRY004
 """``HEBOSearch``: Huawei's HEBO Bayesian optimization (Ray's wrapper)."""
 import logging
-from typing import Union
+from typing import Any, Union
 
 import cloudpickle
 import numpy as np
@@ -162,11 +162,11 @@ class HEBOSearch(Searcher):
 
     def __init__(
         self,
-        space: Union[dict, "hebo.design_space.design_space.DesignSpace"] | None = None,
+        space: Union[dict[str, Any], "hebo.design_space.design_space.DesignSpace"] | None = None,
         metric: str | None = None,
         mode: str | None = None,
-        points_to_evaluate: list[dict] | None = None,
-        evaluated_rewards: list | None = None,
+        points_to_evaluate: list[dict[str, Any]] | None = None,
+        evaluated_rewards: list[float] | None = None,
         random_state_seed: int | None = None,
         max_concurrent: int = 8,
         **kwargs,
@@ -317,7 +317,7 @@ class HEBOSearch(Searcher):
         return unflatten_dict(params)
 
     def on_trial_complete(
-        self, trial_id: str, result: dict | None = None, error: bool = False
+        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
     ):
         """Notification for the completion of trial.
 
@@ -336,7 +336,7 @@ class HEBOSearch(Searcher):
 
     def add_evaluated_point(
         self,
-        parameters: dict,
+        parameters: dict[str, Any],
         value: float,
         error: bool = False,
         pruned: bool = False,
@@ -405,7 +405,7 @@ class HEBOSearch(Searcher):
             torch.random.set_rng_state(torch_random_state)
 
     @staticmethod
-    def convert_search_space(spec: dict, prefix: str = "") -> dict:
+    def convert_search_space(spec: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         resolved_vars, domain_vars, grid_vars = parse_spec_vars(spec)
 
         params = []

@@ -161,10 +161,10 @@ class HyperOptSearch(Searcher):
 
     def __init__(
         self,
-        space: dict | None = None,
+        space: dict[str, Any] | None = None,
         metric: str | None = None,
         mode: str | None = None,
-        points_to_evaluate: list[dict] | None = None,
+        points_to_evaluate: list[dict[str, Any]] | None = None,
         n_initial_points: int = 20,
         random_state_seed: int | None = None,
         gamma: float = 0.25,
@@ -376,7 +376,7 @@ class HyperOptSearch(Searcher):
             raise e
         return copy.deepcopy(suggested_config)
 
-    def on_trial_result(self, trial_id: str, result: dict) -> None:
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         ho_trial = self._get_hyperopt_trial(trial_id)
         if ho_trial is None:
             return
@@ -385,7 +385,7 @@ class HyperOptSearch(Searcher):
         ho_trial["refresh_time"] = now
 
     def on_trial_complete(
-        self, trial_id: str, result: dict | None = None, error: bool = False
+        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
     ) -> None:
         """Notification for the completion of trial.
 
@@ -451,7 +451,7 @@ class HyperOptSearch(Searcher):
             self.__dict__.update(save_object)
 
     @staticmethod
-    def convert_search_space(spec: dict, prefix: str = "") -> dict:
+    def convert_search_space(spec: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         spec = copy.deepcopy(spec)
         resolved_vars, domain_vars, grid_vars = parse_spec_vars(spec)
 

@@ -11,6 +11,7 @@ import inspect
 import logging
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import cloudpickle
 
@@ -133,11 +134,11 @@ class NevergradSearch(Searcher):
     def __init__(
         self,
         optimizer: Optimizer | type[Optimizer] | ConfiguredOptimizer | None = None,
-        optimizer_kwargs: dict | None = None,
-        space: dict | Parameter | None = None,
+        optimizer_kwargs: dict[str, Any] | None = None,
+        space: dict[str, Any] | Parameter | None = None,
         metric: str | None = None,
         mode: str | None = None,
-        points_to_evaluate: list[dict] | None = None,
+        points_to_evaluate: list[dict[str, Any]] | None = None,
     ):
         assert (
             ng is not None
@@ -296,7 +297,7 @@ class NevergradSearch(Searcher):
             return unflatten_dict(suggested_config.kwargs)
 
     def on_trial_complete(
-        self, trial_id: str, result: dict | None = None, error: bool = False
+        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
     ):
         """Notification for the completion of trial.
 
@@ -324,7 +325,7 @@ class NevergradSearch(Searcher):
         self.__dict__.update(save_object)
 
     @staticmethod
-    def convert_search_space(spec: dict) -> Parameter:
+    def convert_search_space(spec: dict[str, Any]) -> Parameter:
         resolved_vars, domain_vars, grid_vars = parse_spec_vars(spec)
 
         if grid_vars:

@@ -9,6 +9,7 @@
 """``ZOOptSearch``: ZOOpt's derivative-free optimizers (Ray's wrapper)."""
 import copy
 import logging
+from typing import Any
 
 import cloudpickle
 
@@ -166,10 +167,10 @@ class ZOOptSearch(Searcher):
         self,
         algo: str = "asracos",
         budget: int | None = None,
-        dim_dict: dict | None = None,
+        dim_dict: dict[str, Any] | None = None,
         metric: str | None = None,
         mode: str | None = None,
-        points_to_evaluate: list[dict] | None = None,
+        points_to_evaluate: list[dict[str, Any]] | None = None,
         parallel_num: int = 1,
         **kwargs
     ):
@@ -312,7 +313,7 @@ class ZOOptSearch(Searcher):
             return unflatten_dict(new_trial)
 
     def on_trial_complete(
-        self, trial_id: str, result: dict | None = None, error: bool = False
+        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
     ):
         """Notification for the completion of trial."""
         if result:
@@ -336,7 +337,7 @@ class ZOOptSearch(Searcher):
         self.__dict__.update(save_object)
 
     @staticmethod
-    def convert_search_space(spec: dict, join: bool = False) -> dict[str, tuple]:
+    def convert_search_space(spec: dict[str, Any], join: bool = False) -> dict[str, tuple]:
         spec = copy.deepcopy(spec)
         resolved_vars, domain_vars, grid_vars = parse_spec_vars(spec)
 
