@@ -227,6 +227,8 @@ class TuneController:
 
     def step(self) -> None:
         """Launches what may start, then handles the events that arrived."""
+        for cb in self.callbacks:
+            cb.on_step_begin(iteration=self._iteration, trials=self.trials)
         if not self._stopping_all:
             self._launch()
         timeout = 0.5
@@ -279,6 +281,8 @@ class TuneController:
             self._answer_verdicts()
         self.reporter.refresh(self.trials)
         self._save_state()
+        for cb in self.callbacks:
+            cb.on_step_end(iteration=self._iteration, trials=self.trials)
 
     def _finished(self) -> bool:
         if self._live_jobs or self._paused or self._relaunch:

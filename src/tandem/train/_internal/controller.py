@@ -124,6 +124,9 @@ class RunSpec:
     """Extra modules for the zygote to import once (e.g. ``tandem.tune`` for trials)."""
     reuse_key: str | None = None
     """Workers may be reused across runs with this key (``WorkerSpec.reuse_key``)."""
+    result_files: bool = True
+    """Write ``params.json`` / ``result.json`` / ``progress.csv`` (False: a Tuner's logger
+    callbacks write them for its trial)."""
     failure_setting: str = "FailureConfig(max_failures={})"
     """How errors name the restart budget the user set (the older Trainer: max_retries)."""
     log_files: tuple[str | None, str | None] = (None, None)
@@ -294,7 +297,7 @@ class TrainController(JobRunner):
         self.ctx = ctx
         spec = self.spec
         self.state = TrainControllerState.INITIALIZING
-        self.storage = RunStorage(spec.storage.run_path)
+        self.storage = RunStorage(spec.storage.run_path, result_files=spec.result_files)
         self.storage.write_params(spec.config)
         self._seed_checkpoints()
         ctx.set_log_paths({r: self.storage.log_path(r) for r in range(spec.num_workers)})
