@@ -65,15 +65,14 @@ class TuneTrial(Trial):
         "path",
         "result",
         "time_total_s",
-        "trainable_name",
     )
 
     def __init__(self, trial_id: str, config: dict, *, name: str, path: str, index: int,
                  experiment_tag: str = "", resources: Any = None,
                  trainable_name: str = "") -> None:
-        super().__init__(trial_id, config, experiment_tag=experiment_tag, resources=resources)
+        super().__init__(trainable_name, config=config, trial_id=trial_id,
+                         experiment_tag=experiment_tag, resources=resources, stub=True)
         self.name = name
-        self.trainable_name = trainable_name
         self.path = path
         self.index = index
         self.job: JobView | None = None

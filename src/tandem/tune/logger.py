@@ -37,7 +37,6 @@ __all__ = [
     "LoggerCallback",
     "TBXLoggerCallback",
     "pretty_print",
-    "with_default_loggers",
 ]
 
 DISABLE_AUTO_LOGGERS_ENV = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"

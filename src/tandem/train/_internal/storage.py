@@ -7,14 +7,17 @@ checkpoint is committed and when the run ends.
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+import cloudpickle
 
 from tandem.train.api.checkpoint import _is_url, get_fs
 from tandem.train.api.result import ERROR_FILE, PARAMS_FILE, PROGRESS_FILE, RESULT_FILE
@@ -136,12 +139,21 @@ class RunStorage:
         return dropped
 
     def write_checkpoint_state(self, kept: Iterable[tuple[int, Any, dict]],
-                               latest: tuple[int, Any, dict] | None) -> None:
-        state = {
+                               latest: tuple[int, Any, dict] | None,
+                               pending: Mapping[int, tuple[str, Any]] | None = None) -> None:
+        """Writes ``checkpoints.json``: the committed checkpoints, the latest, and those
+        whose validation is ``pending`` (iteration -> (path, validation spec), the spec
+        cloudpickled) so that a run resuming this one runs those validations again."""
+        state: dict[str, Any] = {
             "committed": [[it, os.path.basename(c.path.rstrip("/"))] for it, c, _ in kept],
             "latest": ([latest[0], os.path.basename(latest[1].path.rstrip("/"))]
                        if latest is not None else None),
         }
+        if pending:
+            state["pending_validation"] = [
+                [it, os.path.basename(path.rstrip("/")),
+                 base64.b64encode(cloudpickle.dumps(spec)).decode()]
+                for it, (path, spec) in sorted(pending.items())]
         path = os.path.join(self.local_dir, CHECKPOINT_STATE_FILE)
         with open(path + ".tmp", "w") as f:
             json.dump(state, f)
