@@ -173,7 +173,7 @@ class JsonLoggerCallback(_FileLogger):
         if f is None:
             self.log_trial_start(trial)
             f = self._trial_files[trial.trial_id]
-        f.f.write(json.dumps(result, default=_json_fallback) + "\n")
+        f.f.write(_ENCODER.encode(result) + "\n")
 
     def update_config(self, trial: Any, config: dict) -> None:
         """Writes ``config`` as the trial's ``params.json`` and ``params.pkl``."""
@@ -194,7 +194,7 @@ class CSVLoggerCallback(_FileLogger):
 
     def __init__(self) -> None:
         super().__init__()
-        self._trial_csv: dict[str, csv.DictWriter | None] = {}
+        self._trial_csv: dict[str, tuple[Any, list[str]] | None] = {}
         self._trial_continue: dict[str, bool] = {}
 
     def _setup_trial(self, trial: Any) -> _TrialFile:
@@ -211,17 +211,20 @@ class CSVLoggerCallback(_FileLogger):
         if f is None:
             f = self._setup_trial(trial)
         row = result
-        if "config" in row or any(isinstance(v, dict) for v in row.values()):
-            row = dict(row)
-            row.pop("config", None)
-            row = flatten_dict(row, delimiter="/")
-        writer = self._trial_csv.get(tid)
-        if writer is None:
-            writer = csv.DictWriter(f.f, list(row), extrasaction="ignore")
-            self._trial_csv[tid] = writer
+        # the common row holds only scalars: checked by type in C, flattened otherwise
+        if "config" in row or not all(map(_FLAT_TYPES.__contains__, map(type, row.values()))):
+            if "config" in row or any(isinstance(v, dict) for v in row.values()):
+                row = dict(row)
+                row.pop("config", None)
+                row = flatten_dict(row, delimiter="/")
+        entry = self._trial_csv.get(tid)
+        if entry is None:
+            entry = (csv.writer(f.f), list(row))
+            self._trial_csv[tid] = entry
             if not self._trial_continue[tid]:
-                writer.writeheader()
-        writer.writerow(row)
+                entry[0].writerow(entry[1])
+        writer, fields = entry
+        writer.writerow(map(row.get, fields))  # a key the first result lacked: dropped
 
     def _close(self, trial: Any) -> None:
         self._trial_csv.pop(trial.trial_id, None)
@@ -241,6 +244,9 @@ def pretty_print(result: dict[str, Any], exclude: set[str] | None = None) -> str
     return str(yaml.safe_dump(cleaned, default_flow_style=False))
 
 
+_FLAT_TYPES = frozenset({int, float, str, bool, type(None)})
+
+
 def _json_fallback(value: Any) -> Any:
     """Ray's ``SafeFallbackEncoder``: arrays as lists, numpy scalars as numbers, the rest as
     ``str``."""
@@ -252,6 +258,9 @@ def _json_fallback(value: Any) -> Any:
         except (TypeError, ValueError):
             pass
     return _fallback(value)
+
+
+_ENCODER = json.JSONEncoder(default=_json_fallback)
 
 
 def _fallback(value: Any) -> Any:

@@ -148,6 +148,36 @@ class XGBoostTrainer(gbdt.BoostedTreeTrainer):
     config_keyword = "xgboost_config"
     docs_url = "https://xgboost.readthedocs.io/en/stable/parameter.html"
 
+    def __init__(
+        self,
+        train_loop_per_worker: Any = None,
+        *,
+        train_loop_config: Mapping[str, Any] | None = None,
+        xgboost_config: XGBoostConfig | None = None,
+        scaling_config: Any = None,
+        run_config: Any = None,
+        datasets: Mapping[str, Any] | None = None,
+        dataset_config: Any = None,
+        resume_from_checkpoint: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        label_column: Any = None,
+        params: Mapping[str, Any] | None = None,
+        num_boost_round: int | None = None,
+        backend_config: BackendConfig | None = None,
+        validation_config: Any = None,
+    ) -> None:
+        """Ray's signature; ``xgboost_config`` is the backend config (``backend_config`` is
+        tandem's older spelling of the same)."""
+        if backend_config is None:
+            backend_config = xgboost_config
+        super().__init__(
+            train_loop_per_worker, train_loop_config=train_loop_config, params=params,
+            label_column=label_column, num_boost_round=num_boost_round, datasets=datasets,
+            backend_config=backend_config,
+            scaling_config=scaling_config, run_config=run_config,
+            dataset_config=dataset_config, resume_from_checkpoint=resume_from_checkpoint,
+            metadata=metadata, validation_config=validation_config)
+
     def _params_form_fn(self) -> Any:
         return xgboost_params_form
 
