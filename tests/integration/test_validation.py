@@ -145,3 +145,55 @@ def test_report_checkpoint_options(tmp_path):
         assert (tmp_path / path / "w").read_text() == name
     # ASYNC deletes the reported local folder once copied (Ray's default for it); SYNC keeps
     assert not (root / "b").exists() and (root / "a").exists()
+
+
+def _validate_when_let(checkpoint, gates):
+    with open(os.path.join(gates, f"started_{os.getpid()}"), "w"):
+        pass
+    while not os.path.exists(os.path.join(gates, "go")):  # the test lets it end
+        threading.Event().wait(0.05)
+    with open(os.path.join(checkpoint.path, "w")) as f:
+        return {"val_score": int(f.read()) * 10}
+
+
+def _report_then_wait(config):
+    if train.get_checkpoint() is not None:  # the resumed run: nothing more to train
+        train.report({"resumed": True})
+        return
+    d = tempfile.mkdtemp()
+    with open(os.path.join(d, "w"), "w") as f:
+        f.write("7")
+    train.report({"i": 0}, checkpoint=Checkpoint.from_directory(d), validation=True)
+    threading.Event().wait()  # until the test stops the run
+
+
+def test_a_validation_pending_at_an_abort_runs_when_the_run_resumes(tmp_path):
+    """As Ray Train's ValidationManager: a validation cancelled by the run's abort stays
+    pending, and the next run with the same storage path and name runs it."""
+    import time
+
+    gates = tmp_path / "gates"
+    gates.mkdir()
+
+    def trainer():
+        return DataParallelTrainer(
+            _report_then_wait, scaling_config=ScalingConfig(num_workers=1),
+            validation_config=ValidationConfig(fn=_validate_when_let, task_config=(
+                ValidationTaskConfig(fn_kwargs={"gates": str(gates)}))),
+            run_config=RunConfig(storage_path=str(tmp_path / "runs"), name="v", verbose=0))
+
+    handle = trainer().fit(block=False)
+    deadline = time.monotonic() + 120
+    while not any(p.name.startswith("started_") for p in gates.iterdir()):
+        assert time.monotonic() < deadline, "the validation never started"
+        threading.Event().wait(0.05)
+    handle.stop()  # aborts the run while the validation runs
+    aborted = handle.wait()
+    assert [m.get("val_score") for _c, m in aborted.best_checkpoints] == [None]
+
+    (gates / "go").touch()
+    result = trainer().fit()
+    assert result.metrics.get("resumed") is True
+    by_i = {m["i"]: m for _c, m in result.best_checkpoints}
+    assert by_i[0]["val_score"] == 70  # the pending validation ran, and landed on it
+    assert len([p for p in gates.iterdir() if p.name.startswith("started_")]) == 2

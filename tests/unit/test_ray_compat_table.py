@@ -62,7 +62,9 @@ MIRRORS = {
                                                 "ReportedCheckpointStatus": "tandem.train"},
     "tandem.train.backend": {"Backend": "tandem.train", "BackendConfig": "tandem.train"},
     "tandem.tune.logger": {"TBXLoggerCallback": "tandem.tune", "LoggerCallback": "tandem.tune",
-                           "pretty_print": "tandem.tune.logger"},
+                           "pretty_print": "tandem.tune.logger",
+                           "CSVLoggerCallback": "tandem.tune.logger",
+                           "JsonLoggerCallback": "tandem.tune.logger"},
     "tandem.tune.search.concurrency_limiter": {"ConcurrencyLimiter": "tandem.tune.search"},
 }
 

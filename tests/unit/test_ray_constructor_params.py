@@ -48,8 +48,13 @@ def test_xgboost_config_communicator():
     assert XGBoostConfig().xgboost_communicator == "rabit"
     with pytest.raises(ValueError, match="only \"rabit\""):
         XGBoostConfig(xgboost_communicator="federated")
-    trainer = XGBoostTrainer(lambda: None, xgboost_config=XGBoostConfig(timeout_s=7))  # **kwargs
+    trainer = XGBoostTrainer(lambda: None, xgboost_config=XGBoostConfig(timeout_s=7))
     assert trainer.backend_config.timeout_s == 7
+
+    from tandem.train.lightgbm import LightGBMConfig, LightGBMTrainer
+
+    trainer = LightGBMTrainer(lambda: None, lightgbm_config=LightGBMConfig(timeout_s=5))
+    assert trainer.backend_config.timeout_s == 5  # Ray's keyword, in the signature
 
 
 def test_optuna_search_study_name_storage_and_evaluated_rewards(tmp_path):

@@ -5,8 +5,10 @@ Hooks are called by the tune controller with keyword arguments, as Ray Tune's ar
 raised there fails ``fit()`` before trials start), ``on_trial_start(iteration, trials,
 trial)``, ``on_trial_result(iteration, trials, trial, result)``, ``on_trial_save(iteration,
 trials, trial)`` (the trial committed a checkpoint: ``trial.checkpoint``),
-``on_trial_complete(...)``, ``on_trial_error(...)``, ``on_experiment_end(trials)``.
-Per-trial ``result.json`` and ``progress.csv`` are always written by the train layer.
+``on_trial_complete(...)``, ``on_trial_error(...)``, ``on_experiment_end(trials)``, and
+``on_step_begin`` / ``on_step_end(iteration, trials)`` around each step of the loop.
+Per-trial ``result.json``, ``params.json`` and ``progress.csv`` are written by the logger
+callbacks of ``tandem.tune.logger``, which ``Tuner.fit()`` adds as Ray's does.
 
 ``LoggerCallback`` is Ray's base of the experiment loggers (``log_trial_start``,
 ``log_trial_result``, ``log_trial_save``, ``log_trial_end(trial, failed)``); the MLflow and
@@ -24,7 +26,7 @@ from tandem._core.extras import import_optional
 from tandem.train.api.callback import Callback as RunCallback
 
 if TYPE_CHECKING:
-    from tandem.tune.controller import TuneTrial
+    from tandem.tune._tune_trial import TuneTrial
 
 
 class Callback(RunCallback):
@@ -35,6 +37,13 @@ class Callback(RunCallback):
     def setup(self, **info: object) -> None:
         """Called once by ``Tuner.fit()`` before any trial starts, with ``stop``,
         ``num_samples`` and ``total_num_samples``; raise here to refuse the experiment."""
+
+    def on_step_begin(self, iteration: int, trials: Sequence[TuneTrial], **info: object) -> None:
+        """Called at the start of each step of the tuning loop (Ray's hook)."""
+
+    def on_step_end(self, iteration: int, trials: Sequence[TuneTrial], **info: object) -> None:
+        """Called at the end of each step of the tuning loop, after the results that
+        arrived in it were handled (Ray's hook)."""
 
     def on_trial_start(self, iteration: int, trials: Sequence[TuneTrial], trial: TuneTrial,
                        **info: object) -> None:

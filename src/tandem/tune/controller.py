@@ -40,10 +40,11 @@ from tandem.jobs.spec import JobStatus
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.files import join_path, make_dirs, write_file
 from tandem.train.api.result import Result
+from tandem.tune._tune_trial import TuneTrial
 from tandem.tune.result import SHOULD_CHECKPOINT
 from tandem.tune.schedulers.base import Action, TrialScheduler
 from tandem.tune.search.searcher import Searcher
-from tandem.tune.trial import Trial, TrialStatus
+from tandem.tune.trial import TrialStatus
 
 if TYPE_CHECKING:
     from tandem.tune.callback import Callback
@@ -58,62 +59,6 @@ SCHEDULER_FILE = "scheduler_state.pkl"
 
 class TuneError(TandemError, RuntimeError):
     """The experiment as a whole cannot go on (e.g. a metric the scheduler needs is missing)."""
-
-
-class TuneTrial(Trial):
-    """A trial plus what the controller needs to run it."""
-
-    __slots__ = (
-        "action",
-        "decisions",
-        "error",
-        "gang_reports",
-        "gen",
-        "index",
-        "job",
-        "job_state",
-        "name",
-        "path",
-        "result",
-        "time_total_s",
-        "trainable_name",
-    )
-
-    def __init__(self, trial_id: str, config: dict, *, name: str, path: str, index: int,
-                 experiment_tag: str = "", resources: Any = None,
-                 trainable_name: str = "") -> None:
-        super().__init__(trial_id, config, experiment_tag=experiment_tag, resources=resources)
-        self.name = name
-        self.trainable_name = trainable_name
-        self.path = path
-        self.index = index
-        self.job: JobView | None = None
-        self.job_state: str | None = None  # how its last job ended (experiment_state.json)
-        self.gen = 0
-        self.gang_reports = 0  # reports seen from the trial's current job
-        self.action: Any = None  # the decision being carried out while its job ends
-        self.error: BaseException | None = None
-        self.time_total_s = 0.0
-        self.result: Result | None = None
-        # scheduler decisions other than CONTINUE, for the dashboard's learning curves
-        self.decisions: list[dict[str, Any]] = []
-
-    @property
-    def dirname(self) -> str:
-        """The trial's folder name in the experiment folder."""
-        return self.path.rstrip("/").rsplit("/", 1)[-1]
-
-    def __str__(self) -> str:
-        return self.name  # Ray's str(trial) is its name, what trial_name_creator sets
-
-    @property
-    def iteration(self) -> int:
-        return int((self.last_result or {}).get("training_iteration", 0))
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = super().__getstate__()
-        state.update(job=None, action=None, result=None)  # live handles stay in this process
-        return state
 
 
 @dataclass(frozen=True)
@@ -280,6 +225,8 @@ class TuneController:
 
     def step(self) -> None:
         """Launches what may start, then handles the events that arrived."""
+        for cb in self.callbacks:
+            cb.on_step_begin(iteration=self._iteration, trials=self.trials)
         if not self._stopping_all:
             self._launch()
         timeout = 0.5
@@ -332,6 +279,8 @@ class TuneController:
             self._answer_verdicts()
         self.reporter.refresh(self.trials)
         self._save_state()
+        for cb in self.callbacks:
+            cb.on_step_end(iteration=self._iteration, trials=self.trials)
 
     def _finished(self) -> bool:
         if self._live_jobs or self._paused or self._relaunch:

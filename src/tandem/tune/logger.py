@@ -1,18 +1,238 @@
-"""``ray.tune.logger``'s path: ``LoggerCallback`` (the base of experiment loggers) and the
+"""``ray.tune.logger``'s path: ``LoggerCallback`` (the base of experiment loggers), the
+loggers that write each trial's files (``JsonLoggerCallback``: ``result.json``,
+``params.json``, ``params.pkl``; ``CSVLoggerCallback``: ``progress.csv``) and the
 TensorBoard logger callback.
 
-Every trial writes ``result.json`` and ``progress.csv`` anyway (what Ray's
-``JsonLoggerCallback`` and ``CSVLoggerCallback`` add), so only ``TBXLoggerCallback`` is here.
+As in Ray, ``Tuner.fit()`` adds a ``CSVLoggerCallback`` and a ``JsonLoggerCallback`` unless
+one of that class is already in ``RunConfig(callbacks=...)`` or the environment sets
+``TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1`` (see :func:`with_default_loggers`). They are the
+only writers of those files for a Tuner's trials: a trial started again (resumed, restarted,
+``Tuner.restore``) appends to what it wrote before, as Ray's do.
 """
 
 from __future__ import annotations
 
+import csv
 import json
-from typing import Any
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING, Any, ClassVar
 
+import cloudpickle
+
+from tandem.train.api.checkpoint import get_fs
 from tandem.tune.callback import LoggerCallback, TBXLoggerCallback
+from tandem.tune.result import (
+    EXPR_PARAM_FILE,
+    EXPR_PARAM_PICKLE_FILE,
+    EXPR_PROGRESS_FILE,
+    EXPR_RESULT_FILE,
+)
+from tandem.tune.utils import flatten_dict
 
-__all__ = ["LoggerCallback", "TBXLoggerCallback", "pretty_print"]
+if TYPE_CHECKING:
+    from tandem.tune._tune_trial import TuneTrial
+
+__all__ = [
+    "CSVLoggerCallback",
+    "JsonLoggerCallback",
+    "LoggerCallback",
+    "TBXLoggerCallback",
+    "pretty_print",
+]
+
+DISABLE_AUTO_LOGGERS_ENV = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
+"""Ray's switch: ``"1"`` keeps ``Tuner.fit()`` from adding the CSV and JSON loggers."""
+
+
+def with_default_loggers(callbacks: list[Any], disabled: bool) -> list[Any]:
+    """``callbacks`` plus a ``CSVLoggerCallback`` and a ``JsonLoggerCallback`` where none of
+    that class is among them (Ray's ``_create_default_callbacks``); ``callbacks`` as they are
+    when ``disabled`` (``TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1``, read by ``Tuner.fit()``).
+
+    Ray also adds a ``TBXLoggerCallback`` when ``tensorboardX`` imports; tandem adds it only
+    when asked for (``RunConfig(callbacks=[TBXLoggerCallback()])``): TensorBoard files for
+    every trial cost a writer thread per trial."""
+    out = list(callbacks)
+    if disabled:
+        return out
+    if not any(isinstance(cb, CSVLoggerCallback) for cb in out):
+        out.append(CSVLoggerCallback())
+    if not any(isinstance(cb, JsonLoggerCallback) for cb in out):
+        out.append(JsonLoggerCallback())
+    return out
+
+
+def _trial_path(trial: TuneTrial) -> str:
+    path = getattr(trial, "path", None) or getattr(trial, "local_path", None)
+    if not path:
+        raise ValueError(
+            f"{trial!r} has no folder (trial.path is {path!r}): a logger callback writes into "
+            f"the trial's folder; use it in a Tuner's RunConfig(callbacks=[...])."
+        )
+    return str(path)
+
+
+class _TrialFile:
+    """One file of a trial's folder opened for appending: in the folder itself, or, for an
+    fsspec URL, in a local copy that starts from what the URL holds and is uploaded by
+    :meth:`sync` (at each checkpoint and at the trial's end)."""
+
+    def __init__(self, folder: str, name: str) -> None:
+        self.url: str | None = None
+        self._stage: str | None = None
+        if "://" in folder:
+            self.url = folder.rstrip("/") + "/" + name
+            self._stage = tempfile.mkdtemp(prefix="tandem-log-")
+            local = os.path.join(self._stage, name)
+            fs, p = get_fs(self.url)
+            if fs.exists(p):  # a trial started again goes on from what it wrote before
+                fs.get_file(p, local)
+        else:
+            os.makedirs(folder, exist_ok=True)
+            local = os.path.join(folder, name)
+        self.local = local
+        self.had_content = os.path.exists(local) and os.path.getsize(local) > 0
+        self.f: IO[str] = open(local, "a", newline="", buffering=1 << 16)  # noqa: SIM115
+
+    def sync(self) -> None:
+        self.f.flush()
+        if self.url is not None:
+            fs, p = get_fs(self.url)
+            fs.put_file(self.local, p)
+
+    def close(self) -> None:
+        try:
+            self.sync()
+        finally:
+            self.f.close()
+            if self._stage is not None:
+                shutil.rmtree(self._stage, ignore_errors=True)
+
+
+def _write_whole(folder: str, name: str, data: bytes) -> None:
+    if "://" in folder:
+        fs, p = get_fs(folder.rstrip("/") + "/" + name)
+        fs.makedirs(p.rsplit("/", 1)[0], exist_ok=True)
+        with fs.open(p, "wb") as f:
+            f.write(data)
+        return
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(data)
+
+
+class _FileLogger(LoggerCallback):
+    """Keeps one open file per running trial; Ray's loggers flush after every row, these
+    flush at the end of every step of the tuning loop (``on_step_end``: a batch of
+    results), at every checkpoint and when the trial ends."""
+
+    def __init__(self) -> None:
+        self._trial_files: dict[str, _TrialFile] = {}
+
+    def _close(self, trial: TuneTrial) -> None:
+        f = self._trial_files.pop(trial.trial_id, None)
+        if f is not None:
+            f.close()
+
+    def log_trial_save(self, trial: TuneTrial) -> None:
+        f = self._trial_files.get(trial.trial_id)
+        if f is not None:
+            f.sync()
+
+    def log_trial_end(self, trial: TuneTrial, failed: bool = False) -> None:
+        self._close(trial)
+
+    def on_step_end(self, iteration: int, trials: Sequence[TuneTrial], **info: object) -> None:
+        for f in self._trial_files.values():
+            f.f.flush()
+
+    def on_experiment_end(self, trials: Sequence[TuneTrial], **info: object) -> None:
+        for f in self._trial_files.values():
+            f.close()
+        self._trial_files.clear()
+
+
+class JsonLoggerCallback(_FileLogger):
+    """Writes each trial's results to ``result.json`` in its folder, one JSON object a line,
+    and its config to ``params.json`` (sorted keys) and ``params.pkl`` (cloudpickle), as
+    Ray's ``JsonLoggerCallback``. A trial started again appends to its ``result.json``."""
+
+    _SAVED_FILE_TEMPLATES: ClassVar[list[str]] = [EXPR_RESULT_FILE, EXPR_PARAM_FILE,
+                                                  EXPR_PARAM_PICKLE_FILE]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._trial_configs: dict[str, dict] = {}
+
+    def log_trial_start(self, trial: TuneTrial) -> None:
+        self._close(trial)
+        self.update_config(trial, trial.config)
+        self._trial_files[trial.trial_id] = _TrialFile(_trial_path(trial), EXPR_RESULT_FILE)
+
+    def log_trial_result(self, iteration: int, trial: TuneTrial, result: dict[str, Any]) -> None:
+        f = self._trial_files.get(trial.trial_id)
+        if f is None:
+            self.log_trial_start(trial)
+            f = self._trial_files[trial.trial_id]
+        f.f.write(_ENCODER.encode(result) + "\n")
+
+    def update_config(self, trial: TuneTrial, config: dict[str, Any]) -> None:
+        """Writes ``config`` as the trial's ``params.json`` and ``params.pkl``."""
+        self._trial_configs[trial.trial_id] = config
+        folder = _trial_path(trial)
+        text = json.dumps(config, indent=2, sort_keys=True, default=_json_fallback)
+        _write_whole(folder, EXPR_PARAM_FILE, text.encode())
+        _write_whole(folder, EXPR_PARAM_PICKLE_FILE, cloudpickle.dumps(config))
+
+
+class CSVLoggerCallback(_FileLogger):
+    """Writes each trial's results to ``progress.csv`` in its folder, as Ray's
+    ``CSVLoggerCallback``: nested dicts flattened (``{"a": {"b": 1}}`` -> column ``a/b``),
+    ``config`` left out, the columns those of the trial's first result (later keys are
+    dropped). A trial started again appends, without a second header row."""
+
+    _SAVED_FILE_TEMPLATES: ClassVar[list[str]] = [EXPR_PROGRESS_FILE]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._trial_csv: dict[str, tuple[Any, list[str]] | None] = {}
+        self._trial_continue: dict[str, bool] = {}
+
+    def _setup_trial(self, trial: TuneTrial) -> _TrialFile:
+        self._close(trial)
+        f = _TrialFile(_trial_path(trial), EXPR_PROGRESS_FILE)
+        self._trial_files[trial.trial_id] = f
+        self._trial_continue[trial.trial_id] = f.had_content
+        self._trial_csv[trial.trial_id] = None
+        return f
+
+    def log_trial_result(self, iteration: int, trial: TuneTrial, result: dict[str, Any]) -> None:
+        tid = trial.trial_id
+        f = self._trial_files.get(tid)
+        if f is None:
+            f = self._setup_trial(trial)
+        row = result
+        # the common row holds only scalars: checked by type in C, flattened otherwise
+        if "config" in row or not all(map(_FLAT_TYPES.__contains__, map(type, row.values()))):
+            if "config" in row or any(isinstance(v, dict) for v in row.values()):
+                row = dict(row)
+                row.pop("config", None)
+                row = flatten_dict(row, delimiter="/")
+        entry = self._trial_csv.get(tid)
+        if entry is None:
+            entry = (csv.writer(f.f), list(row))
+            self._trial_csv[tid] = entry
+            if not self._trial_continue[tid]:
+                entry[0].writerow(entry[1])
+        writer, fields = entry
+        writer.writerow(map(row.get, fields))  # a key the first result lacked: dropped
+
+    def _close(self, trial: TuneTrial) -> None:
+        self._trial_csv.pop(trial.trial_id, None)
+        super()._close(trial)
 
 
 def pretty_print(result: dict[str, Any], exclude: set[str] | None = None) -> str:
@@ -26,6 +246,25 @@ def pretty_print(result: dict[str, Any], exclude: set[str] | None = None) -> str
            and (exclude is None or k not in exclude)}
     cleaned = json.loads(json.dumps(out, default=_fallback))
     return str(yaml.safe_dump(cleaned, default_flow_style=False))
+
+
+_FLAT_TYPES = frozenset({int, float, str, bool, type(None)})
+
+
+def _json_fallback(value: Any) -> Any:
+    """Ray's ``SafeFallbackEncoder``: arrays as lists, numpy scalars as numbers, the rest as
+    ``str``."""
+    tolist = getattr(value, "tolist", None)
+    ndim: Any = getattr(value, "ndim", 0)
+    if callable(tolist) and ndim:
+        try:
+            return tolist()
+        except (TypeError, ValueError):
+            pass
+    return _fallback(value)
+
+
+_ENCODER = json.JSONEncoder(default=_json_fallback)
 
 
 def _fallback(value: Any) -> Any:

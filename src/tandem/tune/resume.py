@@ -13,7 +13,7 @@ from tandem._core.errors import ConfigError
 from tandem.tune.trial import TrialStatus
 
 if TYPE_CHECKING:
-    from tandem.tune.controller import TuneTrial
+    from tandem.tune._tune_trial import TuneTrial
 
 
 @dataclass

@@ -51,6 +51,7 @@ from tandem.tune.execution.placement_groups import (
     PlacementGroupFactory,
     as_placement_group_factory,
 )
+from tandem.tune.logger import DISABLE_AUTO_LOGGERS_ENV, with_default_loggers
 from tandem.tune.progress import ProgressReporter, UserReporterDisplay
 from tandem.tune.result_grid import ResultGrid
 from tandem.tune.resume import ResumeConfig, requeue_trials
@@ -318,6 +319,9 @@ class Tuner:
         exp_name = exp_path.rstrip("/").rsplit("/", 1)[-1]
         verbose = 1 if rc.verbose is None else rc.verbose
         callbacks = [cb for cb in (rc.callbacks or []) if isinstance(cb, Callback)]
+        # Ray's default loggers write each trial's result.json / params.json / progress.csv
+        callbacks = with_default_loggers(
+            callbacks, disabled=os.environ.get(DISABLE_AUTO_LOGGERS_ENV, "0") == "1")
         user_reporter = getattr(rc, "progress_reporter", None) or getattr(
             self, "_progress_reporter", None)
         reporter: Any = (
@@ -467,7 +471,8 @@ class Tuner:
                 base, **fields, storage=StorageContext(exp_path, trial.dirname, exp_name),
                 trial=TrialContext(trial.trial_id, trial.name,
                                    start_iteration=_resume_iteration(checkpoint),
-                                   time_offset_s=trial.time_total_s, reuse_key=reuse_key),
+                                   time_offset_s=trial.time_total_s, reuse_key=reuse_key,
+                                   result_files=False),  # the logger callbacks write them
                 resume_from_checkpoint=checkpoint or base.resume_from_checkpoint,
                 echo_prefix=f"{trial.name}, " if verbose >= 2 or log_to_driver() else None,
                 preload=("tandem.tune",), call_handlers=handlers,

@@ -28,7 +28,7 @@ def _asks(gate, results):
 def test_no_stopper_and_fifo_need_no_verdict_and_unknown_policies_ask_at_every_report():
     assert verdict_gate(None, FIFOScheduler(), [], None) is None
     assert verdict_gate(None, FIFOScheduler(), [LoggerCallback()], None) is None
-    trial = Trial("t", {})
+    trial = Trial("fn", trial_id="t", config={})
     # a function stopper, a scheduler other than FIFO/ASHA, a callback that may change a
     # result: any report may decide
     assert verdict_gate(FunctionStopper(lambda t, r: False), FIFOScheduler(), [], None)(
@@ -48,7 +48,7 @@ def test_no_stopper_and_fifo_need_no_verdict_and_unknown_policies_ask_at_every_r
 
 
 def test_dict_and_iteration_stoppers_wait_only_where_they_fire():
-    trial = Trial("t", {})
+    trial = Trial("fn", trial_id="t", config={})
     stopper = CombinedStopper(DictStopper({"training_iteration": 8, "acc": 0.9}),
                               MaximumIterationStopper(20))
     gate = verdict_gate(stopper, FIFOScheduler(), [], None)(trial)
@@ -87,7 +87,7 @@ def test_asha_gate_waits_at_every_result_asha_decides_on():
         gate_of = verdict_gate(None, sched, [], "loss")
         assert gate_of is not None
         for k in range(8):
-            trial = Trial(f"{case}_{k}", {})
+            trial = Trial("fn", trial_id=f"{case}_{k}", config={})
             sched.on_trial_add(trial)
             gate = gate_of(trial)
             assert isinstance(gate, VerdictGate)

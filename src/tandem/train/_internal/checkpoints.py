@@ -12,6 +12,7 @@ import logging
 import os
 import re
 from collections.abc import Callable
+from typing import Any
 
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.config import CheckpointConfig
@@ -199,6 +200,31 @@ def committed_checkpoints(run_path: str) -> list[tuple[int, str]] | None:
         if os.path.isdir(path):
             out.append((int(it), path))
     return sorted(out) or None
+
+
+def pending_validations(run_path: str) -> list[tuple[int, str, Any]]:
+    """``(iteration, path, validation spec)`` of the checkpoints whose validation was still
+    pending when a run in ``run_path`` ended (aborted: its ``checkpoints.json``), oldest
+    first; checkpoints no longer there are left out. A run resuming it runs them again, as
+    Ray Train's ``ValidationManager`` re-queues incomplete validations."""
+    import base64
+    import json
+
+    import cloudpickle
+
+    if "://" in run_path:
+        return []
+    try:
+        with open(os.path.join(run_path, "checkpoints.json")) as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        return []
+    out = []
+    for it, name, spec in state.get("pending_validation") or []:
+        path = os.path.join(run_path, name)
+        if os.path.isdir(path):
+            out.append((int(it), path, cloudpickle.loads(base64.b64decode(spec))))
+    return sorted(out, key=lambda e: e[0])
 
 
 def announce_resume(run_path: str, checkpoint_path: str, given: Checkpoint | None) -> None:

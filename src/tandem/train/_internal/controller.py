@@ -33,6 +33,7 @@ from tandem.train._internal.checkpoints import (
     checkpoint_iteration,
     committed_checkpoints,
     existing_checkpoints,
+    pending_validations,
 )
 from tandem.train._internal.contexts import DistributedTrainContext
 from tandem.train._internal.failure import FailureDecision, FailurePolicy, FailureStatus
@@ -124,6 +125,9 @@ class RunSpec:
     """Extra modules for the zygote to import once (e.g. ``tandem.tune`` for trials)."""
     reuse_key: str | None = None
     """Workers may be reused across runs with this key (``WorkerSpec.reuse_key``)."""
+    result_files: bool = True
+    """Write ``params.json`` / ``result.json`` / ``progress.csv`` (False: a Tuner's logger
+    callbacks write them for its trial)."""
     failure_setting: str = "FailureConfig(max_failures={})"
     """How errors name the restart budget the user set (the older Trainer: max_retries)."""
     log_files: tuple[str | None, str | None] = (None, None)
@@ -199,6 +203,9 @@ class TrainController(JobRunner):
         # commits), and the validation status of checkpoints that asked for one
         self._validation: ValidationRunner | None = None
         self._validation_specs: dict[int, dict[int, Any]] = {}
+        # validations submitted and not ended: iteration -> (checkpoint path, spec), kept in
+        # checkpoints.json so that a run resuming an aborted one runs them again (Ray)
+        self._validations_running: dict[int, tuple[str, Any]] = {}
         self.validation_status: dict[int, str] = {}
 
     def without_callbacks(self) -> tuple[TrainController, tuple[Callback, ...]]:
@@ -294,7 +301,7 @@ class TrainController(JobRunner):
         self.ctx = ctx
         spec = self.spec
         self.state = TrainControllerState.INITIALIZING
-        self.storage = RunStorage(spec.storage.run_path)
+        self.storage = RunStorage(spec.storage.run_path, result_files=spec.result_files)
         self.storage.write_params(spec.config)
         self._seed_checkpoints()
         ctx.set_log_paths({r: self.storage.log_path(r) for r in range(spec.num_workers)})
@@ -508,7 +515,8 @@ class TrainController(JobRunner):
 
     def _record_checkpoints(self) -> None:
         if self.storage is not None:
-            self.storage.write_checkpoint_state(self.checkpoints.kept, self.checkpoints.latest)
+            self.storage.write_checkpoint_state(self.checkpoints.kept, self.checkpoints.latest,
+                                                self._validations_running)
 
     def _commit(self, upto: int) -> None:
         new = self.checkpoints.commit_upto(upto)
@@ -523,20 +531,48 @@ class TrainController(JobRunner):
 
     # -- checkpoint validation (ValidationConfig) ----------------------------------------
     def _start_validations(self, new: list[tuple[int, Checkpoint, dict]]) -> None:
+        started = False
         for it, ckpt, _metrics in new:
             specs = self._validation_specs.pop(it, None)
             if not specs:
                 continue
             spec = specs[min(specs)]  # the lowest rank's, as Ray's report handler
-            if self._validation is None:
-                plan = self.spec.validation
-                if plan is None:  # the worker refuses validation= without a config
-                    self.checkpoints.protected.discard(it)
-                    continue
-                self._validation = ValidationRunner(
-                    plan, lambda: self._q.put((-1, -1, ValidationsDone())))
-            self.validation_status[it] = "PENDING_VALIDATION"
-            self._validation.submit(it, ckpt.path, spec)
+            started = self._submit_validation(it, ckpt.path, spec) or started
+        if started:
+            self._record_checkpoints()  # pending, for a run that resumes this one
+
+    def _submit_validation(self, it: int, path: str, spec: Any) -> bool:
+        if self._validation is None:
+            plan = self.spec.validation
+            if plan is None:  # the worker refuses validation= without a config
+                self.checkpoints.protected.discard(it)
+                return False
+            self._validation = ValidationRunner(
+                plan, lambda: self._q.put((-1, -1, ValidationsDone())))
+        self.validation_status[it] = "PENDING_VALIDATION"
+        self.checkpoints.protected.add(it)  # kept until its validation ends
+        self._validations_running[it] = (path, spec)
+        self._validation.submit(it, path, spec)
+        return True
+
+    def _requeue_validations(self) -> None:
+        """Submits again the validations an earlier run in this run folder left pending
+        when it was aborted (Ray's ``_requeue_incomplete_validations``); they need this
+        run's ``validation_config``."""
+        pending = pending_validations(self.spec.storage.run_path)
+        if not pending:
+            return
+        if self.spec.validation is None:
+            logger.warning(
+                "The earlier run in %s left %d checkpoint validation(s) pending; this run "
+                "has no validation_config, so they are not run. Give the trainer a "
+                "ValidationConfig to run them.", self.spec.storage.run_path, len(pending))
+            return
+        logger.info("Running %d checkpoint validation(s) the earlier run in %s left pending: "
+                    "%s", len(pending), self.spec.storage.run_path,
+                    ", ".join(os.path.basename(p) for _, p, _ in pending))
+        for it, path, spec in pending:
+            self._submit_validation(it, path, spec)
 
     def _apply_validations(self, outcomes: list[Outcome] | None = None) -> None:
         """Merges finished validations into their checkpoints' metrics (Ray's
@@ -550,6 +586,7 @@ class TrainController(JobRunner):
             return
         for o in outcomes:
             self.validation_status[o.iteration] = o.status
+            self._validations_running.pop(o.iteration, None)
             self.checkpoints.validated(o.iteration, o.metrics if o.status == "VALIDATED" else None)
         self._record_checkpoints()
         if self._checkpoint_waiters:
@@ -614,6 +651,7 @@ class TrainController(JobRunner):
         if earlier:  # a run with this (storage_path, name) went before: resume it (Ray Train)
             announce_resume(spec.storage.run_path, earlier[-1][1], spec.resume_from_checkpoint)
             self.checkpoints.seed(Checkpoint(earlier[-1][1]), earlier[-1][0])
+            self._requeue_validations()
             # until the resumed run reports, its result is what the earlier run reported with
             # that checkpoint (a finished run resumed again reports nothing new)
             self.last_metrics = dict(self.checkpoints.latest[2]) if (

@@ -7,14 +7,17 @@ checkpoint is committed and when the run ends.
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+import cloudpickle
 
 from tandem.train.api.checkpoint import _is_url, get_fs
 from tandem.train.api.result import ERROR_FILE, PARAMS_FILE, PROGRESS_FILE, RESULT_FILE
@@ -35,10 +38,14 @@ def _json_default(o: object) -> object:
 
 
 class RunStorage:
-    """Writes one run folder. Not thread-safe: its controller alone writes it."""
+    """Writes one run folder. Not thread-safe: its controller alone writes it.
 
-    def __init__(self, run_path: str) -> None:
+    With ``result_files=False`` (a Tuner's trial) it writes no ``params.json``,
+    ``result.json`` or ``progress.csv``: the tuner's logger callbacks are their only writer."""
+
+    def __init__(self, run_path: str, result_files: bool = True) -> None:
         self.run_path = run_path
+        self.result_files = result_files
         self.remote = _is_url(run_path)
         if self.remote:
             self.local_dir = tempfile.mkdtemp(prefix="tandem-run-")
@@ -49,11 +56,18 @@ class RunStorage:
             os.makedirs(run_path, exist_ok=True)
         self.log_dir = os.path.join(self.local_dir, "logs")
         os.makedirs(self.log_dir, exist_ok=True)
+        self._result: Any = None
+        self._progress: Any = None
+        self._csv: csv.DictWriter | None = None
+        self._csv_fields: list[str] | None = None
+        if result_files:
+            self._open_result_files()
+
+    def _open_result_files(self) -> None:
         self._result = open(os.path.join(self.local_dir, RESULT_FILE), "a", buffering=1 << 16)
         progress_path = os.path.join(self.local_dir, PROGRESS_FILE)
-        self._csv_fields: list[str] | None = _read_csv_header(progress_path)
-        self._progress = open(progress_path, "a", newline="", buffering=1 << 16)
-        self._csv: csv.DictWriter | None = None
+        self._csv_fields = _read_csv_header(progress_path)
+        self._progress = open(progress_path, "a", newline="", buffering=1 << 16)  # noqa: SIM115
         if self._csv_fields is not None:
             self._csv = csv.DictWriter(self._progress, self._csv_fields, extrasaction="ignore")
 
@@ -61,12 +75,16 @@ class RunStorage:
         return os.path.join(self.log_dir, f"rank_{rank}.log")
 
     def write_params(self, config: object) -> None:
+        if not self.result_files:
+            return
         with open(os.path.join(self.local_dir, PARAMS_FILE), "w") as f:
             json.dump(config if config is not None else {}, f, indent=2, default=_json_default)
         if self.remote:
             self.upload([PARAMS_FILE])
 
     def append(self, rows: Iterable[dict]) -> None:
+        if not self.result_files:
+            return
         dumps = json.dumps
         write = self._result.write
         rows = list(rows)
@@ -86,7 +104,10 @@ class RunStorage:
         """Drops the rows after ``iteration`` from ``result.json`` and ``progress.csv``: a run
         (re)started from the checkpoint of ``iteration`` (or from scratch, 0) reports those
         iterations again, and each is kept once, from the lineage that goes on. Returns how
-        many rows were dropped."""
+        many rows were dropped (none without ``result_files``: the tuner's loggers append,
+        as Ray's do)."""
+        if not self.result_files:
+            return 0
         self._result.flush()
         self._progress.flush()
         result_path = os.path.join(self.local_dir, RESULT_FILE)
@@ -118,12 +139,21 @@ class RunStorage:
         return dropped
 
     def write_checkpoint_state(self, kept: Iterable[tuple[int, Any, dict]],
-                               latest: tuple[int, Any, dict] | None) -> None:
-        state = {
+                               latest: tuple[int, Any, dict] | None,
+                               pending: Mapping[int, tuple[str, Any]] | None = None) -> None:
+        """Writes ``checkpoints.json``: the committed checkpoints, the latest, and those
+        whose validation is ``pending`` (iteration -> (path, validation spec), the spec
+        cloudpickled) so that a run resuming this one runs those validations again."""
+        state: dict[str, Any] = {
             "committed": [[it, os.path.basename(c.path.rstrip("/"))] for it, c, _ in kept],
             "latest": ([latest[0], os.path.basename(latest[1].path.rstrip("/"))]
                        if latest is not None else None),
         }
+        if pending:
+            state["pending_validation"] = [
+                [it, os.path.basename(path.rstrip("/")),
+                 base64.b64encode(cloudpickle.dumps(spec)).decode()]
+                for it, (path, spec) in sorted(pending.items())]
         path = os.path.join(self.local_dir, CHECKPOINT_STATE_FILE)
         with open(path + ".tmp", "w") as f:
             json.dump(state, f)
@@ -139,7 +169,7 @@ class RunStorage:
 
     def sync(self) -> None:
         """Uploads the result files (remote storage only)."""
-        if self.remote:
+        if self.remote and self.result_files:
             self.upload([RESULT_FILE, PROGRESS_FILE])
 
     def upload(self, names: list[str]) -> None:
@@ -152,11 +182,13 @@ class RunStorage:
     def close(self) -> None:
         for f in (self._result, self._progress):
             try:
-                f.close()
+                if f is not None:
+                    f.close()
             except OSError:
                 pass
         if self.remote:
-            self.upload([RESULT_FILE, PROGRESS_FILE])
+            if self.result_files:
+                self.upload([RESULT_FILE, PROGRESS_FILE])
             fs, p = get_fs(self.run_path)
             fs.put(self.log_dir + "/", p.rstrip("/") + "/logs/", recursive=True)
             shutil.rmtree(self.local_dir, ignore_errors=True)

@@ -133,7 +133,13 @@ class ValidationRunner:
             outcome = self._validate(iteration, path, spec)
         except Exception:  # noqa: BLE001 - our own failure: the checkpoint's validation failed
             outcome = Outcome(iteration, path, FAILED, {}, traceback.format_exc())
-        if outcome.status == FAILED:
+        with self._lock:
+            aborted = self._aborted
+        if aborted:  # as Ray: left pending, for the next run with this storage path
+            logger.info("Validation was cancelled for checkpoint %s because the run was "
+                        "aborted. It will be retried in the next train run with the same "
+                        "storage path and name if there is one.", path)
+        elif outcome.status == FAILED:
             logger.error("Validation failed for checkpoint %s:\n%s", path, outcome.error)
         elif outcome.status == TIMEOUT:
             logger.warning("Validation for checkpoint %s exceeded timeout_s=%ss. Cancelled.",

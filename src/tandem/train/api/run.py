@@ -58,6 +58,9 @@ class TrialContext:
             continue from (a trial resumed after a pause or an exploit).
         reuse_key: set, a worker process whose task ended well may run the next worker of
             a run with the same key and resource shape (``TuneConfig(reuse_actors=True)``).
+        result_files: whether the run writes ``params.json``, ``result.json`` and
+            ``progress.csv`` itself; a Tuner passes False: its logger callbacks
+            (``tandem.tune.logger``) write them, appending when a trial starts again.
     """
 
     trial_id: str
@@ -65,6 +68,7 @@ class TrialContext:
     start_iteration: int = 0
     time_offset_s: float = 0.0
     reuse_key: str | None = None
+    result_files: bool = True
 
 
 @dataclass(frozen=True)
@@ -304,6 +308,7 @@ def job_spec(
                     if run.validation_config is not None else None),
         preload=run.preload,
         reuse_key=trial.reuse_key if trial is not None else None,
+        result_files=trial.result_files if trial is not None else True,
         failure_setting=(legacy.failure_setting if legacy is not None
                          else _PLAIN_FAILURE_SETTING),
         emit_rank_reports=legacy is not None and legacy.report_all_ranks,

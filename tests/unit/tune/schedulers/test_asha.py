@@ -17,7 +17,7 @@ def _asha(**kw):
 
 
 def _trials(sched, n):
-    trials = [Trial(f"t{i}", {}, status=TrialStatus.RUNNING) for i in range(n)]
+    trials = [Trial("fn", trial_id=f"t{i}", config={}, status=TrialStatus.RUNNING) for i in range(n)]
     for t in trials:
         sched.on_trial_add(t)
     return trials

@@ -50,7 +50,7 @@ def test_trial_suggestion():
 def test_fifo_needs_no_metric():
     fifo = FIFOScheduler()
     assert fifo.set_search_properties(None, None) is True
-    assert fifo.on_trial_result(Trial("a", {}), {"x": 1}) is CONTINUE
+    assert fifo.on_trial_result(Trial("fn", trial_id="a", config={}), {"x": 1}) is CONTINUE
     assert fifo.suggest() is None
 
 

@@ -14,7 +14,7 @@ def _hb(**kw):
 
 
 def _add(sched, n, prefix="t"):
-    trials = [Trial(f"{prefix}{i}", {}, status=TrialStatus.RUNNING) for i in range(n)]
+    trials = [Trial("fn", trial_id=f"{prefix}{i}", config={}, status=TrialStatus.RUNNING) for i in range(n)]
     for t in trials:
         sched.on_trial_add(t)
     return trials

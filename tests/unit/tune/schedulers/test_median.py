@@ -23,7 +23,7 @@ def _rule(**kw):
 
 
 def _trial(sched, tid, status=TrialStatus.RUNNING):
-    trial = Trial(tid, {}, status=status)
+    trial = Trial("fn", trial_id=tid, config={}, status=status)
     sched.on_trial_add(trial)
     return trial
 

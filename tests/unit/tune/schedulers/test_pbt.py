@@ -44,9 +44,8 @@ def _pbt(seed=0, **kw):
 def _population(sched, n=4):
     trials = []
     for i in range(n):
-        t = Trial(
-            f"p{i}", {"lr": LRS[i], "opt": "adam", "bs": 32, "seed": i}, status=TrialStatus.RUNNING
-        )
+        t = Trial("fn", trial_id=f"p{i}", config={"lr": LRS[i], "opt": "adam", "bs": 32, "seed": i},
+                  status=TrialStatus.RUNNING)
         sched.on_trial_add(t)
         trials.append(t)
     return trials
@@ -130,7 +129,7 @@ def test_finished_trials_leave_the_population():
 def test_pauses_for_waiting_trials_and_resumes_least_trained():
     sched = _pbt()
     a, b = _population(sched, 2)
-    waiting = Trial("w", {"lr": 0.5, "opt": "sgd", "bs": 16, "seed": 9})
+    waiting = Trial("fn", trial_id="w", config={"lr": 0.5, "opt": "sgd", "bs": 16, "seed": 9})
     sched.on_trial_add(waiting)  # PENDING
     d = _report(sched, a, 10, 0.5)
     assert d.action is Action.PAUSE and "yielding" in d.reason
@@ -153,7 +152,7 @@ def test_a_pause_still_taking_effect_is_not_resumed_yet():
     controller dropped that suggestion, and the trial stayed PAUSED forever."""
     sched = _pbt()
     a, _ = _population(sched, 2)
-    waiting = Trial("w", {"lr": 0.5, "opt": "sgd", "bs": 16, "seed": 9})
+    waiting = Trial("fn", trial_id="w", config={"lr": 0.5, "opt": "sgd", "bs": 16, "seed": 9})
     sched.on_trial_add(waiting)
     assert _report(sched, a, 10, 0.5).action is Action.PAUSE
     waiting.status = TrialStatus.RUNNING  # w starts before a's job has ended
@@ -211,7 +210,7 @@ def test_nested_mutation_explores_nested_config():
     )
     sched.set_search_properties(None, None, config=space)
     trials = [
-        Trial(f"n{i}", {"train_loop_config": {"lr": 0.2}}, status=TrialStatus.RUNNING)
+        Trial("fn", trial_id=f"n{i}", config={"train_loop_config": {"lr": 0.2}}, status=TrialStatus.RUNNING)
         for i in range(3)
     ]
     for t in trials:
@@ -255,7 +254,7 @@ def test_a_trial_still_stopping_is_not_resumed_before_it_is_paused():
     assert d.action is Action.CONTINUE  # nobody waits yet
     d = _report(sched, b, 10, 0.6)
     assert d.action is Action.CONTINUE
-    waiting = Trial("w", {"lr": 0.5, "opt": "sgd", "bs": 16, "seed": 9})
+    waiting = Trial("fn", trial_id="w", config={"lr": 0.5, "opt": "sgd", "bs": 16, "seed": 9})
     sched.on_trial_add(waiting)
     waiting.status = TrialStatus.RUNNING
     a.status = TrialStatus.PAUSED

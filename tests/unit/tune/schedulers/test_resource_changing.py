@@ -78,7 +78,7 @@ def test_allocations_match_rays_on_random_clusters():
                 fn_cls = DistributeResourcesToTopJob if top else DistributeResources
                 trials = []
                 for i in range(n):
-                    t = Trial(f"t{i}", {}, resources=pgf_cls(held[i]))
+                    t = Trial("fn", trial_id=f"t{i}", config={}, resources=pgf_cls(held[i]))
                     t.last_result = results[i]
                     trials.append(t)
             fn = fn_cls(**kw, **({"metric": "m", "mode": "max"} if top else {}))
@@ -94,7 +94,7 @@ def test_allocations_match_rays_on_random_clusters():
 
 
 def _trial(tid, cpus=1):
-    t = Trial(tid, {}, resources=PlacementGroupFactory([{"CPU": cpus}]))
+    t = Trial("fn", trial_id=tid, config={}, resources=PlacementGroupFactory([{"CPU": cpus}]))
     t.status = TrialStatus.RUNNING
     return t
 
