@@ -121,12 +121,17 @@ def _warm(p: psutil.Process) -> bool:
         return False
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Groups for pytest-xdist (CI runs ``-n 2 --dist loadgroup``): the tests of one file run
     on one worker, so its module fixtures are made once; every test that starts a Ray
     cluster runs on the same worker, one at a time, since two local Ray clusters on a
     2-core machine starve each other's health checks. Without xdist the marker does
-    nothing."""
+    nothing.
+
+    ``tryfirst``: xdist's worker reads the markers in its own ``collection_modifyitems``
+    (it appends ``@group`` to each test's id), and its plugin is registered after this
+    conftest, so it would run first and see no marker: every test ran ungrouped."""
     for item in items:
         path = item.nodeid.split("::")[0]
         ray = "ray" in item.keywords or "/ray/" in path or "/ray_autoscaling/" in path \

@@ -30,7 +30,7 @@ from tandem.tune.stopper import (
 )
 
 if TYPE_CHECKING:
-    from tandem.tune._tune_trial import TuneTrial
+    from tandem.tune.trial import TuneTrial
 
 #: A trial's gate: ``True`` = every report waits.
 Gate = VerdictGate | bool

@@ -25,7 +25,7 @@ from tandem.tune.search.searcher import check_mode
 if TYPE_CHECKING:
     import pandas as pd
 
-    from tandem.tune._tune_trial import TuneTrial
+    from tandem.tune.trial import TuneTrial
 
 _CKPT_ITER = re.compile(r"checkpoint_(\d+)$")
 _SCOPES = ("last", "all", "avg", "last-5-avg", "last-10-avg")

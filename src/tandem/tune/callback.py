@@ -26,7 +26,7 @@ from tandem._core.extras import import_optional
 from tandem.train.api.callback import Callback as RunCallback
 
 if TYPE_CHECKING:
-    from tandem.tune._tune_trial import TuneTrial
+    from tandem.tune.trial import TuneTrial
 
 
 class Callback(RunCallback):

@@ -40,11 +40,10 @@ from tandem.jobs.spec import JobStatus
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.files import join_path, make_dirs, write_file
 from tandem.train.api.result import Result
-from tandem.tune._tune_trial import TuneTrial
 from tandem.tune.result import SHOULD_CHECKPOINT
 from tandem.tune.schedulers.base import Action, TrialScheduler
 from tandem.tune.search.searcher import Searcher
-from tandem.tune.trial import TrialStatus
+from tandem.tune.trial import TrialStatus, TuneTrial
 
 if TYPE_CHECKING:
     from tandem.tune.callback import Callback
@@ -116,6 +115,9 @@ class TrialJobs:
     #: a result with done=True ends its job by itself (a Trainable class's runner): the
     #: trial ends there and its job is not stopped, so its worker can be reused
     done_ends_job: bool = False
+    #: the trainable saves a checkpoint when its verdict says "checkpoint" (a Trainable
+    #: class's runner): a paused trial saves one first and resumes from it, as in Ray
+    checkpoints_on_pause: bool = False
     #: config -> the trial's resources (None: the trainable decides them at launch)
     resources_of: Callable[[dict], Any] | None = None
     #: the cluster's total resources, for schedulers that reallocate them
@@ -140,6 +142,7 @@ class TuneController:
                  jobs: TrialJobs, *, resumed: Resumed | None = None) -> None:
         self.search, self.limits, self.output, self.jobs = search, limits, output, jobs
         self.done_ends_job = jobs.done_ends_job
+        self.checkpoints_on_pause = jobs.checkpoints_on_pause
         self._resources_of = jobs.resources_of
         self._cluster_resources = jobs.cluster_resources or (lambda: {})
         self.trial_name_creator = output.trial_name_creator
@@ -189,6 +192,9 @@ class TuneController:
         self.verdict_questions = 0  # reports that waited for a verdict (round trips)
         # trials whose latest result asked for a checkpoint (result["should_checkpoint"])
         self._checkpoint_asked: set[str] = set()
+        # paused trials whose job stops once the checkpoint asked for at the pause is saved
+        # (Ray saves a paused trial): trial id -> whether its worker was told to save yet
+        self._pause_checkpoint: dict[str, bool] = {}
         # scheduler suggestions for trials told to pause whose job has not ended yet
         self._after_pause: dict[str, Any] = {}
         if jobs.resources_of is not None:
@@ -262,6 +268,9 @@ class TuneController:
                     for cb in self.callbacks:
                         cb.on_trial_save(iteration=self._iteration, trials=self.trials,
                                          trial=trial)
+                    if self._pause_checkpoint.get(trial.trial_id):
+                        del self._pause_checkpoint[trial.trial_id]
+                        self._stop_job(trial)  # saved at the pause: now it may stop
                 case StatusChanged(status=status):
                     self._on_status(trial, status)
                 case Asked(question="verdict", call=call):
@@ -452,6 +461,7 @@ class TuneController:
         if job is not None:
             self._live_jobs -= 1
         trial.job = None
+        self._pause_checkpoint.pop(trial.trial_id, None)
         action = trial.action
         trial.action = None
         if action is not None:
@@ -486,6 +496,11 @@ class TuneController:
             self._end_trial(trial, TrialStatus.TERMINATED)
 
     def _on_reports(self, trial: TuneTrial, rows: list[dict]) -> None:
+        if trial.trial_id in self._pause_checkpoint and trial.action is not None:
+            # it went past the pause without saving (its report did not wait for the
+            # verdict): stop it now; it resumes from its latest checkpoint, if any
+            del self._pause_checkpoint[trial.trial_id]
+            self._stop_job(trial)
         if trial.status is not TrialStatus.RUNNING or trial.action is not None:
             return
         self._state_dirty = True
@@ -539,7 +554,10 @@ class TuneController:
                 if act is Action.PAUSE:
                     self.searcher.on_pause(trial.trial_id)
                 trial.action = decision
-                self._stop_job(trial)
+                if act is Action.PAUSE and self.checkpoints_on_pause:
+                    self._pause_checkpoint[trial.trial_id] = False  # its verdict: "checkpoint"
+                else:
+                    self._stop_job(trial)
                 return
         if self.stopper is not None and getattr(self.stopper, "stop_all", None) and self.stopper.stop_all():
             self._stop_everything()
@@ -586,6 +604,10 @@ class TuneController:
             for (iteration, count), reply in waiting:
                 if trial is not None and trial.action is _FINISHING and not self._stopping_all:
                     reply(True, "continue")  # it reported done: it ends by itself
+                elif (self._pause_checkpoint.get(tid) is False and not self._stopping_all
+                      and trial is not None and trial.status is TrialStatus.RUNNING):
+                    self._pause_checkpoint[tid] = True
+                    reply(True, "checkpoint")  # paused at this report: save, then stopped
                 elif decided:
                     reply(True, "stop")
                 elif trial is not None and (trial.iteration >= iteration
@@ -628,6 +650,7 @@ class TuneController:
             elif t.status is TrialStatus.PAUSED:
                 t.status = TrialStatus.TERMINATED
         self._paused.clear()
+        self._pause_checkpoint.clear()
         self._relaunch.clear()
         # wait for the stopped jobs so nothing outlives the experiment
         for t in self.trials:

@@ -33,7 +33,7 @@ from tandem.tune.result import (
 from tandem.tune.utils import flatten_dict
 
 if TYPE_CHECKING:
-    from tandem.tune._tune_trial import TuneTrial
+    from tandem.tune.trial import TuneTrial
 
 __all__ = [
     "CSVLoggerCallback",

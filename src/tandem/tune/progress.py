@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from tandem.tune.search.variant_generator import flatten_dict
 
 if TYPE_CHECKING:
-    from tandem.tune._tune_trial import TuneTrial
+    from tandem.tune.trial import TuneTrial
 
 
 def _fmt(v: object) -> str:

@@ -18,7 +18,7 @@ from tandem._core.errors import ConfigError
 from tandem.tune.search.variant_generator import flatten_dict
 
 if TYPE_CHECKING:
-    from tandem.tune._tune_trial import TuneTrial
+    from tandem.tune.trial import TuneTrial
 
 # Ray's default metric columns and the result keys Tune adds itself (never inferred)
 DEFAULT_COLUMNS = collections.OrderedDict({

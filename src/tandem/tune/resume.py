@@ -13,7 +13,7 @@ from tandem._core.errors import ConfigError
 from tandem.tune.trial import TrialStatus
 
 if TYPE_CHECKING:
-    from tandem.tune._tune_trial import TuneTrial
+    from tandem.tune.trial import TuneTrial
 
 
 @dataclass

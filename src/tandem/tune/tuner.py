@@ -355,6 +355,7 @@ class Tuner:
                              trial_dirname_creator=tc.trial_dirname_creator),
             TrialJobs(launch=launch, forget_job=service.forget,
                       done_ends_job=tc.reuse_actors and isinstance(self._fn, ClassTrainableRunner),
+                      checkpoints_on_pause=isinstance(self._fn, ClassTrainableRunner),
                       resources_of=self._resources_of(),
                       cluster_resources=lambda: dict(service.cluster.resources())
                       if service.cluster is not None else {}),

@@ -135,7 +135,7 @@ def test_mlflow_callback_keeps_one_run_across_restarts_and_kills_open_runs(tmp_p
                                                                          _mlflow_defaults):
     from mlflow.tracking import MlflowClient
 
-    from tandem.tune._tune_trial import TuneTrial
+    from tandem.tune.trial import TuneTrial
 
     uri = f"sqlite:///{tmp_path}/m.db"
     cb = MLflowLoggerCallback(uri, experiment_name="pbt")

@@ -75,7 +75,7 @@ class _Callback(KerasCallback):
     def on_predict_batch_end(self, batch: int, logs: dict | None = None) -> None:
         self._maybe("predict_batch_end", logs)
 
-    def on_train_begin(self, logs: dict | None = None) -> None:
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         self._maybe("train_begin", logs)
 
     def on_train_end(self, logs: dict | None = None) -> None:
@@ -126,7 +126,7 @@ class ReportCheckpointCallback(_Callback):
         self._report_metrics_on = report_metrics_on
         self._metrics = metrics
 
-    def on_train_begin(self, logs: dict | None = None) -> None:
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         check_model_in_strategy_scope(self.model)
         super().on_train_begin(logs)
 
