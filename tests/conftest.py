@@ -121,19 +121,31 @@ def _warm(p: psutil.Process) -> bool:
         return False
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
+def _xdist_group(nodeid: str) -> str:
+    """The group a test runs in under pytest-xdist: its file; every test that may start a
+    Ray cluster shares the group "ray"."""
+    path = nodeid.split("::")[0]
+    if "/ray/" in path or "/ray_autoscaling/" in path or "test_ray" in path:
+        return "ray"
+    return path
+
+
+def pytest_xdist_make_scheduler(config, log):
     """Groups for pytest-xdist (CI runs ``-n 2 --dist loadgroup``): the tests of one file run
     on one worker, so its module fixtures are made once; every test that starts a Ray
     cluster runs on the same worker, one at a time, since two local Ray clusters on a
-    2-core machine starve each other's health checks. Without xdist the marker does
-    nothing.
+    2-core machine starve each other's health checks.
 
-    ``tryfirst``: xdist's worker reads the markers in its own ``collection_modifyitems``
-    (it appends ``@group`` to each test's id), and its plugin is registered after this
-    conftest, so it would run first and see no marker: every test ran ungrouped."""
-    for item in items:
-        path = item.nodeid.split("::")[0]
-        ray = "ray" in item.keywords or "/ray/" in path or "/ray_autoscaling/" in path \
-            or "test_ray" in path
-        item.add_marker(pytest.mark.xdist_group("ray" if ray else path))
+    A scheduler of our own rather than ``xdist_group`` markers: xdist 3.8 adds a marker's
+    group to ``item._nodeid``, which pytest 9.2 no longer reads (``Node.nodeid`` is
+    ``_id``), so the markers grouped nothing and tests of one file, Ray's included, ran on
+    both workers at once."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileAndRayGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _xdist_group(nodeid)
+
+    return FileAndRayGroups(config, log)
