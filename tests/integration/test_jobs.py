@@ -275,18 +275,28 @@ CTRL_C_SCRIPT = textwrap.dedent(
 def test_ctrl_c_stops_every_worker_and_leaves_a_consistent_run_folder(storage, tmp_path):
     script = tmp_path / "driver.py"
     script.write_text(CTRL_C_SCRIPT)
-    proc = subprocess.Popen([sys.executable, str(script), storage, str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # files, not pipes: nothing reads a pipe until the end, and a driver blocked on a full
+    # pipe would stop its run (the test then waited for reports that never came)
+    out_path, err_path = tmp_path / "driver.out", tmp_path / "driver.err"
+    with open(out_path, "wb") as out_f, open(err_path, "wb") as err_f:
+        proc = subprocess.Popen([sys.executable, str(script), storage, str(tmp_path)],
+                                stdout=out_f, stderr=err_f)
     run = os.path.join(storage, "interrupted")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + 150  # a loaded 2-core machine: the other test process too
+    results = os.path.join(run, "result.json")
+    while True:
         started = all((tmp_path / f"pid_{r}").exists() for r in range(2))
-        results = os.path.join(run, "result.json")
         if started and os.path.exists(results) and os.path.getsize(results) > 200:
             break
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            proc.wait(timeout=60)
+            raise AssertionError(f"the run never got going (exit {proc.returncode}):\n"
+                                 f"{err_path.read_text()[-3000:]}")
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)  # loaded CI: two test processes on 2 cores
+    proc.wait(timeout=120)  # loaded CI: two test processes on 2 cores
+    err = err_path.read_bytes()
     assert proc.returncode != 0 and b"KeyboardInterrupt" in err
     pids = [int((tmp_path / f"pid_{r}").read_text()) for r in range(2)]
     import psutil
