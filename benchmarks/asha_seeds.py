@@ -198,7 +198,8 @@ def _replay_scheduler(system: str, run: dict[str, Any]) -> tuple[Any, Any]:
 
         def stop(s: Any, i: int, result: dict[str, Any]) -> bool:
             if i not in trials:
-                trials[i] = Trial(f"t{i}", {}, status=TrialStatus.RUNNING)
+                trials[i] = Trial("asha_seeds", config={}, trial_id=f"t{i}")
+                trials[i].status = TrialStatus.RUNNING
                 s.on_trial_add(trials[i])
             return bool(s.on_trial_result(trials[i], result).action is Action.STOP)
 

@@ -272,6 +272,7 @@ CTRL_C_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.timeout(330)
 def test_ctrl_c_stops_every_worker_and_leaves_a_consistent_run_folder(storage, tmp_path):
     script = tmp_path / "driver.py"
     script.write_text(CTRL_C_SCRIPT)

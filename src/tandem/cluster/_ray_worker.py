@@ -23,7 +23,7 @@ from typing import Any
 import cloudpickle
 
 from tandem.cluster._wire import SocketChannel, authenticate_client
-from tandem.cluster._worker_main import WorkerChannel
+from tandem.cluster._worker_main import WorkerChannel, mark_worker_process
 
 
 class _ActorChannel(WorkerChannel):
@@ -83,6 +83,7 @@ class _TandemWorker:
     """The Ray actor class (wrapped with ``ray.remote`` by ``RayCluster``). One per worker."""
 
     def run(self, spec: dict, task_bytes: bytes, objects: Mapping[str, object]) -> int:
+        mark_worker_process()
         # The actor holds no Ray resources (its placement group bundle does): the driver
         # passes the bundle's CUDA_VISIBLE_DEVICES in env.
         env = dict(spec.get("env") or {})

@@ -60,6 +60,18 @@ class WorkerChannel:
             os._exit(1)
 
 
+#: True in a process that runs tandem's workers (the zygote and its forks, a Ray worker
+#: running a tandem task): set by their entry points, never by importing this module, which
+#: a driver (or a test process) may also do.
+IN_WORKER_PROCESS = False
+
+
+def mark_worker_process() -> None:
+    """Called by each worker process's entry point (see ``IN_WORKER_PROCESS``)."""
+    global IN_WORKER_PROCESS
+    IN_WORKER_PROCESS = True
+
+
 def enter_job(job: dict) -> None:
     """Takes on a job's worker identity: output into its log file, its environment, working
     directory, ``sys.path`` and ``sys.argv`` (the driver's, so the train function sees them)."""

@@ -243,7 +243,7 @@ def main() -> None:
     # Anything that prints to stdout (an imported module) must not corrupt the frame stream.
     os.dup2(2, 1)
     # What every worker runs: imported once here, inherited by every fork.
-    importlib.import_module("tandem.cluster._worker_main")
+    importlib.import_module("tandem.cluster._worker_main").mark_worker_process()
     import traceback  # noqa: F401 - workers print tracebacks; import it once here
 
     _load_prctl()

@@ -339,7 +339,8 @@ def _spawn_zygote() -> subprocess.Popen:
 
 def in_worker_process() -> bool:
     """True in a zygote or a worker process (where no cluster of this process's own starts)."""
-    return "tandem.cluster._worker_main" in sys.modules
+    worker_main = sys.modules.get("tandem.cluster._worker_main")
+    return bool(getattr(worker_main, "IN_WORKER_PROCESS", False))
 
 
 def start_zygote_early(preload: Sequence[str]) -> bool:

@@ -47,6 +47,9 @@ def _parent_of_worker(storage: str) -> tuple[int, str | None]:
 
 
 def test_a_zygote_started_early_is_adopted_unless_the_environment_changed(storage, monkeypatch):
+    # a driver may import the workers' module (a test process does): that makes it no worker
+    import tandem.cluster._worker_main  # noqa: F401
+
     # adopted: the run's worker is forked from the zygote started before tandem.init
     assert start_zygote_early(("json",))
     early = _zygotes()
