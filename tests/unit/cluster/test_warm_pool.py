@@ -199,6 +199,9 @@ def test_a_reused_worker_runs_the_next_task_of_its_kind_only_and_clean(tmp_path,
         w1, out1 = _run(cluster, placement, tmp_path, reuse_task, "a1", reuse_key="k")
         pid = w1.pid
         assert out1 == [("state", pid, "a1", str(tmp_path), 1, False, False)]
+        # its task's end reaches the job before the worker says it is back in the pool: on a
+        # loaded machine the next task could otherwise be forked afresh
+        _wait(lambda: pid in cluster.warm_worker_pids())
         w2, out2 = _run(cluster, placement, tmp_path, reuse_task, "a2", reuse_key="k")
         assert w2.pid == pid and io.reused >= 1  # the same process, as the next job
         assert out2 == [("state", pid, "a2", str(tmp_path), 1, False, False)]
