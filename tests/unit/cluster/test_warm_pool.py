@@ -54,13 +54,20 @@ def _run(cluster, placement, tmp_path, task, name, preload=(), reuse_key=None, c
     (worker,) = cluster.start_workers(placement, [spec], [cloudpickle.dumps(task)],
                                       lambda w, f: frames.put(f))
     out = []
-    while True:
+    # the exit notice travels apart from the connection and can overtake the task's last
+    # frames: a process that exits is done once its stream has ended too (a worker kept
+    # for reuse keeps its connection: its exit notice comes in the stream's order)
+    exited = ended = False
+    while not (exited and (ended or reuse_key is not None)):
         frame = frames.get(timeout=60)
         if frame[0] == "__exit__":
             assert frame[1] == code, (tmp_path / f"{name}.log").read_text()
-            return worker, out
-        if frame[0] not in ("__connected__", "__eof__"):
+            exited = True
+        elif frame[0] == "__eof__":
+            ended = True
+        elif frame[0] != "__connected__":
             out.append(frame)
+    return worker, out
 
 
 def dirty_task(channel):
@@ -101,7 +108,7 @@ def test_gangs_start_on_warm_workers_each_from_a_clean_state(tmp_path):
         assert io.warm_used == 1 and w2.pid == warm_pid  # it ran on the warm worker
         # The job's env and cwd; nothing of the earlier task (module, env, path, globals).
         assert out2 == [("state", warm_pid, "t2", str(tmp_path), False, False, False, False)]
-        assert not psutil.pid_exists(w1.pid) or psutil.Process(w1.pid).status() == "zombie"
+        assert _gone(w1.pid)
         # Idle for idle_s: the pool lets its warm workers go.
         _wait(lambda: cluster.warm_worker_pids() == [] and not _warm_children())
     finally:
@@ -125,7 +132,7 @@ def test_a_new_heavy_import_retires_the_warm_workers_forked_before_it(tmp_path):
 
         w, out = _run(cluster, placement, tmp_path, needs_colorsys, "b", preload=["colorsys"])
         assert out == [("had", True)] and w.pid != stale  # not the warm worker without it
-        _wait(lambda: not psutil.pid_exists(stale) or psutil.Process(stale).status() == "zombie")
+        _wait(lambda: _gone(stale))
         _wait(lambda: len(cluster.warm_worker_pids()) == 1)  # a new one, with colorsys
         w, out = _run(cluster, placement, tmp_path, needs_colorsys, "c", preload=["colorsys"])
         assert out == [("had", True)] and io.warm_used == 1
@@ -136,6 +143,14 @@ def test_a_new_heavy_import_retires_the_warm_workers_forked_before_it(tmp_path):
 def _warm_children() -> list:
     return [c for c in psutil.Process().children(recursive=True)
             if c.status() != "zombie" and c.name() == "tandem-warm"]
+
+
+def _gone(pid: int) -> bool:
+    """The process ended (or is a zombie its parent has not reaped yet)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def _wait(cond, timeout_s: float = 30.0) -> None:
@@ -211,7 +226,7 @@ def test_a_reused_worker_runs_the_next_task_of_its_kind_only_and_clean(tmp_path,
         failed, out = _run(cluster, placement, tmp_path, failing_task, "f", reuse_key="k",
                            code=3)
         assert out == [("pid", pid)]
-        _wait(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie")
+        _wait(lambda: _gone(pid))
         assert pid not in cluster.warm_worker_pids()
     finally:
         cluster.shutdown()
