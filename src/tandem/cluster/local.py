@@ -343,19 +343,58 @@ def in_worker_process() -> bool:
     return bool(getattr(worker_main, "IN_WORKER_PROCESS", False))
 
 
-def start_zygote_early(preload: Sequence[str]) -> bool:
+#: Seconds a zygote started early waits for its cluster before it is ended (its memory,
+#: ~700 MB with torch, given back): ``$TANDEM_EARLY_IDLE_S`` (default 120).
+EARLY_IDLE_ENV = "TANDEM_EARLY_IDLE_S"
+EARLY_IDLE_S = 120.0
+
+
+def _early_idle_s() -> float:
+    raw = os.environ.get(EARLY_IDLE_ENV, "").strip()
+    try:
+        value = float(raw) if raw else EARLY_IDLE_S
+    except ValueError:
+        logger.warning("%s=%r is not a number of seconds; using %g", EARLY_IDLE_ENV, raw,
+                       EARLY_IDLE_S)
+        return EARLY_IDLE_S
+    return value if value > 0 and math.isfinite(value) else EARLY_IDLE_S
+
+
+def start_zygote_early(preload: Sequence[str], replace: bool = False) -> bool:
     """Starts the zygote that the next ``LocalCluster`` of this process will fork its workers
     from, before that cluster exists, and has it import ``preload`` at once: a heavy import
-    (TensorFlow: 5-20 s) then runs while the program goes on to ``tandem.init``, its data and
-    ``fit``. The cluster adopts it when the process environment is still the one it started
-    with (else it is killed and a fresh one started, so workers never miss a variable).
-    Starting it again with other modules replaces it. False (nothing started) inside a worker
-    process. ``discard_early_zygote`` (``tandem.shutdown``) ends one never adopted."""
+    (torch: 1-3 s, TensorFlow: 5-20 s) then runs while the program goes on to
+    ``tandem.init``, its data and ``fit``. The cluster adopts it when the process
+    environment is still the one it started with (else it is killed and a fresh one
+    started, so workers never miss a variable). Called again while one waits, it imports
+    the modules of ``preload`` it has not imported yet, after the others (``replace=True``:
+    a fresh zygote is started instead, for modules that cannot share a process with the
+    earlier ones, such as the other Keras). False (nothing started) inside a worker process.
+    One never adopted is ended by ``discard_early_zygote`` (``tandem.shutdown``, a job
+    service that turns out to be a server or Ray), at exit, and after
+    ``$TANDEM_EARLY_IDLE_S`` seconds (default 120) without a cluster adopting it. The
+    policy of when to start one is ``tandem.jobs.early.start_early``."""
     global _early
     if in_worker_process():
         return False
-    preload = tuple(preload)
+    preload = tuple(dict.fromkeys(preload))
+    old = None
     with _early_lock:
+        if _early is not None and _early[0].poll() is None and not replace:
+            proc, env, had = _early
+            todo = tuple(m for m in preload if m not in had)
+            if not todo:
+                return True
+            try:
+                assert proc.stdin is not None
+                proc.stdin.write(_wire.encode(("preload", list(todo))))
+                proc.stdin.flush()
+            except (OSError, ValueError):
+                pass  # it died: started afresh below
+            else:
+                _early = (proc, env, had + todo)
+                logger.debug("the zygote started early also imports %s", todo)
+                return True
         if _early is not None and _early[2] == preload and _early[0].poll() is None:
             return True
         old, _early = _early, None
@@ -368,10 +407,32 @@ def start_zygote_early(preload: Sequence[str]) -> bool:
             _end(proc)
             return False
         _early = (proc, dict(os.environ), preload)
+        timer = threading.Timer(_early_idle_s(), _end_if_idle, (proc,))
+        timer.daemon = True
+        timer.name = "tandem-early-zygote-idle"
+        timer.start()
     if old is not None:
         _end(old[0])
     logger.debug("started a zygote early, importing %s", preload)
     return True
+
+
+def _end_if_idle(proc: subprocess.Popen) -> None:
+    """The early zygote ``proc`` waited its idle time: ended if no cluster adopted it."""
+    global _early
+    with _early_lock:
+        if _early is None or _early[0] is not proc:
+            return  # adopted, replaced or discarded meanwhile
+        _early = None
+    logger.debug("ending the zygote started early: no cluster used it within %g s",
+                 _early_idle_s())
+    _end(proc)
+
+
+def early_zygote_pid() -> int | None:
+    """The pid of the zygote started early and not adopted yet, or None."""
+    with _early_lock:
+        return _early[0].pid if _early is not None else None
 
 
 def early_zygote_modules() -> tuple[str, ...] | None:

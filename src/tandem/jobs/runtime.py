@@ -17,6 +17,7 @@ from tandem.jobs.client.discovery import (
     wants_embedded,
 )
 from tandem.jobs.contract import JobService
+from tandem.jobs.early import note_service
 from tandem.jobs.handle import JobHandle
 from tandem.jobs.service import LocalJobService
 
@@ -37,6 +38,8 @@ def set_service(service: JobService | None) -> None:
     global _service
     with _lock:
         _service = service
+    if service is not None:
+        note_service(service)
 
 
 def get_service(
@@ -52,36 +55,44 @@ def get_service(
     global _service
     if _process_override is not None:
         return _process_override
+    created = None
     with _lock:
         if _service is None:
-            if not create:
-                raise RuntimeError("tandem is not initialised")
-            if cluster_factory is None and env_address() is not None:
-                from tandem.jobs.client.remote import RemoteJobService
+            created = _service = _choose_service(create, cluster_factory)
+        service = _service
+    if created is not None:
+        note_service(created)  # a zygote started early is ended if jobs go elsewhere
+    return service
 
-                _service = RemoteJobService()
-                return _service
-            if cluster_factory is None and not wants_embedded():
-                found = find_local_server()
-                if found is not None:
-                    from tandem.jobs.client.remote import RemoteJobService
 
-                    _service = RemoteJobService(found.url, token=found.token)
-                    _say(f"tandem: sending jobs to the train server running on this machine "
-                         f"at {found.url} ({server_file_path()}); {ADDRESS_ENV}=local runs "
-                         f"them in this process instead")
-                    return _service
-                _say(f"tandem: no train server is running on this machine; running jobs in "
-                     f"this process (`tandem server start` starts one; {ADDRESS_ENV}=local "
-                     f"skips this check)")
-            if cluster_factory is None:
-                from tandem.cluster.local import LocalCluster
+def _choose_service(create: bool, cluster_factory: Callable[[], Cluster] | None) -> JobService:
+    """``get_service``'s choice of a new service (under ``_lock``)."""
+    if not create:
+        raise RuntimeError("tandem is not initialised")
+    if cluster_factory is None and env_address() is not None:
+        from tandem.jobs.client.remote import RemoteJobService
 
-                cluster: Cluster = LocalCluster()
-            else:
-                cluster = cluster_factory()
-            _service = LocalJobService(cluster)
-        return _service
+        return RemoteJobService()
+    if cluster_factory is None and not wants_embedded():
+        found = find_local_server()
+        if found is not None:
+            from tandem.jobs.client.remote import RemoteJobService
+
+            service = RemoteJobService(found.url, token=found.token)
+            _say(f"tandem: sending jobs to the train server running on this machine "
+                 f"at {found.url} ({server_file_path()}); {ADDRESS_ENV}=local runs "
+                 f"them in this process instead")
+            return service
+        _say(f"tandem: no train server is running on this machine; running jobs in "
+             f"this process (`tandem server start` starts one; {ADDRESS_ENV}=local "
+             f"skips this check)")
+    if cluster_factory is None:
+        from tandem.cluster.local import LocalCluster
+
+        cluster: Cluster = LocalCluster()
+    else:
+        cluster = cluster_factory()
+    return LocalJobService(cluster)
 
 
 def _say(line: str) -> None:

@@ -8,7 +8,9 @@
         def training_step(self, batch, batch_idx): ...
 
 The top layer (DESIGN.md, "The model layer"): it may use tune, train and jobs; nothing
-below imports it. ``import tandem.model`` does not import torch.
+below imports it. ``import tandem.model`` does not import torch here; it starts importing
+it (with tandem's worker and replica code) in the process workers and replicas fork from,
+so the first ``train``/``serve`` finds it done (``TANDEM_EARLY_IMPORT=0`` turns that off).
 """
 
 from __future__ import annotations
@@ -47,5 +49,9 @@ __all__ = [
     "train",
     "tune",
 ]
+from tandem.model._early import start_torch_model_imports
+
+start_torch_model_imports()
+
 __all__ += ["ModelRef", "ServeHandle", "ServeSettings", "alias", "delete", "get", "list",
             "put", "serve"]

@@ -313,6 +313,14 @@ class TorchModel(Model):
 
     device: Any = None
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # a program defining a torch model will train or serve it: torch starts importing
+        # where its workers fork from, while the program prepares its data
+        from tandem.model._early import start_torch_model_imports
+
+        start_torch_model_imports()
+
     # -- modules ------------------------------------------------------------------------
 
     def modules(self) -> dict[str, torch.nn.Module]:

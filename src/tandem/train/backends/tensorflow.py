@@ -143,7 +143,10 @@ def _check_inherited_keras() -> None:
 
 #: ``TANDEM_TF_EARLY_IMPORT=0``: TensorFlow is imported (in the zygote) when the first fit
 #: starts, not as soon as ``tandem.train.tensorflow`` is imported.
+#: the older name of ``tandem.jobs.early.EARLY_IMPORT_ENV`` (still read when that is unset)
 EARLY_IMPORT_ENV = "TANDEM_TF_EARLY_IMPORT"
+
+_KERAS_PRELOADS = ("tandem.train.tensorflow._preload_keras2", "tandem.train.tensorflow._preload")
 
 
 def import_tensorflow_early(legacy_keras: bool | None = None) -> bool:
@@ -152,41 +155,14 @@ def import_tensorflow_early(legacy_keras: bool | None = None) -> bool:
     for it and without importing TensorFlow here. Called when ``tandem.train.tensorflow`` is
     imported and when a ``TensorflowTrainer`` is built, so that the 5-20 s import runs while
     the program goes on (``tandem.init``, its data, ``fit``'s own set-up) instead of inside
-    the first ``fit``. With a local cluster running, it is told to preload; with none yet,
-    the zygote is started ahead of it (``tandem.cluster.local.start_zygote_early``). Does
-    nothing (returns False) inside a worker, when jobs go to a train server
-    (``$TANDEM_ADDRESS``, or a server file in ``~/.tandem`` without ``TANDEM_ADDRESS=local``),
-    to a Ray cluster, or with ``TANDEM_TF_EARLY_IMPORT=0``."""
-    if os.environ.get(EARLY_IMPORT_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
-        return False
-    from tandem.cluster.local import (
-        LocalCluster,
-        discard_early_zygote,
-        early_zygote_modules,
-        in_worker_process,
-        start_zygote_early,
-    )
-    from tandem.jobs import runtime
-    from tandem.jobs.client.discovery import env_address, read_server_file, wants_embedded
+    the first ``fit``. The policy (when it does nothing: in a worker, jobs going to a train
+    server or Ray, ``TANDEM_EARLY_IMPORT=0`` or ``TANDEM_TF_EARLY_IMPORT=0``) is
+    ``tandem.jobs.early.start_early``; a zygote started early for the other Keras is
+    replaced, as TensorFlow binds its Keras at import."""
+    from tandem.jobs.early import start_early
 
-    if in_worker_process():
-        return False
     preload = ("tandem.train._internal.worker", *TensorflowBackend(legacy_keras).preload)
-    service = runtime.current_service()
-    if service is not None:
-        cluster = getattr(service, "cluster", None)
-        if not isinstance(cluster, LocalCluster):
-            discard_early_zygote()  # jobs go to a server or Ray: no local worker forks from it
-            return False
-        early = early_zygote_modules()
-        if early is not None and early != preload:
-            # started for the other Keras and not adopted yet: the cluster adopts a new one
-            start_zygote_early(preload)
-        cluster.prewarm(preload)
-        return True
-    if env_address() is not None or (not wants_embedded() and read_server_file()):
-        return False
-    return start_zygote_early(preload)
+    return start_early(preload, conflicts=[m for m in _KERAS_PRELOADS if m not in preload])
 
 
 def tf_config(addresses: Sequence[str], index: int) -> str:

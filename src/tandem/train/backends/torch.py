@@ -238,3 +238,19 @@ def _local_device_index(context: TrainContext) -> int:
     n = torch.cuda.device_count()
     return context.local_rank if n > 1 and n >= context.local_world_size and os.environ.get(
         "TANDEM_SHARED_GPUS") else 0
+
+
+def import_torch_early() -> bool:
+    """Begins importing torch (and the workers' own modules) in the process this program's
+    workers will fork from (the zygote), without importing torch here: called when
+    ``tandem.train.torch`` is imported and when a ``TorchTrainer`` is built, so the import
+    (1-3 s) runs while the program goes on with its imports, data and set-up instead of
+    inside the first ``fit``. The policy (nothing in a worker, when jobs go to a train
+    server or Ray, or with ``TANDEM_EARLY_IMPORT=0``) is ``tandem.jobs.early.start_early``."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return False
+    from tandem.jobs.early import start_early
+
+    return start_early(("tandem.train._internal.worker", *TorchBackend.preload))

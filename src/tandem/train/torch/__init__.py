@@ -1,12 +1,14 @@
 """PyTorch on tandem: ``TorchTrainer`` (DDP over ``torch.distributed``) and helpers.
 
 Importing this module does not import torch; the driver never needs it. Workers are
-forked from a process that has imported torch once, so they start without paying for it.
+forked from a process that has imported torch once, so they start without paying for it;
+importing this module starts that import there (``import_torch_early``; off with
+``TANDEM_EARLY_IMPORT=0``), so it runs while the program goes on.
 """
 
 from __future__ import annotations
 
-from tandem.train.backends.torch import TorchConfig
+from tandem.train.backends.torch import TorchConfig, import_torch_early
 from tandem.train.torch.checkpoint import TorchCheckpoint
 from tandem.train.torch.trainer import TorchTrainer
 from tandem.train.torch.utils import (
@@ -19,6 +21,8 @@ from tandem.train.torch.utils import (
     prepare_model,
     prepare_optimizer,
 )
+
+import_torch_early()
 
 __all__ = [
     "TorchCheckpoint",

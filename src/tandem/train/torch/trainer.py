@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tandem.train.api.trainer import DataParallelTrainer
-from tandem.train.backends.torch import TorchConfig
+from tandem.train.backends.torch import TorchConfig, import_torch_early
 
 
 class TorchTrainer(DataParallelTrainer):
@@ -20,3 +20,4 @@ class TorchTrainer(DataParallelTrainer):
         if torch_config is not None:
             kwargs.setdefault("backend_config", torch_config)
         super().__init__(train_loop_per_worker, **kwargs)
+        import_torch_early()  # torch imports where the workers fork from, from now on
