@@ -12,7 +12,7 @@ first ``fit``/``serve``. It does nothing (returns False):
 - inside a worker process;
 - when jobs go elsewhere: a train server (``$TANDEM_ADDRESS``, or a server file in
   ``~/.tandem`` without ``TANDEM_ADDRESS=local``) or Ray; a zygote started early is ended as
-  soon as the process's job service turns out not to be local (``note_service``).
+  soon as the process's job service turns out not to be local (``runtime._note_service``).
 
 With a local cluster running, its zygote is told to import them (``prewarm``); with none
 yet, the zygote is started ahead of the cluster (``start_zygote_early``), which adopts it.
@@ -21,7 +21,6 @@ yet, the zygote is started ahead of the cluster (``start_zygote_early``), which 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 
 EARLY_IMPORT_ENV = "TANDEM_EARLY_IMPORT"
@@ -79,14 +78,3 @@ def start_early(preload: Sequence[str], conflicts: Sequence[str] = ()) -> bool:
     return start_zygote_early(
         preload, replace=early is not None and bool(set(early) & set(conflicts)))
 
-
-def note_service(service: object) -> None:
-    """The process's job service was just chosen: a zygote started early is ended unless
-    the service runs workers on a local cluster (it would wait unused, ~700 MB with torch,
-    until exit)."""
-    local = sys.modules.get("tandem.cluster.local")
-    if local is None:
-        return  # nothing imported it, so nothing was started early
-    if isinstance(getattr(service, "cluster", None), local.LocalCluster):
-        return
-    local.discard_early_zygote()

@@ -17,7 +17,6 @@ from tandem.jobs.client.discovery import (
     wants_embedded,
 )
 from tandem.jobs.contract import JobService
-from tandem.jobs.early import note_service
 from tandem.jobs.handle import JobHandle
 from tandem.jobs.service import LocalJobService
 
@@ -39,7 +38,7 @@ def set_service(service: JobService | None) -> None:
     with _lock:
         _service = service
     if service is not None:
-        note_service(service)
+        _note_service(service)
 
 
 def get_service(
@@ -61,7 +60,7 @@ def get_service(
             created = _service = _choose_service(create, cluster_factory)
         service = _service
     if created is not None:
-        note_service(created)  # a zygote started early is ended if jobs go elsewhere
+        _note_service(created)  # a zygote started early is ended if jobs go elsewhere
     return service
 
 
@@ -93,6 +92,18 @@ def _choose_service(create: bool, cluster_factory: Callable[[], Cluster] | None)
     else:
         cluster = cluster_factory()
     return LocalJobService(cluster)
+
+
+def _note_service(service: JobService) -> None:
+    """The process's job service was just chosen: a zygote started early
+    (``tandem.jobs.early``) is ended unless the service runs workers on a local cluster (it
+    would wait unused, ~700 MB with torch, until exit)."""
+    local = sys.modules.get("tandem.cluster.local")
+    if local is None:
+        return  # nothing imported it, so nothing was started early
+    if isinstance(getattr(service, "cluster", None), local.LocalCluster):
+        return
+    local.discard_early_zygote()
 
 
 def _say(line: str) -> None:
