@@ -255,6 +255,14 @@ def main() -> None:
         _NAME = b""
     gc.freeze()  # children then leave the imported objects' pages shared
     _Zygote(inp, out).serve()
+    # Its workers are dead and reaped: leave without finalizing the interpreter, which with
+    # torch imported takes a few hundred ms that the driver's shutdown would wait for.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
 
 
 if __name__ == "__main__":
