@@ -40,6 +40,7 @@ from benchmarks.cases._common import (
     RunContext,
     Target,
     Variant,
+    baseline_variant,
     log,
     subprocess_variant,
 )
@@ -203,6 +204,7 @@ CASE = Case(
     variants=[
         subprocess_variant("tandem", "tandem", "tandem model.train", f"{_M}:run_tandem",
                            sample_memory=True, extra_requires=("torch",)),
+        *baseline_variant(f"{_M}:run_tandem", sample_memory=True, extra_requires=("torch",)),
         subprocess_variant("loop", "tandem", "hand-written TorchTrainer loop", f"{_M}:run_loop",
                            sample_memory=True, extra_requires=("torch",)),
         Variant("lightning", "lightning", "Lightning Trainer(ddp, 2 CPU)", _run_lightning),
