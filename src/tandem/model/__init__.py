@@ -49,9 +49,10 @@ __all__ = [
     "train",
     "tune",
 ]
-from tandem.model._early import start_torch_model_imports
+from tandem.model._early import imported_by_tandem, start_torch_model_imports
 
-start_torch_model_imports()
+if not imported_by_tandem():  # a program, not the CLI's registry commands or a server
+    start_torch_model_imports()
 
 __all__ += ["ModelRef", "ServeHandle", "ServeSettings", "alias", "delete", "get", "list",
             "put", "serve"]

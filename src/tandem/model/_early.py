@@ -5,8 +5,13 @@ program goes on (``tandem.jobs.early.start_early`` decides whether at all)."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
+import types
 
 from tandem.jobs.early import start_early
+
+_TANDEM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 #: what a ``TorchModel``'s training workers and serving replicas import before user code
 TORCH_MODEL_PRELOAD = ("torch", "torch.distributed", "torch.nn.parallel",
@@ -22,3 +27,18 @@ def start_torch_model_imports() -> bool:
     if importlib.util.find_spec("torch") is None:
         return False
     return start_early(TORCH_MODEL_PRELOAD)
+
+
+def imported_by_tandem() -> bool:
+    """True when the import of ``tandem.model`` under way comes from tandem's own code (the
+    CLI's ``tandem models``, a train server's registry), not from a program: they serve no
+    model of their own, so nothing should start early for them."""
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith("<frozen importlib") or name.startswith(_TANDEM_DIR + "model" +
+                                                                    os.sep):
+            frame = frame.f_back  # the import machinery, the package's own __init__s
+            continue
+        return name.startswith(_TANDEM_DIR)
+    return False

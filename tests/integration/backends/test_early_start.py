@@ -144,3 +144,13 @@ def test_first_fit_after_import_tandem_train_torch_forks_from_the_early_zygote(s
     assert run["ppids"] == [pid, pid]
     assert run["still_early"] is None
     assert run["torch_in_driver"] is False
+
+
+def test_tandem_s_own_imports_of_the_model_layer_start_nothing():
+    from tandem.model import _early
+
+    assert not _early.imported_by_tandem()  # a program (this test) imports it
+    # the CLI's `tandem models ...` or a train server importing the registry
+    scope = {"f": _early.imported_by_tandem}
+    exec(compile("r = f()", _early._TANDEM_DIR + "cli.py", "exec"), scope)
+    assert scope["r"] is True
