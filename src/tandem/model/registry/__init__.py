@@ -18,10 +18,15 @@ from tandem.model.registry._api import (
     set_process_registry,
 )
 from tandem.model.registry._ref import ModelNotFoundError, ModelRef, RegistryError
-from tandem.model.registry._store import ModelStore, VersionRecord, unpack_to
+
+_STORE_NAMES = ("ModelStore", "VersionRecord", "unpack_to")
 
 
 def __getattr__(name: str) -> Any:
+    if name in _STORE_NAMES:  # sqlalchemy: imported on first use, not with tandem.model
+        from tandem.model.registry import _store
+
+        return getattr(_store, name)
     if name == "RemoteRegistry":  # the train server's registry (imports the HTTP client)
         from tandem.model.registry._remote import RemoteRegistry
 

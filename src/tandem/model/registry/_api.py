@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tandem._core.errors import ConfigError
 from tandem.model._files import META_FILE, PICKLE_FILE, TRAINING_STATE_FILES, pickled_by_value
 from tandem.model.registry._ref import ModelNotFoundError, ModelRef, RegistryError, check_name
-from tandem.model.registry._store import ModelStore, VersionRecord
 from tandem.train import Checkpoint, Result
 
 if TYPE_CHECKING:
     from tandem.jobs.handle import JobHandle
     from tandem.model._model import Model
     from tandem.model._result import ModelJobHandle
+    from tandem.model.registry._store import ModelStore, VersionRecord
     from tandem.tune import ResultGrid
 
 MODELS_PATH_ENV = "TANDEM_MODELS_PATH"
@@ -80,6 +80,9 @@ def local_registry(path: str | None = None, storage: str | None = None) -> Model
         store = _local.get((root, files))
         if store is None:
             os.makedirs(root, exist_ok=True)
+            # sqlalchemy, imported on the registry's first use, not by ``import tandem.model``
+            from tandem.model.registry._store import ModelStore
+
             store = ModelStore("sqlite:///" + os.path.join(root, "registry.db"), files)
             _local[(root, files)] = store
         return store
@@ -491,6 +494,8 @@ def get(ref: ModelRef | str, *, version: int | str | None = None,
     backend = registry()
     tmp = None
     try:
+        from tandem.model.registry._store import ModelStore
+
         if isinstance(backend, ModelStore) and "://" not in record.location:
             directory = record.location
         else:
