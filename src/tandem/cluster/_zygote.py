@@ -254,7 +254,10 @@ def main() -> None:
     except OSError:
         _NAME = b""
     gc.freeze()  # children then leave the imported objects' pages shared
-    _Zygote(inp, out).serve()
+    try:
+        _Zygote(inp, out).serve()
+    except BrokenPipeError:
+        pass  # the cluster closed its end (it shut down): nobody is left to tell
 
 
 if __name__ == "__main__":
