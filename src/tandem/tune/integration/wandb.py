@@ -258,8 +258,8 @@ def _own_sync_dir(settings: Any) -> Any:
     start those runs within the same second would both write one ``run-<id>.wandb`` file
     (W&B's own de-duplication, a suffix when the folder exists, cannot see a folder another
     process is about to create). The callback's runs take a fixed suffix instead."""
-    fields = getattr(type(settings), "model_fields", {})
-    if "x_sync_dir_suffix" not in fields or getattr(settings, "x_sync_dir_suffix", ""):
+    fields = getattr(type(settings), "model_fields", None) or {}
+    if "x_sync_dir_suffix" not in fields or settings.x_sync_dir_suffix:
         return settings
     return settings.model_copy(update={"x_sync_dir_suffix": CALLBACK_SYNC_DIR_SUFFIX})
 
