@@ -108,7 +108,7 @@ __all__ = [
     "with_resources",
 ]
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(), {
+_lazy_getattr, __dir__ = lazy_exports(__name__, globals(), {
     "Checkpoint": "tandem.train.api.checkpoint",
     "CheckpointConfig": "tandem.train.api.config",
     "FailureConfig": "tandem.train.api.config",
@@ -161,3 +161,15 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), {
     "TuneConfig": "tandem.tune.tuner",
     "Tuner": "tandem.tune.tuner",
 })
+
+#: Looking one of these up shows the program will run trials: the worker side starts now,
+#: before the driver imports the tuner (``tandem.tune._early``).
+_RUNS_TRIALS = frozenset({"Tuner", "run", "run_experiments"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _RUNS_TRIALS:
+        from tandem.tune._early import start_trial_workers_early
+
+        start_trial_workers_early()
+    return _lazy_getattr(name)
