@@ -24,8 +24,11 @@ from collections.abc import Sequence
 
 EARLY_ENV = "TANDEM_EARLY_WORKERS"
 
-#: What every train worker imports before the user's function runs (the task's class).
-WORKER_MODULES: tuple[str, ...] = ("tandem.train._internal.worker",)
+#: What every train worker imports before the user's function runs: the task's classes and
+#: what unpickling them pulls in (the learned imports of a trivial run's worker).
+WORKER_MODULES: tuple[str, ...] = ("tandem.train._internal.worker", "tandem.train._internal.nested",
+                                   "tandem.train.backends.base", "tandem.train.api.result",
+                                   "tandem.jobs.runtime")
 
 
 def early_start_enabled() -> bool:

@@ -4,8 +4,9 @@ which imports the train worker code and ``tune.report``'s module while the drive
 
 from __future__ import annotations
 
-#: What a trial's worker imports besides the train worker code (``tune.report``).
-TRIAL_MODULES = ("tandem.tune.session",)
+#: What a trial's worker imports besides the train worker code: ``tune.report``'s module and
+#: the function trainable's runner.
+TRIAL_MODULES = ("tandem.tune.session", "tandem.tune.trainable")
 
 
 def start_trial_workers_early() -> bool:

@@ -15,8 +15,10 @@ import pytest
 import tandem
 from tandem import train, tune
 from tandem.cluster.local import early_zygote_modules
+from tandem.train.early import WORKER_MODULES
+from tandem.tune._early import TRIAL_MODULES
 
-TRIAL_PRELOAD = ("tandem.train._internal.worker", "tandem.tune.session")
+TRIAL_PRELOAD = (*WORKER_MODULES, *TRIAL_MODULES)
 
 
 def _zygotes() -> list[psutil.Process]:
@@ -50,6 +52,13 @@ def test_a_tuner_starts_the_zygote_that_its_trial_forks_from(storage, monkeypatc
     (result,) = list(tuner.fit())
     # the trial ran in a worker forked from that zygote, which had the worker code imported
     assert result.metrics["ppid"] == early.pid and result.metrics["preloaded"] is True
+    # ... all of what a trial needs: its worker imported none of it after the fork (what it
+    # learned is this test module's own imports, as the trial function lives here)
+    from tandem.jobs import runtime
+
+    learned = set(runtime.current_service().cluster._io_thread().learned)
+    assert not learned & {"tandem.jobs.runtime", "tandem.jobs.service", "tandem.tune.trainable",
+                          "tandem.train.backends.base", "tandem.train._internal.nested"}
     assert early_zygote_modules() is None  # adopted by the cluster
     # with a job service running, a new Tuner or trainer starts nothing
     tune.Tuner(_trial, param_space={"mods": []})
@@ -74,7 +83,7 @@ def test_nothing_starts_early_when_jobs_go_elsewhere_or_it_is_off(monkeypatch):
     monkeypatch.setenv("TANDEM_EARLY_WORKERS", "1")
     train.DataParallelTrainer(lambda: None)
     (unused,) = _zygotes()
-    assert early_zygote_modules() == ("tandem.train._internal.worker",)
+    assert early_zygote_modules() == WORKER_MODULES
     tandem.shutdown()
     unused.wait(timeout=30)
     assert early_zygote_modules() is None
