@@ -8,6 +8,10 @@ Public API (the names Ray Train V2 users know)::
 
 To start a run without a Trainer object (what ``Tuner`` and the model layer do), describe
 it with ``RunDescription`` and pass it to ``submit``, which returns a ``JobHandle``.
+
+Each name's module is imported when the name is first used (``tandem._core.lazy``), so
+``from tandem import train`` costs almost nothing; building a trainer starts the worker side
+early (``tandem.train.early``).
 """
 
 from typing import TYPE_CHECKING

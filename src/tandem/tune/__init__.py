@@ -6,6 +6,9 @@ Every trial is a train job on the same job service as ``trainer.fit()``::
     tuner = tune.Tuner(train_fn, param_space={"lr": tune.loguniform(1e-4, 1e-1)},
                        tune_config=tune.TuneConfig(metric="loss", mode="min", num_samples=20))
     best = tuner.fit().get_best_result()
+
+Each name's module is imported when the name is first used (``tandem._core.lazy``);
+looking up ``Tuner``/``run`` starts the worker side early (``tandem.tune._early``).
 """
 
 from typing import TYPE_CHECKING
