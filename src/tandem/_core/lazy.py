@@ -19,14 +19,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Callable, Mapping
-from typing import Any
 
 
 def lazy_exports(
     package: str,
-    namespace: dict[str, Any],
+    namespace: dict[str, object],
     exports: Mapping[str, str],
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package``.
 
     Args:
@@ -43,7 +42,7 @@ def lazy_exports(
     table = {name: (package + module if module.startswith(".") else module)
              for name, module in exports.items()}
 
-    def __getattr__(name: str) -> Any:
+    def __getattr__(name: str) -> object:
         module = table.get(name)
         if module is not None:
             module, _, attr = module.partition(":")

@@ -16,7 +16,7 @@ import io
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -43,7 +43,7 @@ def prepare_worker_process(env: Mapping[str, str]) -> None:
         pass
 
 
-def _run_coroutine(coro: Any) -> Any:
+def _run_coroutine(coro: Coroutine[object, object, object]) -> object:
     """An ``async def`` train function runs to completion in its own event loop (asyncio is
     imported here: a worker of a plain function never loads it)."""
     import asyncio
