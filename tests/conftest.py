@@ -27,6 +27,9 @@ for _key in [k for k in os.environ if k.startswith("TANDEM_") and k not in KEPT_
 # importing tandem.train.tensorflow (at collection) would start a zygote importing TensorFlow
 # that the first test's cluster adopts; its own test turns it on
 os.environ["TANDEM_TF_EARLY_IMPORT"] = "0"
+# likewise a Tuner or trainer built at collection (or in a test) starts no zygote early that
+# a later test's cluster would adopt; tests/unit/train/test_early_workers.py turns it on
+os.environ["TANDEM_EARLY_WORKERS"] = "0"
 
 import psutil  # noqa: E402 - after the isolation above
 import pytest  # noqa: E402

@@ -28,7 +28,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tandem._core.errors import TandemError
@@ -181,13 +181,20 @@ def cmd_jobs_list(a: argparse.Namespace) -> int:
     for col in ("JOB ID", "STATE", "NAME", "OWNER", "PRIORITY", "SUBMITTED", "DURATION", "TAGS"):
         t.add_column(col, no_wrap=True, overflow="ignore")
     for j in jobs:
-        t.add_row(j["job_id"], j["state"], j["name"], str(j.get("owner") or "-"),
+        t.add_row(j["job_id"], _state_shown(j), j["name"], str(j.get("owner") or "-"),
                   str(j["priority"]),
                   _when(j["submitted_at"]), _duration(j), ",".join(j["tags"]))
     _console().print(t)
     if not jobs:
         print("(no jobs)")
     return 0
+
+
+def _state_shown(job: Mapping[str, Any]) -> str:
+    """A job's state as the list shows it: with how often it was preempted, if it was
+    (kept once the job ends, as in the dashboard's list)."""
+    n = job.get("preemptions") or 0
+    return f"{job['state']} (preempted {n}×)" if n else str(job["state"])
 
 
 def cmd_jobs_show(a: argparse.Namespace) -> int:

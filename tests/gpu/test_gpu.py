@@ -182,6 +182,8 @@ def test_xgboost_trains_on_cuda(tmp_path):
 
 
 def test_serve_places_a_torch_model_replica_on_a_gpu(tmp_path, monkeypatch):
+    import os
+
     import httpx
     import numpy as np
 
@@ -191,12 +193,21 @@ def test_serve_places_a_torch_model_replica_on_a_gpu(tmp_path, monkeypatch):
     monkeypatch.setenv("TANDEM_MODELS_PATH", str(tmp_path / "models"))
     monkeypatch.delenv("TANDEM_ADDRESS", raising=False)
 
+    seen = tmp_path / "replica_env.txt"
+    driver_pid = os.getpid()
+
     class Lin(model.TorchModel):
         example_input = np.zeros((1, 8), dtype=np.float32)
 
         def setup(self):
+            import os
+
             torch.manual_seed(0)
             self.net = torch.nn.Linear(8, 3)
+            if os.getpid() != driver_pid:
+                # a forked replica's /proc/<pid>/environ shows the zygote's environment,
+                # not what the replica set: the replica says what it sees
+                seen.write_text(os.environ.get("CUDA_VISIBLE_DEVICES", "-"))
 
         def forward(self, x):
             return self.net(x)
@@ -210,9 +221,8 @@ def test_serve_places_a_torch_model_replica_on_a_gpu(tmp_path, monkeypatch):
         info = httpx.get(handle.url).json()
         r = httpx.post(handle.url + "/predict", json={"inputs": x.tolist()}, timeout=60)
         pid = next(iter(handle.status()["pids"].values()))
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
     assert r.status_code == 200, r.text
     assert info["replica_devices"] == ["cuda:0"]
-    assert env[b"CUDA_VISIBLE_DEVICES"] not in (b"", b"-1")
+    assert pid != driver_pid
+    assert seen.read_text() not in ("", "-", "-1")
     np.testing.assert_allclose(np.array(r.json()["outputs"]), m.predict(x).numpy(), atol=1e-4)

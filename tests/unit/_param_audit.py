@@ -386,7 +386,7 @@ def _check_constructor_param(p: Param, disp: Disposition | None, index: SourceIn
         if info is None:
             return [f"{p.entry}: __init__ source not found"]
         class_key = f"{owner.__module__}:{owner.__qualname__}"
-        flow = init_flow(info.node, p.name.lstrip("*"))
+        flow = init_flow(info.node, _received_as(info.node, p.name.lstrip("*")))
         if flow.kind == "parent":
             parent = _parent_with_param(owner, p.name)
             if parent is None:
@@ -407,6 +407,17 @@ def _check_constructor_param(p: Param, disp: Disposition | None, index: SourceIn
                 f"Functions loading .{flow.attrs[0] if flow.attrs else '?'}: {suggest or 'none'}")]
     attr = disp.attr or (flow.attrs[0] if flow.attrs else p.name)
     return _check_reader(p, disp, index, attr=attr, class_key=class_key)
+
+
+def _received_as(node: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> str:
+    """The name ``__init__`` receives a public parameter under: its own, or its ``**kwargs``
+    when the class shows a signature the function does not spell out (the boosted-tree
+    trainers' ``xgboost_config`` arrives in ``**library_config``)."""
+    args = node.args
+    named = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+    if name not in named and args.kwarg is not None:
+        return args.kwarg.arg
+    return name
 
 
 def _parent_with_param(cls: type, name: str) -> type | None:

@@ -57,6 +57,38 @@ def test_xgboost_config_communicator():
     assert trainer.backend_config.timeout_s == 5  # Ray's keyword, in the signature
 
 
+def test_boosted_tree_trainers_show_rays_signature_from_one_init():
+    """One ``__init__`` (the shared base's) serves both trainers; each shows and accepts
+    Ray's signature with its own config keyword, and refuses the other's."""
+    import inspect
+
+    from tandem.train.lightgbm import LightGBMConfig, LightGBMTrainer
+    from tandem.train.xgboost import XGBoostConfig, XGBoostTrainer
+
+    ray_order = ["train_loop_per_worker", "train_loop_config", "{}", "scaling_config",
+                 "run_config", "datasets", "dataset_config", "validation_config", "metadata",
+                 "resume_from_checkpoint", "label_column", "params", "num_boost_round",
+                 "backend_config"]
+    for cls, keyword, config_cls, other in (
+            (XGBoostTrainer, "xgboost_config", XGBoostConfig, "lightgbm_config"),
+            (LightGBMTrainer, "lightgbm_config", LightGBMConfig, "xgboost_config")):
+        assert "__init__" not in vars(cls)
+        sig = inspect.signature(cls)
+        assert list(sig.parameters) == [n.format(keyword) for n in ray_order]
+        assert sig.parameters[keyword].kind is inspect.Parameter.KEYWORD_ONLY
+        assert sig.parameters[keyword].default is None
+        assert config_cls.__name__ in str(sig.parameters[keyword].annotation)
+        with pytest.raises(TypeError, match=f"unexpected keyword argument '{other}'"):
+            cls(lambda: None, **{other: config_cls()})
+        with pytest.raises(ConfigError, match=f"{keyword}=.*takes a {config_cls.__name__}"):
+            cls(lambda: None, **{keyword: object()})
+        # the older spelling still works, and the library's keyword does not override it
+        given = config_cls(timeout_s=3)
+        assert cls(lambda: None, backend_config=given).backend_config is given
+        assert cls(lambda: None, backend_config=given,
+                   **{keyword: config_cls(timeout_s=4)}).backend_config is given
+
+
 def test_optuna_search_study_name_storage_and_evaluated_rewards(tmp_path):
     import optuna
 

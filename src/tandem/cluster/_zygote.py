@@ -68,6 +68,17 @@ def _set_parent_death_signal() -> None:
         _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def _thread_count() -> int:
+    """The process's threads, native ones included (a library's own thread pool is not in
+    ``threading``'s count, and a fork carries it no better than a Python thread)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        return threading.active_count()
+
+
 class _Zygote:
     def __init__(self, inp: int, out: int) -> None:
         self._in = inp
@@ -145,19 +156,17 @@ class _Zygote:
         """Imports the next module a job's workers imported (``ImportLearner``), in their
         order, a failure skipped; one per turn of the loop, so forks and exits asked for
         meanwhile are not held up by a long list. Once the list is done (or an import
-        started a Python thread, which a fork would not carry: then the rest is dropped),
+        started a thread (Python or native), which a fork would not carry: then the rest is dropped),
         tells the driver ``("learned", count, why_to_stop_or_None)``."""
-        import threading
-
         name = self._learning.popleft()
         self._learned += 1  # names done with, imported or not
         if name not in sys.modules:
-            before = threading.active_count()
+            before = _thread_count()
             try:
                 importlib.import_module(name)
             except BaseException:  # noqa: BLE001, S110 - a module that cannot load here is skipped
                 pass
-            if threading.active_count() > before:
+            if _thread_count() > before:
                 self._stop_learning = f"importing {name!r} started a thread"
                 self._learned += len(self._learning)
                 self._learning.clear()
@@ -254,7 +263,10 @@ def main() -> None:
     except OSError:
         _NAME = b""
     gc.freeze()  # children then leave the imported objects' pages shared
-    _Zygote(inp, out).serve()
+    try:
+        _Zygote(inp, out).serve()
+    except BrokenPipeError:
+        pass  # the cluster closed its end (it shut down): nobody is left to tell
     # Its workers are dead and reaped: leave without finalizing the interpreter, which with
     # torch imported takes a few hundred ms that the driver's shutdown would wait for.
     for stream in (sys.stdout, sys.stderr):

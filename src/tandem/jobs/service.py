@@ -215,12 +215,17 @@ class LocalJobService:
                                     spec.strategy)
         spec.runner.prepare(self.cluster)
         with self._lock:
-            if self._closed:
-                raise ServiceShutdownError("The job service has been shut down.")
-            if job_id is not None and job_id in self._jobs:
-                raise ConfigError(f"A job with id {job_id!r} is already known to this service.")
-            job = Job(self, spec, next(self._seq), self.clock.now(), job_id)
-            self.scheduler.check_submit(job, [j for j in self._pending if j.thread is None])
+            try:
+                if self._closed:
+                    raise ServiceShutdownError("The job service has been shut down.")
+                if job_id is not None and job_id in self._jobs:
+                    raise ConfigError(
+                        f"A job with id {job_id!r} is already known to this service.")
+                job = Job(self, spec, next(self._seq), self.clock.now(), job_id)
+                self.scheduler.check_submit(job, [j for j in self._pending if j.thread is None])
+            except BaseException:
+                spec.runner.discard()  # refused: it never runs
+                raise
             self._jobs[job.job_id] = job
             self._pending.append(job)
             self._notify(job, StatusChanged(JobStatus.PENDING))
@@ -298,11 +303,14 @@ class LocalJobService:
     def stop(self, job_id: str) -> None:
         job = self.get(job_id)
         with self._lock:
-            if job in self._pending and job.thread is None:
+            discard = job in self._pending and job.thread is None
+            if discard:
                 self._pending.remove(job)
                 self._finish(job, JobOutcome(JobStatus.STOPPED))
-                return
             ctx = job.ctx
+        if discard:
+            job.spec.runner.discard()  # stopped while pending: it never runs
+            return
         if ctx is not None and not job.status.is_terminal:
             ctx.stop_event.set()
             job.spec.runner.stop()
@@ -329,6 +337,7 @@ class LocalJobService:
         self._wakeup.set()
         for job in pending:
             self._finish(job, JobOutcome(JobStatus.STOPPED))
+            job.spec.runner.discard()
         for job in running:
             if job.ctx is not None:
                 job.ctx.stop_event.set()

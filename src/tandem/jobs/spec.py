@@ -233,6 +233,11 @@ class JobRunner(ABC):
     def prepare(self, cluster: Cluster) -> None:
         """Called once at submission, before queuing (e.g. to warm the cluster up)."""
 
+    def discard(self) -> None:
+        """Called once when the job ends without ``run`` ever being called (stopped while
+        pending, refused after ``prepare``, the service shut down first): gives back what
+        ``prepare`` took (a served model's reserved route)."""
+
     def worker_pids(self) -> dict[int, int]:
         """The live worker processes by rank (for resource-use sampling); may be empty."""
         return {}

@@ -270,6 +270,20 @@ def check_sizes(splits: Mapping[str, Any], num_workers: int, where: str) -> None
 # -- on the worker ---------------------------------------------------------------------
 
 
+def float32_arrays(shard: Any) -> tuple[Any, Any]:
+    """A shard's ``(x, y)`` as numpy arrays, floats as float32 (what the JAX and
+    TensorFlow models' loops train on); other dtypes (integer labels) kept."""
+    import numpy as np
+
+    x = np.asarray(shard.x)
+    if x.dtype.kind == "f":
+        x = x.astype(np.float32)
+    y = np.asarray(shard.y)
+    if y.dtype.kind == "f":
+        y = y.astype(np.float32)
+    return x, y
+
+
 def _tensor(x: object, label: bool = False) -> object:
     import numpy as np
     import torch

@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tandem._core.errors import ConfigError
-from tandem.model._data import Arrays, rank_datasets
+from tandem.model._data import Arrays, float32_arrays, rank_datasets
 from tandem.model._files import OPT_STATE_NPZ
 from tandem.model._model import (
     TRAINER_STATE_FILE,
@@ -283,23 +283,11 @@ def _check_before_start(fn: object, config: Mapping[str, object], datasets: Mapp
             f"label_column) in dataset={{'train': ..., 'valid': ...}}; not torch Datasets, "
             f"ray.data Datasets or data classes."
         )
-    x, y = _arrays(arrays)
+    x, y = float32_arrays(arrays)
     n = payload.settings.batch_size
     model = cls(dict(config))
     model.ensure_setup()
     check_pure(model, x[:n], y[:n])
-
-
-def _arrays(shard: Any) -> tuple[Any, Any]:
-    import numpy as np
-
-    x = np.asarray(shard.x)
-    if x.dtype.kind == "f":
-        x = x.astype(np.float32)
-    y = np.asarray(shard.y)
-    if y.dtype.kind == "f":
-        y = y.astype(np.float32)
-    return x, y
 
 
 # -- on each worker --------------------------------------------------------------------------
@@ -335,7 +323,7 @@ def jax_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
                 start = int(json.load(f)["epoch"])
 
     shards = rank_datasets(payload.datasets, payload.datasets_to_split, rank, world)
-    x, y = _arrays(shards["train"])
+    x, y = float32_arrays(shards["train"])
     bs = settings.batch_size
     steps = max(1, len(x) // bs)  # even shards: the same on every worker
     devices = jax.local_devices()
@@ -372,7 +360,7 @@ def jax_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
         model.params = jax.tree_util.tree_map(lambda a: a[0], params)
         metrics: dict[str, Any] = {"epoch": epoch, "loss": total / steps}
         if "valid" in shards:
-            vx, vy = _arrays(shards["valid"])
+            vx, vy = float32_arrays(shards["valid"])
             local = float(model.loss(model.params, vx, vy)) * len(vx) if len(vx) else 0.0
             sums = psum(jnp.tile(jnp.array([[local, float(len(vx))]]), (n_dev, 1)) / n_dev)
             metrics["val_loss"] = float(sums[0][0] / max(sums[0][1], 1.0))

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tandem._core.errors import ConfigError
-from tandem.model._data import rank_datasets
+from tandem.model._data import float32_arrays, rank_datasets
 from tandem.model._files import OPTIMIZER_NPZ
 from tandem.model._model import (
     TRAINER_STATE_FILE,
@@ -203,18 +203,6 @@ def _no_autoshard(ds: Any) -> object:
     return ds.with_options(options)
 
 
-def _arrays(shard: Any) -> tuple[Any, Any]:
-    import numpy as np
-
-    x = np.asarray(shard.x)
-    if x.dtype.kind == "f":
-        x = x.astype(np.float32)
-    y = np.asarray(shard.y)
-    if y.dtype.kind == "f":
-        y = y.astype(np.float32)
-    return x, y
-
-
 def tf_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
     """The per-worker function of ``model.train`` for a ``TensorflowModel``."""
     import cloudpickle
@@ -257,7 +245,7 @@ def tf_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
                 start = int(json.load(f)["epoch"])
 
     shards = rank_datasets(payload.datasets, payload.datasets_to_split, rank, world)
-    x, y = _arrays(shards["train"])
+    x, y = float32_arrays(shards["train"])
     bs = settings.batch_size
     steps = max(1, len(x) // bs)  # even shards: the same on every worker
 
@@ -271,7 +259,7 @@ def tf_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
 
     valid_ds, valid_steps = None, 0
     if "valid" in shards:
-        vx, vy = _arrays(shards["valid"])
+        vx, vy = float32_arrays(shards["valid"])
         valid_steps = min(_gather_ints(strategy, max(1, math.ceil(len(vx) / bs)), world))
         valid_ds = _no_autoshard(tf.data.Dataset.from_tensor_slices((vx, vy)).repeat()
                                  .batch(bs * world))

@@ -99,6 +99,8 @@ class EventProjection:
                     return
                 if status is JobStatus.PENDING:
                     return  # recorded at submission (or at re-queue)
+                if status is JobStatus.RESTARTING:
+                    self._note_preemptions(job)
                 self.writer.put(("state", job_id, status.value, now, None, None,
                                  job.status_reason))
                 self.hub.status(job_id, status.value, now)
@@ -136,10 +138,22 @@ class EventProjection:
         summary.setdefault("checkpoints", []).append(path)
         self.writer.put(("update", job_id, {"result": dict(summary)}))
 
+    def _note_preemptions(self, job: Job) -> None:
+        """A new preemption's count goes into the job's stored summary at once: the job
+        lists read it from there, while the job waits and after it ends."""
+        summary = self._summaries.get(job.job_id)
+        n = job.num_preemptions
+        if summary is None or n <= summary.get("preemptions", 0):
+            return
+        summary["preemptions"] = n
+        self.writer.put(("update", job.job_id, {"result": dict(summary)}))
+
     def _on_end(self, job: Job, status: JobStatus, now: float) -> None:
         job_id = job.job_id
         outcome = job.outcome or JobOutcome(status)
         summary = dict(self._summaries.get(job_id) or {})
+        if job.num_preemptions > summary.get("preemptions", 0):
+            summary["preemptions"] = job.num_preemptions  # kept once it ended
         if job.log_paths:
             summary["log_paths"] = {str(r): p for r, p in job.log_paths.items()}
         value = outcome.value

@@ -12,9 +12,12 @@ are the same words in both.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["TRIAL_END_WORDS", "shown_job_state"]
+if TYPE_CHECKING:
+    from tandem.jobs.store import JobRecord
+
+__all__ = ["TRIAL_END_WORDS", "shown_job_state", "stored_preemptions"]
 
 #: how a trial's job ended, in Ray Tune's trial words
 TRIAL_END_WORDS = {"FINISHED": "TERMINATED", "STOPPED": "TERMINATED", "FAILED": "ERROR"}
@@ -26,3 +29,11 @@ def shown_job_state(state: str, metadata: Mapping[str, Any] | None) -> str:
     if metadata and metadata.get("trial_id"):
         return TRIAL_END_WORDS.get(state, state)
     return state
+
+
+def stored_preemptions(rec: JobRecord) -> int:
+    """How many times a job was preempted, as its stored summary says (the server writes
+    it at each preemption and keeps it once the job ends): what the job lists show as
+    "preempted N×" whether the job still runs or not."""
+    n = (rec.result or {}).get("preemptions")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0

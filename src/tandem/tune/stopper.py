@@ -9,8 +9,6 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
-
 from tandem._core.errors import ConfigError
 from tandem._core.results import MISSING, lookup
 
@@ -213,6 +211,8 @@ class TrialPlateauStopper(Stopper):
                 return False
             if self._mode == "max" and metric_result < threshold:  # type: ignore[operator]
                 return False
+        import numpy as np  # here: most programs never reach a plateau check
+
         try:
             current_std = float(np.std(self._trial_results[trial_id]))
         except Exception:  # noqa: BLE001 - e.g. a missing value (None): not a plateau
@@ -273,8 +273,11 @@ class ExperimentPlateauStopper(Stopper):
         return self.stop_all()
 
     def has_plateaued(self) -> bool:
-        return (len(self._top_values) == self._top
-                and float(np.std(self._top_values)) <= self._std)
+        if len(self._top_values) != self._top:
+            return False
+        import numpy as np
+
+        return float(np.std(self._top_values)) <= self._std
 
     def stop_all(self) -> bool:
         return self.has_plateaued() and self._iterations >= self._patience

@@ -31,6 +31,7 @@ from tandem.train.api.run import (
 )
 from tandem.train.api.trainer import DataParallelTrainer
 from tandem.train.context import AWAIT_VERDICT, TRIAL_RESOURCES, StorageContext
+from tandem.tune._early import start_trial_workers_early
 from tandem.tune._verdicts import GateOf, verdict_gate
 from tandem.tune.callback import Callback, LoggerCallback
 from tandem.tune.controller import (
@@ -206,6 +207,7 @@ class Tuner:
         self._kind, self._fn = self._classify(trainable)
         self._stopper = make_stopper(self.run_config.stop)
         self._results: ResultGrid | None = None
+        start_trial_workers_early()  # the zygote starts while the program goes on to fit()
 
     # -- trainable kinds -------------------------------------------------------------------
     def _classify(self, trainable: object) -> tuple[str, Any]:

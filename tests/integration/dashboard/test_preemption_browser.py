@@ -1,57 +1,28 @@
 """A real preemption seen in the dashboard (issue 24 items 3 and 6), in a real browser
 (Debian's chromium driven by Playwright) against a real train server with
-``--scheduling priority``: alice's low-priority run (a real worker process, a checkpoint each
-iteration) is preempted by bob's higher-priority run that cannot fit beside it; the jobs
+``--scheduling priority``: alice's low-priority run (a real worker process that checkpoints
+when told to yield) is preempted by bob's higher-priority run that cannot fit beside it; the jobs
 view and the job's page say so and why; when bob's run ends, alice's resumes from its
 checkpoint, ``training_iteration`` goes on, and it finishes — the preemption was not a
 failure (``FailureConfig(max_failures=0)``)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
+from tests.helpers.preemption import LOOPS, PriorityServer, priority_server
 from tests.integration.dashboard.test_browser import _browser, _console_guard, _poll, _shot
 from tests.integration.dashboard.test_users_browser import _login
-from tests.integration.server.conftest import cli, run_client, start_server, wait_state
-from tests.integration.server.test_preemption_server import wait_reason
+from tests.integration.server.conftest import run_client, wait_state
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 CLIENT = """
-import json, os, sys, tempfile, time
+import sys
 from tandem import train
 from tandem.train import (Checkpoint, DataParallelTrainer, FailureConfig, RunConfig,
-                          ScalingConfig)
-
-def low(config):
-    # one iteration of "work", a checkpoint each iteration; ends once the test says so
-    step = 0
-    ckpt = train.get_checkpoint()
-    if ckpt is not None:
-        with ckpt.as_directory() as d, open(os.path.join(d, "state.json")) as f:
-            step = json.load(f)["step"]
-    resumed_at = step
-    while True:
-        d = tempfile.mkdtemp(dir=config["tmp"])
-        with open(os.path.join(d, "state.json"), "w") as f:
-            json.dump({"step": step + 1}, f)
-        train.report({"step": step, "resumed_at": resumed_at,
-                      "told": train.get_preemption_info() is not None},
-                     checkpoint=Checkpoint.from_directory(d))
-        step += 1
-        if os.path.exists(config["finish"]):
-            return
-        time.sleep(0.25)
-
-def high(config):
-    i = 0
-    while not os.path.exists(config["finish"]):
-        train.report({"i": i})
-        i += 1
-        time.sleep(0.25)
-
+                          ScalingConfig, get_checkpoint, report)
+""" + LOOPS + """
 which, store, tmp, finish = sys.argv[1:5]
 fn, priority = (low, 0) if which == "low" else (high, 5)
 trainer = DataParallelTrainer(
@@ -63,44 +34,32 @@ print(trainer.fit(block=False).job_id)
 """
 
 
-def _results(srv, job_id: str) -> list[dict]:
-    with srv.http() as c:
-        r = c.get(f"/api/jobs/{job_id}/results", params={"limit": 20000})
-        assert r.status_code == 200, r.text
-        return [row["metrics"] for row in r.json()["results"]]
-
-
 def test_a_preemption_and_the_resume_in_the_browser(tmp_path):
-    home = str(tmp_path / "home")
-    os.makedirs(home)
-    srv = start_server(home, str(tmp_path / "storage"), None, "--scheduling", "priority")
-    store, scratch = str(tmp_path / "results"), str(tmp_path / "scratch")
-    os.makedirs(scratch)
-    low_done, high_done = str(tmp_path / "low.done"), str(tmp_path / "high.done")
+    with priority_server(tmp_path) as setup:
+        _preemption_and_resume(setup)
+
+
+def _preemption_and_resume(setup: PriorityServer) -> None:
+    srv, tokens = setup.srv, setup.tokens
+    low_done, high_done = setup.flag("low"), setup.flag("high")
     pw = browser = None
     try:
-        tokens = {}
-        for name in ("alice", "bob"):
-            out = cli(srv, "users", "add", name)
-            assert out.returncode == 0, out.stderr
-            tokens[name] = out.stdout.strip().splitlines()[-1]
-
         def submit(who: str, which: str, finish: str) -> str:
-            out = run_client(srv, CLIENT, str(tmp_path), which, store, scratch, finish,
-                             TANDEM_TOKEN=tokens[who])
+            out = run_client(srv, CLIENT, setup.cwd, which, setup.store, setup.scratch,
+                             finish, TANDEM_TOKEN=tokens[who])
             assert out.returncode == 0, out.stderr
             return out.stdout.split()[-1]
 
         low = submit("alice", "low", low_done)
         wait_state(srv, low, ("RUNNING",))
-        _poll(lambda: len(_results(srv, low)) >= 3, 60, "the low run's first iterations")
+        _poll(lambda: len(setup.results(low)) >= 3, 60, "the low run's first iterations")
         high = submit("bob", "high", high_done)  # needs the whole cluster: low must yield
-        preempted = wait_reason(srv, low, "RESTARTING", "preempted for")
+        preempted = setup.wait_reason(low, "RESTARTING", "preempted for")
         wait_state(srv, high, ("RUNNING",), 90)
         why = preempted["transitions"][-1]["reason"]
         assert f"preempted for {high} (priority 5 > 0" in why, why
         assert "checkpointed; waits to resume from checkpoint" in why, why
-        before = _results(srv, low)
+        before = setup.results(low)
 
         pw, browser = _browser()
         errors: list[str] = []
@@ -141,14 +100,14 @@ def test_a_preemption_and_the_resume_in_the_browser(tmp_path):
         open(high_done, "w").close()  # bob's run ends: alice's resumes where it was
         assert wait_state(srv, high, ("FINISHED", "FAILED", "STOPPED"), 90)["state"] == \
             "FINISHED"
-        wait_reason(srv, low, "RUNNING", "resumed from checkpoint")
-        _poll(lambda: len(_results(srv, low)) >= len(before) + 2, 60,
+        setup.wait_reason(low, "RUNNING", "resumed from checkpoint")
+        _poll(lambda: len(setup.results(low)) >= len(before) + 2, 60,
               "the resumed run's iterations")
         open(low_done, "w").close()
         job = wait_state(srv, low, ("FINISHED", "FAILED", "STOPPED"), 90)
         assert job["state"] == "FINISHED" and not job.get("error"), job
 
-        rows = _results(srv, low)
+        rows = setup.results(low)
         # training_iteration goes on across the preemption (no restart from 1), and so
         # does the loop's own step: it resumed from the checkpoint taken when told
         assert [r["training_iteration"] for r in rows] == list(range(1, len(rows) + 1))
@@ -177,6 +136,3 @@ def test_a_preemption_and_the_resume_in_the_browser(tmp_path):
             browser.close()
         if pw is not None:
             pw.stop()
-        for flag in (low_done, high_done):
-            open(flag, "w").close()
-        srv.stop()

@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-import tandem
 from tandem import train
 from tandem.train import (
     Checkpoint,
@@ -18,6 +17,7 @@ from tandem.train import (
     RunConfig,
     ScalingConfig,
 )
+from tests.helpers.preemption import priority_cluster, run_high, wait_reports
 
 pytestmark = pytest.mark.slow
 
@@ -45,32 +45,18 @@ def low_priority_loop(config):
                       "ranks": info.preempted_ranks if info else []}, checkpoint=checkpoint)
 
 
-def high_priority_loop(config):
-    for i in range(2):
-        train.report({"i": i})
-
-
 def test_a_low_priority_run_yields_with_a_checkpoint_and_resumes(tmp_path):
-    tandem.init(num_cpus=2, scheduling="priority", configure_logging=False)
-    try:
+    with priority_cluster():
         low = DataParallelTrainer(
             low_priority_loop, train_loop_config={"steps": 60},
             scaling_config=ScalingConfig(num_workers=2),
             run_config=RunConfig(name="low", storage_path=str(tmp_path), verbose=0,
                                  failure_config=FailureConfig(max_failures=0)))
         handle = low.fit(block=False)
-        for n, _ in enumerate(handle.results()):
-            if n >= 3:
-                break  # the low run is well under way
-        high = DataParallelTrainer(
-            high_priority_loop, scaling_config=ScalingConfig(num_workers=2),
-            run_config=RunConfig(name="high", storage_path=str(tmp_path), verbose=0,
-                                 priority=5))
-        high_result = high.fit()
+        wait_reports(handle, 4)  # the low run is well under way
+        high_result = run_high(str(tmp_path))
         assert high_result.error is None and high_result.metrics["i"] == 1
         result = handle.wait(timeout=120)
-    finally:
-        tandem.shutdown()
     assert result.error is None
     df = result.metrics_dataframe
     # training_iteration goes on across the preemption: 1..60, each once, in order
@@ -100,8 +86,7 @@ def test_a_preempted_tune_trial_resumes_from_its_checkpoint(tmp_path):
     def trial(config):
         low_priority_loop(config)  # a function trainable: tune.report is train.report here
 
-    tandem.init(num_cpus=2, scheduling="priority", configure_logging=False)
-    try:
+    with priority_cluster():
         tuner = tune.Tuner(
             tune.with_resources(trial, {"CPU": 2}),
             param_space={"steps": 40},
@@ -120,14 +105,8 @@ def test_a_preempted_tune_trial_resumes_from_its_checkpoint(tmp_path):
             jobs = [j for j in svc.list() if j.status.value == "RUNNING"]
             trial_job = jobs[0] if jobs else None
             t.join(0.05)
-        high = DataParallelTrainer(
-            high_priority_loop, scaling_config=ScalingConfig(num_workers=2),
-            run_config=RunConfig(name="high", storage_path=str(tmp_path), verbose=0,
-                                 priority=5))
-        assert high.fit().error is None
+        assert run_high(str(tmp_path)).error is None
         t.join(120)
-    finally:
-        tandem.shutdown()
     grid = box["grid"]
     assert grid.num_errors == 0
     df = grid[0].metrics_dataframe
@@ -143,8 +122,7 @@ def test_past_max_preemption_failures_the_run_fails_with_preemption_error(tmp_pa
     resume it), and the higher-priority run still gets the cluster."""
     from tandem.train import PreemptionError
 
-    tandem.init(num_cpus=2, scheduling="priority", configure_logging=False)
-    try:
+    with priority_cluster():
         low = DataParallelTrainer(
             low_priority_loop, train_loop_config={"steps": 400},
             scaling_config=ScalingConfig(num_workers=1, resources_per_worker={"CPU": 2}),
@@ -152,20 +130,11 @@ def test_past_max_preemption_failures_the_run_fails_with_preemption_error(tmp_pa
                                  failure_config=FailureConfig(
                                      max_failures=3, max_preemption_failures=0)))
         handle = low.fit(block=False)
-        for n, _ in enumerate(handle.results()):
-            if n >= 2:
-                break
-        high = DataParallelTrainer(
-            high_priority_loop,
-            scaling_config=ScalingConfig(num_workers=1, resources_per_worker={"CPU": 2}),
-            run_config=RunConfig(name="high", storage_path=str(tmp_path), verbose=0,
-                                 priority=5))
-        assert high.fit().error is None
+        wait_reports(handle, 3)
+        assert run_high(str(tmp_path), {"CPU": 2}).error is None
         with pytest.raises(PreemptionError) as raised:
             handle.wait(timeout=120)
         assert handle.status() == "FAILED"
-    finally:
-        tandem.shutdown()
     message = str(raised.value)
     assert "preempted 1 time(s)" in message and "max_preemption_failures=0" in message
     assert "priority 5 > 0" in message and "RunConfig(priority=...)" in message

@@ -7,6 +7,9 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import Any
+
+import pytest
 
 MODEL_SRC = '''
 import numpy as np
@@ -51,3 +54,40 @@ def run_script(code: str, cwd: str, env: dict[str, str] | None = None,
 def check(r: subprocess.CompletedProcess) -> str:
     assert r.returncode == 0, f"exit {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
     return r.stdout
+
+
+def models_namespace(module: str, extra: str = "") -> dict[str, Any]:
+    """``MODEL_SRC`` (and ``extra`` after it) run as a module that exists only in memory,
+    named ``module``: its classes cannot be imported by name, as with a script's."""
+    ns: dict[str, Any] = {"__name__": module}
+    exec(compile(MODEL_SRC + extra, module, "exec"), ns)  # noqa: S102 - a module in memory
+    return ns
+
+
+def put_digits(tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch, module: str,
+               seeds: tuple[int, ...] = (5,)) -> tuple[list[tuple[Any, Any]], dict[str, Any]]:
+    """Registers one ``DigitsMLP`` version per seed, as ``digits``, in a local registry
+    under ``tmp_path`` (no server, no other storage). Returns ``[(ref, model), ...]`` and
+    the models' namespace (``ns["digits"](n)``: n rows to predict)."""
+    from tandem import model
+
+    monkeypatch.setenv("TANDEM_MODELS_PATH", os.path.join(os.fspath(tmp_path), "models"))
+    monkeypatch.delenv("TANDEM_MODELS_STORAGE", raising=False)
+    monkeypatch.delenv("TANDEM_ADDRESS", raising=False)
+    ns = models_namespace(module)
+    versions = []
+    for seed in seeds:
+        m = ns["DigitsMLP"]({"seed": seed})
+        m.ensure_setup()
+        versions.append((model.put(m, name="digits"), m))
+    return versions, ns
+
+
+def predict(handle: Any, X: Any) -> Any:
+    """The outputs a served model answers for ``X`` (one POST /predict), as an array."""
+    import httpx
+    import numpy as np
+
+    r = httpx.post(handle.url + "/predict", json={"inputs": X.tolist()}, timeout=30)
+    assert r.status_code == 200, r.text
+    return np.array(r.json()["outputs"])

@@ -19,21 +19,14 @@ from tandem import model
 from tandem._core.errors import ConfigError
 from tandem.model.registry import ModelNotFoundError
 from tandem.model.serve import ServeError
-from tests.integration.registry._util import MODEL_SRC
+from tests.integration.registry._util import models_namespace, put_digits
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def registered(tmp_path, monkeypatch):
-    monkeypatch.setenv("TANDEM_MODELS_PATH", str(tmp_path / "models"))
-    monkeypatch.delenv("TANDEM_MODELS_STORAGE", raising=False)
-    monkeypatch.delenv("TANDEM_ADDRESS", raising=False)
-    ns: dict = {"__name__": "serve_test_models"}
-    exec(compile(MODEL_SRC, "serve_test_models", "exec"), ns)  # noqa: S102 - a module in memory
-    m = ns["DigitsMLP"]({"seed": 5})
-    m.ensure_setup()
-    ref = model.put(m, name="digits")
+    [(ref, m)], ns = put_digits(tmp_path, monkeypatch, "serve_test_models")
     tandem.init(num_cpus=2)
     return ref, m, ns["digits"](200)
 
@@ -227,8 +220,7 @@ def test_a_model_its_replicas_cannot_load_fails_with_their_error(registered, tmp
 def test_a_replica_that_crashes_while_loading_fails_the_job_after_max_restarts(
         registered, tmp_path):
     marker = tmp_path / "crash-now"
-    ns: dict = {"__name__": "crash_models"}
-    exec(compile(MODEL_SRC + f'''
+    ns = models_namespace("crash_models", f'''
 import os
 
 
@@ -237,7 +229,7 @@ class CrashingMLP(DigitsMLP):
         if os.path.exists({str(marker)!r}):
             os._exit(3)  # the process dies, no exception to report
         super().setup()
-''', "crash_models", "exec"), ns)  # noqa: S102 - a module in memory
+''')
     ref = model.put(ns["CrashingMLP"](), name="crashing")
     marker.write_text("")
     with pytest.raises(ServeError, match=r"replica 0 died 3 times before it was ready; its "

@@ -12,30 +12,15 @@ import pytest
 import tandem
 from tandem import model
 from tandem.model.serve import ServeError
-from tests.integration.registry._util import MODEL_SRC
+from tests.integration.registry._util import predict, put_digits
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def two_versions(tmp_path, monkeypatch):
-    monkeypatch.setenv("TANDEM_MODELS_PATH", str(tmp_path / "models"))
-    monkeypatch.delenv("TANDEM_MODELS_STORAGE", raising=False)
-    monkeypatch.delenv("TANDEM_ADDRESS", raising=False)
-    ns: dict = {"__name__": "serve_warm_models"}
-    exec(compile(MODEL_SRC, "serve_warm_models", "exec"), ns)  # noqa: S102 - a module in memory
-    models = []
-    for seed in (5, 6):
-        m = ns["DigitsMLP"]({"seed": seed})
-        m.ensure_setup()
-        models.append((model.put(m, name="digits"), m))
-    return models, ns["digits"](8)
-
-
-def _predict(handle, X) -> np.ndarray:
-    r = httpx.post(handle.url + "/predict", json={"inputs": X.tolist()}, timeout=30)
-    assert r.status_code == 200, r.text
-    return np.array(r.json()["outputs"])
+    versions, ns = put_digits(tmp_path, monkeypatch, "serve_warm_models", seeds=(5, 6))
+    return versions, ns["digits"](8)
 
 
 def test_a_second_deployment_of_a_version_starts_on_its_warm_replica(two_versions):
@@ -45,7 +30,7 @@ def test_a_second_deployment_of_a_version_starts_on_its_warm_replica(two_version
 
     first = model.serve(ref1)
     pid = list(first.status()["pids"].values()).pop()
-    got1 = _predict(first, X)
+    got1 = predict(first, X)
     info1 = httpx.get(first.url).json()
     first.stop()
     # the replica's process waits in the warm pool, its CPU given back
@@ -58,7 +43,7 @@ def test_a_second_deployment_of_a_version_starts_on_its_warm_replica(two_version
     try:
         assert list(again.status()["pids"].values()).pop() == pid  # the same process
         info2 = httpx.get(again.url).json()
-        np.testing.assert_allclose(_predict(again, X), got1, atol=1e-6)
+        np.testing.assert_allclose(predict(again, X), got1, atol=1e-6)
     finally:
         again.stop()
     assert info1["replicas_warm"] == 0 and info2["replicas_warm"] == 1  # weights reused
@@ -70,7 +55,7 @@ def test_a_second_deployment_of_a_version_starts_on_its_warm_replica(two_version
     try:
         assert list(other.status()["pids"].values()).pop() != pid
         assert httpx.get(other.url).json()["replicas_warm"] == 0
-        np.testing.assert_allclose(_predict(other, X), m2.predict(X).numpy(), atol=1e-5)
+        np.testing.assert_allclose(predict(other, X), m2.predict(X).numpy(), atol=1e-5)
     finally:
         other.stop()
 
@@ -110,15 +95,15 @@ def test_deployments_of_one_process_share_one_http_server(two_versions):
             (listener,) = front().listeners.values()
             assert listener.starts == 1 and sorted(listener.routes) == ["/a", "/b"]
             # ... each route answering with its own model, replies as before
-            np.testing.assert_allclose(_predict(a, X), m1.predict(X).numpy(), atol=1e-5)
-            np.testing.assert_allclose(_predict(b, X), m2.predict(X).numpy(), atol=1e-5)
+            np.testing.assert_allclose(predict(a, X), m1.predict(X).numpy(), atol=1e-5)
+            np.testing.assert_allclose(predict(b, X), m2.predict(X).numpy(), atol=1e-5)
             r = httpx.get(f"http://127.0.0.1:{port}/c/predict")
             assert r.status_code == 404 and "/a (serve:digits@1)" in r.json()["detail"]
             with pytest.raises(ConfigError, match="route_prefix '/a' is served already"):
                 model.serve(ref2, serve_settings={"route_prefix": "/a"})
         finally:
             b.stop()
-        np.testing.assert_allclose(_predict(a, X), m1.predict(X).numpy(), atol=1e-5)
+        np.testing.assert_allclose(predict(a, X), m1.predict(X).numpy(), atol=1e-5)
     finally:
         a.stop()
     assert front().listeners == {}

@@ -6,47 +6,28 @@ user's higher-priority run, checkpoints, waits, resumes from its checkpoint with
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 import time
 
-import httpx
 import pytest
 
-from tests.integration.server.conftest import cli, run_client, start_server, wait_state
+from tests.helpers.preemption import LOOPS, priority_server
+from tests.integration.server.conftest import run_client, wait_state
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 TUNER = """
-import json, os, sys, tempfile, time
+import json, sys
 import tandem
 from tandem import train, tune
 from tandem.train import Checkpoint, RunConfig
-
-def trial(config):
-    step = 0
-    ckpt = tune.get_checkpoint()
-    if ckpt is not None:
-        with ckpt.as_directory() as d, open(os.path.join(d, "state.json")) as f:
-            step = json.load(f)["step"]
-    resumed_at = step
-    while True:
-        d = tempfile.mkdtemp(dir=config["tmp"])
-        with open(os.path.join(d, "state.json"), "w") as f:
-            json.dump({"step": step + 1}, f)
-        tune.report({"step": step, "resumed_at": resumed_at,
-                     "told": train.get_preemption_info() is not None},
-                    checkpoint=Checkpoint.from_directory(d))
-        step += 1
-        if os.path.exists(config["finish"]):
-            return
-        time.sleep(0.25)
-
+from tandem.tune import get_checkpoint, report
+""" + LOOPS + """
 tandem.init(address=os.environ["TANDEM_ADDRESS"])
 store, tmp, finish = sys.argv[1:4]
-grid = tune.Tuner(tune.with_resources(trial, {"CPU": 2}),
+grid = tune.Tuner(tune.with_resources(low, {"CPU": 2}),
                   param_space={"tmp": tmp, "finish": finish},
                   run_config=RunConfig(name="exp", storage_path=store, verbose=0)).fit()
 df = grid[0].metrics_dataframe
@@ -57,17 +38,11 @@ print("RESULT " + json.dumps({
 """
 
 HIGH = """
-import os, sys, time
+import sys
 from tandem import train
-from tandem.train import DataParallelTrainer, RunConfig, ScalingConfig
-
-def high(config):
-    i = 0
-    while not os.path.exists(config["finish"]):
-        train.report({"i": i})
-        i += 1
-        time.sleep(0.25)
-
+from tandem.train import (Checkpoint, DataParallelTrainer, RunConfig, ScalingConfig,
+                          get_checkpoint, report)
+""" + LOOPS + """
 store, finish = sys.argv[1:3]
 print(DataParallelTrainer(high, train_loop_config={"finish": finish},
                           scaling_config=ScalingConfig(num_workers=1,
@@ -78,89 +53,62 @@ print(DataParallelTrainer(high, train_loop_config={"finish": finish},
 
 
 def test_a_tune_trial_on_a_server_is_preempted_and_resumes(tmp_path):
-    home = str(tmp_path / "home")
-    os.makedirs(home)
-    srv = start_server(home, str(tmp_path / "storage"), None, "--scheduling", "priority")
-    store, scratch = str(tmp_path / "results"), str(tmp_path / "scratch")
-    os.makedirs(scratch)
-    trial_done, high_done = str(tmp_path / "trial.done"), str(tmp_path / "high.done")
     tuner = None
-    try:
-        tokens = {}
-        for name in ("alice", "bob"):
-            out = cli(srv, "users", "add", name)
-            assert out.returncode == 0, out.stderr
-            tokens[name] = out.stdout.strip().splitlines()[-1]
-        script = tmp_path / "tuner.py"
-        script.write_text(textwrap.dedent(TUNER))
-        tuner = subprocess.Popen(
-            [sys.executable, str(script), store, scratch, trial_done], cwd=str(tmp_path),
-            env=srv.env(TANDEM_TOKEN=tokens["alice"]), stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)
+    with priority_server(tmp_path) as setup:
+        srv = setup.srv
+        trial_done, high_done = setup.flag("trial"), setup.flag("high")
+        try:
+            script = tmp_path / "tuner.py"
+            script.write_text(textwrap.dedent(TUNER))
+            tuner = subprocess.Popen(
+                [sys.executable, str(script), setup.store, setup.scratch, trial_done],
+                cwd=str(tmp_path), env=srv.env(TANDEM_TOKEN=setup.tokens["alice"]),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-        with srv.http() as c:
-            def trial_job() -> dict | None:
-                jobs = c.get("/api/jobs").json()["jobs"]
-                return next((j for j in jobs if j["state"] == "RUNNING"), None)
+            with srv.http() as c:
+                def trial_job() -> dict | None:
+                    jobs = c.get("/api/jobs").json()["jobs"]
+                    return next((j for j in jobs if j["state"] == "RUNNING"), None)
 
-            job = _poll(trial_job, "alice's trial runs", tuner)
+                job = _poll(trial_job, "alice's trial runs", tuner)
             trial = job["job_id"]
-            _poll(lambda: len(_rows(c, trial)) >= 3, "the trial's first iterations", tuner)
-            out = run_client(srv, HIGH, str(tmp_path), store, high_done,
-                             TANDEM_TOKEN=tokens["bob"])
+            _poll(lambda: len(setup.results(trial)) >= 3, "the trial's first iterations",
+                  tuner)
+            out = run_client(srv, HIGH, str(tmp_path), setup.store, high_done,
+                             TANDEM_TOKEN=setup.tokens["bob"])
             assert out.returncode == 0, out.stderr
             high = out.stdout.split()[-1]
-            preempted = wait_reason(srv, trial, "RESTARTING", "preempted for")
+            preempted = setup.wait_reason(trial, "RESTARTING", "preempted for")
             assert preempted["state"] == "RESTARTING" and preempted["owner"] == "alice"
             assert f"preempted for {high} (priority 5 > 0)" in \
                 preempted["transitions"][-1]["reason"]
             wait_state(srv, high, ("RUNNING",), 90)
             open(high_done, "w").close()
-            wait_reason(srv, trial, "RUNNING", "resumed from checkpoint")
-            n = len(_rows(c, trial))
-            _poll(lambda: len(_rows(c, trial)) >= n + 2, "the resumed trial's iterations",
-                  tuner)
+            setup.wait_reason(trial, "RUNNING", "resumed from checkpoint")
+            n = len(setup.results(trial))
+            _poll(lambda: len(setup.results(trial)) >= n + 2,
+                  "the resumed trial's iterations", tuner)
             open(trial_done, "w").close()
-        stdout, stderr = tuner.communicate(timeout=120)
-        assert tuner.returncode == 0, stderr[-3000:]
-        result = json.loads(next(line for line in stdout.splitlines()
-                                 if line.startswith("RESULT "))[len("RESULT "):])
-        k = len(result["iterations"])
-        assert result["errors"] == 0  # the preemption was not a failure
-        assert result["iterations"] == list(range(1, k + 1))  # no restart from 1
-        assert result["steps"] == list(range(k))  # resumed from the checkpoint
-        first_after = result["resumed_at"].index(max(result["resumed_at"]))
-        assert first_after >= 3 and result["told"][first_after - 1], result
-        assert set(result["resumed_at"][first_after:]) == {first_after}, result
-        # a trial's job ends in Tune's words: TERMINATED (ERROR had it failed)
-        assert wait_state(srv, trial, ("TERMINATED", "ERROR"), 30)["state"] == "TERMINATED"
-    finally:
-        for flag in (trial_done, high_done):
-            open(flag, "w").close()
-        if tuner is not None and tuner.poll() is None:
-            tuner.kill()
-            tuner.communicate()
-        srv.stop()
-
-
-def wait_reason(srv, job_id: str, state: str, words: str, timeout_s: float = 90) -> dict:
-    """The job once its last stored transition is to ``state`` with ``words`` in its reason
-    (the state shown is live; its transition is stored a moment later)."""
-    deadline = time.monotonic() + timeout_s
-    job: dict = {}
-    with srv.http() as c:
-        while time.monotonic() < deadline:
-            job = c.get(f"/api/jobs/{job_id}").json()
-            last = job["transitions"][-1]
-            if last["to_state"] == state and words in (last["reason"] or ""):
-                return job
-            time.sleep(0.05)
-    raise AssertionError(f"job {job_id}: no transition to {state} with {words!r}: "
-                         f"{job.get('transitions')}")
-
-
-def _rows(c: httpx.Client, job_id: str) -> list[dict]:
-    return c.get(f"/api/jobs/{job_id}/results", params={"limit": 20000}).json()["results"]
+            stdout, stderr = tuner.communicate(timeout=120)
+            assert tuner.returncode == 0, stderr[-3000:]
+            result = json.loads(next(line for line in stdout.splitlines()
+                                     if line.startswith("RESULT "))[len("RESULT "):])
+            k = len(result["iterations"])
+            assert result["errors"] == 0  # the preemption was not a failure
+            assert result["iterations"] == list(range(1, k + 1))  # no restart from 1
+            assert result["steps"] == list(range(k))  # resumed from the checkpoint
+            first_after = result["resumed_at"].index(max(result["resumed_at"]))
+            assert first_after >= 3 and result["told"][first_after - 1], result
+            assert set(result["resumed_at"][first_after:]) == {first_after}, result
+            # a trial's job ends in Tune's words: TERMINATED (ERROR had it failed)
+            assert wait_state(srv, trial, ("TERMINATED", "ERROR"), 30)["state"] == \
+                "TERMINATED"
+        finally:
+            if tuner is not None and tuner.poll() is None:
+                for flag in (trial_done, high_done):
+                    open(flag, "w").close()
+                tuner.kill()
+                tuner.communicate()
 
 
 def _poll(fn, what: str, proc: subprocess.Popen, timeout_s: float = 90):

@@ -65,6 +65,10 @@ def test_callback_and_setup_wandb_write_one_offline_run_per_trial(tmp_path):
         assert sorted(by_project) == ["inner", "outer"], [r.path for r in runs]
 
         outer = by_project["outer"]  # the callback's run, from the driver
+        # ... in a folder of its own: never the one the trial's run (same id, same second
+        # perhaps) writes, whichever process starts first
+        assert os.path.dirname(outer.path).endswith(f"-{outer.run_id}-callback")
+        assert os.path.dirname(by_project["inner"].path).endswith(f"-{outer.run_id}")
         assert outer.name == trial_name and outer.group == "tracked"
         assert outer.run_id == result.metrics["trial_id"]
         assert outer.config["x"] == x and outer.config["opt"] == {"lr": 0.1}

@@ -173,3 +173,28 @@ def test_tandem_init_bounds_the_pool_memory():
         assert runtime.current_service().cluster.warm_pool.max_pss_mb == 300
     finally:
         tandem.shutdown()
+
+
+def test_learning_stops_at_an_import_that_starts_a_native_thread(tmp_path, monkeypatch):
+    """A library's own thread (started below ``threading``, as a native pool is) makes the
+    zygote stop learning: a fork carries no thread, and Python 3.12 warns about forking a
+    multi-threaded process (seen on a GPU machine)."""
+    from tandem.cluster import _wire
+    from tandem.cluster._zygote import _Zygote
+
+    (tmp_path / "native_thread_probe.py").write_text(
+        "import _thread, time\n_thread.start_new_thread(time.sleep, (10,))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    inp, _in_w = os.pipe()
+    out_r, out = os.pipe()
+    z = _Zygote(inp, out)
+    before = threading.active_count()
+    z._learning.extend(["native_thread_probe", "json"])
+    z._learn_one()
+    assert threading.active_count() == before  # invisible to threading's own count
+    assert z._stop_learning is not None and "native_thread_probe" in z._stop_learning
+    assert not z._learning  # the rest is dropped
+    msgs = list(_wire.FrameReader().feed(os.read(out_r, 1 << 16)))
+    assert msgs[0][0] == "learned" and msgs[0][1] == 2
+    for fd in (inp, _in_w, out_r, out, z._wake_r, z._wake_w):
+        os.close(fd)

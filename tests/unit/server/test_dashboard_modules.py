@@ -55,3 +55,6 @@ def test_pages_load_modules_and_the_gate_serves_them_as_javascript():
         assert status == 200, name
         assert h[b"content-type"] == [b"text/javascript; charset=utf-8"], name
         assert h[b"x-content-type-options"] == [b"nosniff"], name
+        # one cache-control, the one that lets the browser keep the module a while
+        assert h[b"cache-control"] == [b"max-age=300"], name
+        assert all(len(v) == 1 for v in h.values()), (name, h)

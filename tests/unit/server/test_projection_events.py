@@ -79,3 +79,37 @@ def test_the_dashboard_shows_states_and_progress_from_typed_events():
         assert live.last_report("j") == {"loss": 0.5, "epoch": 1}
     finally:
         live.close()
+
+
+def test_a_preempted_job_keeps_its_preemption_count_in_the_lists_once_it_ends():
+    """The count is written into the job's stored summary at the preemption and kept at
+    its end; ``/api/jobs`` (hence ``tandem jobs list``) and the dashboard's list read it
+    from the record, so "preempted 1×" stays after the job finished."""
+    from tandem.cli import _state_shown
+    from tandem.jobs.store import JobRecord
+    from tandem.server.dashboard.routes import _why
+    from tandem.server.routes.common import _job_out
+    from tandem.server.vocabulary import stored_preemptions
+
+    hub, writer = EventHub(), Writer()
+    projection = EventProjection(writer, hub, forget=lambda job_id: None)  # type: ignore[arg-type]
+    job = SimpleNamespace(job_id="j", status_reason=None, log_paths={}, num_preemptions=0,
+                          outcome=None, started_time=1.0)
+    projection.track("j", {"name": "low"})
+    hub.open("j", "PENDING")
+    projection.on_job_event(job, StatusChanged(JobStatus.RUNNING))  # type: ignore[arg-type]
+    job.num_preemptions = 1  # the scheduler asked it to yield
+    for status in (JobStatus.RESTARTING, JobStatus.RUNNING, JobStatus.FINISHED):
+        projection.on_job_event(job, StatusChanged(status))  # type: ignore[arg-type]
+    results = [op[2]["result"] for op in writer.ops if op[0] == "update"]
+    assert [r.get("preemptions") for r in results] == [1, 1]  # at the preemption, at the end
+
+    rec = JobRecord("j", "low", "FINISHED", 0.0, result=results[-1])
+    assert stored_preemptions(rec) == 1
+    listed = _job_out(rec)
+    assert listed["preemptions"] == 1 and listed["state"] == "FINISHED"
+    assert _state_shown(listed) == "FINISHED (preempted 1×)"
+    gone = SimpleNamespace(service=SimpleNamespace(get=lambda job_id: 1 / 0))
+    assert _why(gone, "j", "FINISHED", stored_preemptions(rec)) == {"preemptions": 1}
+    never = JobRecord("k", "other", "FINISHED", 0.0, result={"preemptions": True})
+    assert stored_preemptions(never) == 0 and _state_shown(_job_out(never)) == "FINISHED"

@@ -390,6 +390,20 @@ def place_gang(capacity: Capacity, job: QueuedJob) -> Any | None:
     return None
 
 
+def try_place(capacity: Capacity, job: QueuedJob,
+              free: Mapping[str, float]) -> tuple[Any | None, str]:
+    """Places ``job``'s gang if ``free`` (what the cluster has left in this decision) allows:
+    ``(placement, "")``, or ``(None, why it waits)``. An elastic job, or a cluster that
+    grows, is tried on the cluster itself whatever ``free`` says."""
+    elastic = getattr(job, "min_bundles", None)
+    short = (None if elastic or getattr(capacity, "grows", False)
+             else short_of(job.demand, free))
+    placement = None if short is not None else place_gang(capacity, job)
+    if placement is not None:
+        return placement, ""
+    return None, short or "the gang does not fit on the free nodes"
+
+
 def short_of(need: Mapping[str, float], free: Mapping[str, float]) -> str | None:
     """The first resource the cluster has too little of for ``need`` (in words), or None."""
     for key, want in need.items():

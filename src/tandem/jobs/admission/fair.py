@@ -29,9 +29,8 @@ from tandem.jobs.admission.base import (
     Start,
     Wait,
     group_quota_block,
-    place_gang,
     quota_block,
-    short_of,
+    try_place,
 )
 
 
@@ -183,9 +182,7 @@ class FairSharePolicy(AdmissionPolicy):
                 out.append(Wait(job, over, "quota"))
             else:
                 elastic = getattr(job, "min_bundles", None)
-                short = (None if elastic or getattr(capacity, "grows", False)
-                         else short_of(need, free))
-                placement = None if short is not None else place_gang(capacity, job)
+                placement, why = try_place(capacity, job, free)
                 if placement is not None:
                     out.append(Start(job, placement))
                     if elastic:  # it may have got fewer bundles than it asked for
@@ -198,7 +195,6 @@ class FairSharePolicy(AdmissionPolicy):
                         if gu is not None:
                             gu[k] = gu.get(k, 0.0) + v
                 else:
-                    why = short or "the gang does not fit on the free nodes"
                     if now - job.submitted_at >= self.reserve_after_s:
                         out.append(Wait(job, f"waits: next to start, the queue holds for it "
                                              f"({why})"))

@@ -19,8 +19,7 @@ from tandem.jobs.admission.base import (
     RunningView,
     Start,
     Wait,
-    place_gang,
-    short_of,
+    try_place,
 )
 
 
@@ -56,19 +55,15 @@ class FifoGangPolicy(AdmissionPolicy):
             if window is not None and i >= window:
                 break
             need = job.demand
-            elastic = getattr(job, "min_bundles", None)
-            short = (None if elastic or getattr(capacity, "grows", False)
-                     else short_of(need, free))
-            placement = None if short is not None else place_gang(capacity, job)
+            placement, why = try_place(capacity, job, free)
             if placement is not None:
                 out.append(Start(job, placement))
-                if elastic:  # it may have got fewer bundles than it asked for
+                if getattr(job, "min_bundles", None):  # it may have got fewer bundles
                     free = dict(capacity.free())
                     continue
                 for k, v in need.items():
                     free[k] = free.get(k, 0.0) - v
                 continue
-            why = short or "the gang does not fit on the free nodes"
             if now - job.submitted_at >= self.reserve_after_s:
                 out.append(Wait(job, f"waits: next to start, the queue holds for it ({why})"))
                 behind = f"waits behind {job.job_id} (held for it)"

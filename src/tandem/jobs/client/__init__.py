@@ -21,34 +21,39 @@ The parts, one module each:
 
 from __future__ import annotations
 
-from tandem.jobs.client.connection import ServerConnection, ServerUnavailableError, parse_sse
-from tandem.jobs.client.discovery import (
-    ADDRESS_ENV,
-    DEFAULT_PORT,
-    PRIORITY_ENV,
-    SUBMIT_RECORD_ENV,
-    TAGS_ENV,
-    TOKEN_ENV,
-    normalize_address,
-    read_server_file,
-    resolve_connection,
-    server_file_path,
-)
-from tandem.jobs.client.errors import (
-    BadRequest,
-    Conflict,
-    Forbidden,
-    NotFound,
-    PayloadTooLarge,
-    ServerHTTPError,
-    ServerInternalError,
-    ServiceUnavailable,
-    TooManyRequests,
-    Unauthorized,
-    UnprocessableEntity,
-)
-from tandem.jobs.client.packaging import check_runtime_env, package_working_dir
-from tandem.jobs.client.remote import RemoteJob, RemoteJobService
+from typing import TYPE_CHECKING
+
+from tandem._core.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from tandem.jobs.client.connection import ServerConnection, ServerUnavailableError, parse_sse
+    from tandem.jobs.client.discovery import (
+        ADDRESS_ENV,
+        DEFAULT_PORT,
+        PRIORITY_ENV,
+        SUBMIT_RECORD_ENV,
+        TAGS_ENV,
+        TOKEN_ENV,
+        normalize_address,
+        read_server_file,
+        resolve_connection,
+        server_file_path,
+    )
+    from tandem.jobs.client.errors import (
+        BadRequest,
+        Conflict,
+        Forbidden,
+        NotFound,
+        PayloadTooLarge,
+        ServerHTTPError,
+        ServerInternalError,
+        ServiceUnavailable,
+        TooManyRequests,
+        Unauthorized,
+        UnprocessableEntity,
+    )
+    from tandem.jobs.client.packaging import check_runtime_env, package_working_dir
+    from tandem.jobs.client.remote import RemoteJob, RemoteJobService
 
 __all__ = [
     "ADDRESS_ENV",
@@ -80,3 +85,34 @@ __all__ = [
     "resolve_connection",
     "server_file_path",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), {
+    "ServerConnection": "tandem.jobs.client.connection",
+    "ServerUnavailableError": "tandem.jobs.client.connection",
+    "parse_sse": "tandem.jobs.client.connection",
+    "ADDRESS_ENV": "tandem.jobs.client.discovery",
+    "DEFAULT_PORT": "tandem.jobs.client.discovery",
+    "PRIORITY_ENV": "tandem.jobs.client.discovery",
+    "SUBMIT_RECORD_ENV": "tandem.jobs.client.discovery",
+    "TAGS_ENV": "tandem.jobs.client.discovery",
+    "TOKEN_ENV": "tandem.jobs.client.discovery",
+    "normalize_address": "tandem.jobs.client.discovery",
+    "read_server_file": "tandem.jobs.client.discovery",
+    "resolve_connection": "tandem.jobs.client.discovery",
+    "server_file_path": "tandem.jobs.client.discovery",
+    "BadRequest": "tandem.jobs.client.errors",
+    "Conflict": "tandem.jobs.client.errors",
+    "Forbidden": "tandem.jobs.client.errors",
+    "NotFound": "tandem.jobs.client.errors",
+    "PayloadTooLarge": "tandem.jobs.client.errors",
+    "ServerHTTPError": "tandem.jobs.client.errors",
+    "ServerInternalError": "tandem.jobs.client.errors",
+    "ServiceUnavailable": "tandem.jobs.client.errors",
+    "TooManyRequests": "tandem.jobs.client.errors",
+    "Unauthorized": "tandem.jobs.client.errors",
+    "UnprocessableEntity": "tandem.jobs.client.errors",
+    "check_runtime_env": "tandem.jobs.client.packaging",
+    "package_working_dir": "tandem.jobs.client.packaging",
+    "RemoteJob": "tandem.jobs.client.remote",
+    "RemoteJobService": "tandem.jobs.client.remote",
+})

@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import ssl
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from tandem._core.errors import ConfigError
 
@@ -56,6 +52,11 @@ def find_local_server(timeout_s: float = 1.0) -> LocalServer | None:
     except ConfigError:
         return None
     token = str(info["token"]) if info.get("token") else None
+    # here, not at import: only a machine with a server file pays for them (~40 ms)
+    import ssl
+    import urllib.error
+    import urllib.request
+
     context = None
     if url.startswith("https://"):
         cert = info.get("tls_cert")
@@ -100,6 +101,8 @@ def normalize_address(address: str) -> str:
         raise ConfigError("The train server address is empty; give host:port, e.g. 127.0.0.1:8267.")
     if "://" not in text:
         text = "http://" + text
+    from urllib.parse import urlsplit
+
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(
@@ -117,6 +120,8 @@ def normalize_address(address: str) -> str:
 
 
 def _same_server(a: str, b: str) -> bool:
+    from urllib.parse import urlsplit
+
     local = {"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"}
     pa, pb = urlsplit(a), urlsplit(b)
     if pa.port != pb.port:

@@ -89,6 +89,14 @@ class ServeRunner(JobRunner):
         # the replicas fork from a launcher that imported the model's framework once
         cluster.prewarm(self._preload())
 
+    def discard(self) -> None:
+        """Stopped before it ran (still pending): the route ``prepare`` reserved is free."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            front().release(listener, self.prefix)
+        if self.owns_location:
+            shutil.rmtree(self.location, ignore_errors=True)
+
     def stop(self) -> None:
         self._stop.set()
 

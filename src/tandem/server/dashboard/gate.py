@@ -119,10 +119,16 @@ def _same_origin(scope: Scope) -> bool:
 
 async def _respond(send: Send, status: int, body: bytes, ctype: bytes = b"text/html; charset=utf-8",
                    headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """Sends one whole answer; a header in ``headers`` replaces the default of that name
+    (a static file's ``cache-control``), so no name is sent twice (a browser given two
+    ``cache-control`` values may honour the stricter and cache nothing)."""
+    given = headers or []
+    names = {name for name, _ in given}
+    defaults = [(b"content-type", ctype), (b"content-length", str(len(body)).encode()),
+                (b"cache-control", b"no-store"), (b"content-security-policy", CSP),
+                *_SECURITY_HEADERS]
     await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", ctype), (b"content-length", str(len(body)).encode()),
-        (b"cache-control", b"no-store"), (b"content-security-policy", CSP),
-        *_SECURITY_HEADERS, *(headers or []),
+        *((name, value) for name, value in defaults if name not in names), *given,
     ]})
     await send({"type": "http.response.body", "body": body})
 

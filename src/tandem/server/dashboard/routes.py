@@ -37,7 +37,7 @@ from tandem.server.context import ServerContext
 from tandem.server.dashboard.gate import CSP, static_file
 from tandem.server.dashboard.live import SPARK_POINTS, DashboardLive, Progress
 from tandem.server.dashboard.ondisk import ResultsIndex
-from tandem.server.vocabulary import shown_job_state
+from tandem.server.vocabulary import shown_job_state, stored_preemptions
 
 PAGE_SIZE_MAX = 500
 ERROR_CHARS = 300
@@ -236,7 +236,7 @@ def server_router(server: ServerContext, live: DashboardLive, index: ResultsInde
                 "resources": _resources(rec.spec_json or {}),
                 "num_workers": (rec.spec_json or {}).get("num_workers"),
                 "error": _error_summary(rec.error), "progress": prog,
-                **_why(server, rec.job_id, st),
+                **_why(server, rec.job_id, st, stored_preemptions(rec)),
             })
         return _JSON({"jobs": out, "limit": limit, "offset": offset, "has_more": more,
                       "server_ms": round((time.perf_counter() - t0) * 1000, 2)})
@@ -348,15 +348,17 @@ def mount(app: Any, server: ServerContext) -> DashboardLive:
     return live
 
 
-def _why(server: Any, job_id: str, state: str) -> dict[str, Any]:
+def _why(server: Any, job_id: str, state: str, preemptions: int = 0) -> dict[str, Any]:
     """Why an active job waits, or what happened to it last (preempted, resized), from the
-    scheduler's live view; nothing for a job no longer in memory."""
+    scheduler's live view; for an ended job (or one no longer in memory), how often it was
+    preempted, as its record says."""
+    stored = {"preemptions": preemptions} if preemptions else {}
     if state not in ("PENDING", "RUNNING", "RESTARTING"):
-        return {}
+        return stored
     try:
         job = server.service.get(job_id)
     except Exception:  # noqa: BLE001 - not in memory (ended, or another server's)
-        return {}
+        return stored
     reason = getattr(job, "wait_reason", None) if state == "PENDING" else None
     reason = reason or getattr(job, "status_reason", None)
     out: dict[str, Any] = {"reason": reason}

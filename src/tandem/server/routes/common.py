@@ -15,7 +15,7 @@ from tandem.jobs.store.base import encode_json
 from tandem.server.access import job_owner
 from tandem.server.core import SpecError
 from tandem.server.loader import check_env_vars
-from tandem.server.vocabulary import shown_job_state
+from tandem.server.vocabulary import shown_job_state, stored_preemptions
 
 JobIdPath = Path(..., min_length=1, max_length=128, description="a job id, e.g. job_1a2b3c4d5e6f_0001")
 BIG = 2**62
@@ -107,6 +107,7 @@ class JobOut(BaseModel):
     started_at: float | None = None
     ended_at: float | None = None
     error: str | None = None
+    preemptions: int = 0
 
 
 class TransitionOut(BaseModel):
@@ -166,6 +167,7 @@ def _job_out(rec: JobRecord, live: str | None = None) -> dict[str, Any]:
         "job_id": rec.job_id, "name": rec.name, "owner": job_owner(rec), "state": state,
         "priority": rec.priority, "tags": list(rec.tags), "submitted_at": rec.submitted_at,
         "started_at": rec.started_at, "ended_at": rec.ended_at, "error": rec.error,
+        "preemptions": stored_preemptions(rec),
     }
 
 

@@ -10,14 +10,13 @@ row (the 1.x ``train.save_checkpoint(**state)``); its other metrics only score t
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 import io
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -42,6 +41,14 @@ def prepare_worker_process(env: Mapping[str, str]) -> None:
         sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     except (AttributeError, ValueError):
         pass
+
+
+def _run_coroutine(coro: Coroutine[object, object, object]) -> object:
+    """An ``async def`` train function runs to completion in its own event loop (asyncio is
+    imported here: a worker of a plain function never loads it)."""
+    import asyncio
+
+    return asyncio.run(coro)
 
 
 @dataclass
@@ -93,11 +100,11 @@ class WorkerTask:
                 ) from e
             args = (self.config,) if self.pass_config else ()
             if inspect.iscoroutinefunction(fn):
-                value = asyncio.run(fn(*args))
+                value = _run_coroutine(fn(*args))
             else:
                 value = fn(*args)
                 if inspect.iscoroutine(value):
-                    value = asyncio.run(value)
+                    value = _run_coroutine(value)
             try:
                 payload = cloudpickle.dumps(value) if value is not None else None
             except Exception:

@@ -16,6 +16,7 @@ from tandem.train.api.result import Result
 from tandem.train.api.run import RunDescription, submit
 from tandem.train.api.validation import check_train_fn
 from tandem.train.backends.base import BackendConfig
+from tandem.train.early import start_workers_early
 from tandem.train.progress import RunProgress, console_progress, wait_with_progress
 from tandem.train.v2.api.validation_config import ValidationConfig
 
@@ -141,6 +142,7 @@ class DataParallelTrainer:
                 f"{type(validation_config).__name__}."
             )
         self.validation_config = validation_config
+        start_workers_early()  # the zygote starts while the program goes on to fit()
 
     # -- running ---------------------------------------------------------------------------
     @classmethod

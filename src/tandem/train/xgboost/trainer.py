@@ -13,10 +13,7 @@ from tandem.train._internal import gbdt
 from tandem.train.backends.base import Backend, BackendConfig
 
 if TYPE_CHECKING:
-    from tandem.train.api.checkpoint import Checkpoint
-    from tandem.train.api.config import DataConfig, RunConfig, ScalingConfig
     from tandem.train.context import TrainContext
-    from tandem.train.v2.api.validation_config import ValidationConfig
 
 
 class XGBoostConfig(BackendConfig):
@@ -149,36 +146,6 @@ class XGBoostTrainer(gbdt.BoostedTreeTrainer):
     _backend_config_cls = XGBoostConfig
     config_keyword = "xgboost_config"
     docs_url = "https://xgboost.readthedocs.io/en/stable/parameter.html"
-
-    def __init__(
-        self,
-        train_loop_per_worker: Callable[..., object] | None = None,
-        *,
-        train_loop_config: Mapping[str, Any] | None = None,
-        xgboost_config: XGBoostConfig | None = None,
-        scaling_config: ScalingConfig | None = None,
-        run_config: RunConfig | None = None,
-        datasets: Mapping[str, Any] | None = None,
-        dataset_config: DataConfig | None = None,
-        resume_from_checkpoint: Checkpoint | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        label_column: str | int | None = None,
-        params: Mapping[str, Any] | None = None,
-        num_boost_round: int | None = None,
-        backend_config: BackendConfig | None = None,
-        validation_config: ValidationConfig | None = None,
-    ) -> None:
-        """Ray's signature; ``xgboost_config`` is the backend config (``backend_config`` is
-        tandem's older spelling of the same)."""
-        if backend_config is None:
-            backend_config = xgboost_config
-        super().__init__(
-            train_loop_per_worker, train_loop_config=train_loop_config, params=params,
-            label_column=label_column, num_boost_round=num_boost_round, datasets=datasets,
-            backend_config=backend_config,
-            scaling_config=scaling_config, run_config=run_config,
-            dataset_config=dataset_config, resume_from_checkpoint=resume_from_checkpoint,
-            metadata=metadata, validation_config=validation_config)
 
     def _params_form_fn(self) -> Callable[[dict[str, Any]], None]:
         return xgboost_params_form

@@ -246,6 +246,24 @@ class _TrialLogger(threading.Thread):
         return log, config_update
 
 
+#: The suffix of the callback's runs' folders (``offline-run-<time>-<trial id>-callback``).
+CALLBACK_SYNC_DIR_SUFFIX = "callback"
+
+
+def _own_sync_dir(settings: Any) -> Any:
+    """``settings`` with the callback's own run-folder suffix (unless it has one).
+
+    The callback's run and a ``setup_wandb`` run in the trial share the trial's id and
+    folder, and W&B names a run's folder ``<mode>-run-<second>-<id>``: two processes that
+    start those runs within the same second would both write one ``run-<id>.wandb`` file
+    (W&B's own de-duplication, a suffix when the folder exists, cannot see a folder another
+    process is about to create). The callback's runs take a fixed suffix instead."""
+    fields = getattr(type(settings), "model_fields", None) or {}
+    if "x_sync_dir_suffix" not in fields or settings.x_sync_dir_suffix:
+        return settings
+    return settings.model_copy(update={"x_sync_dir_suffix": CALLBACK_SYNC_DIR_SUFFIX})
+
+
 class WandbLoggerCallback(LoggerCallback):
     """Logs each trial to Weights & Biases from the driver: one run per trial (id = the
     trial id, name = the trial name, group = the experiment name), the trial's config as
@@ -359,6 +377,7 @@ class WandbLoggerCallback(LoggerCallback):
         init_kwargs["reinit"] = "create_new"
         if "settings" not in init_kwargs:  # the driver's console is tandem's, not a trial's
             init_kwargs["settings"] = self._wandb.Settings(console="off", quiet=True)
+        init_kwargs["settings"] = _own_sync_dir(init_kwargs["settings"])
         thread = _TrialLogger(self._wandb, path, exclude, self.AUTO_CONFIG_KEYS, init_kwargs)
         self._loggers[trial.trial_id] = thread
         thread.start()

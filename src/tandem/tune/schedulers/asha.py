@@ -7,8 +7,6 @@ import logging
 import math
 from typing import Any
 
-import numpy as np
-
 from tandem._core.errors import ConfigError
 from tandem.tune.schedulers.base import CONTINUE, Decision, TrialScheduler
 from tandem.tune.trial import Trial
@@ -163,6 +161,8 @@ class ASHAScheduler(TrialScheduler):
             _Bracket(grace_period, max_t, reduction_factor, s, stop_last_trials)
             for s in range(brackets)
         ]
+        import numpy as np  # here, not at import: a program without ASHA never loads it
+
         sizes = np.array([len(b.rungs) for b in self._brackets], dtype=float)
         probs = np.exp(sizes - sizes.max())
         self._bracket_probs = probs / probs.sum()

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import ConfigError
 from tandem.tune.search.searcher import Searcher
@@ -15,8 +14,12 @@ from tandem.tune.search.variant_generator import (
     _check_num_samples,
     iter_variants,
     merge_point,
+    needs_rng,
     validate_param_space,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["BasicVariantGenerator"]
 
@@ -82,13 +85,19 @@ class BasicVariantGenerator(Searcher):
         self._points = [dict(p) for p in points_to_evaluate or []]
         self._max_concurrent = max_concurrent
         self._constant_grid_search = constant_grid_search
-        if isinstance(random_state, np.random.Generator):
-            random_state = int(random_state.integers(0, 2**63 - 1))
-        elif isinstance(random_state, np.random.RandomState):
-            random_state = int(random_state.randint(0, 2**31 - 1))
-        elif random_state is None:  # NumPy's global generator: np.random.seed() fixes it
-            random_state = int(np.random.randint(0, 2**31 - 1))
-        self._seed = random_state
+        if random_state is None:  # NumPy's global generator: np.random.seed() fixes it
+            # Drawn now if NumPy is loaded (the program may have seeded it); else nothing can
+            # have seeded it yet, and the seed is drawn when a value is first sampled, so a
+            # space of constants never loads NumPy.
+            random_state = _global_seed() if "numpy" in sys.modules else None
+        elif not isinstance(random_state, int):
+            import numpy as np
+
+            if isinstance(random_state, np.random.Generator):
+                random_state = int(random_state.integers(0, 2**63 - 1))
+            elif isinstance(random_state, np.random.RandomState):
+                random_state = int(random_state.randint(0, 2**31 - 1))
+        self._seed: int | None = random_state
         self._param_space: dict[str, Any] = {}
         self._num_samples = 1
         self._num_suggested = 0
@@ -147,6 +156,8 @@ class BasicVariantGenerator(Searcher):
         return per_point + passes * count_variants(self._param_space)
 
     def _make_iterator(self) -> Iterator[Variant]:
+        if self._seed is None and needs_rng(self._param_space, self._points):
+            self._seed = _global_seed()
         stream = iter_variants(
             self._param_space,
             self._num_samples,
@@ -161,3 +172,10 @@ class BasicVariantGenerator(Searcher):
         state = self.__dict__.copy()
         state["_iterator"] = None  # generators cannot be pickled; rebuilt by replay
         return state
+
+
+def _global_seed() -> int:
+    """A seed drawn from NumPy's global generator (``np.random.seed(...)`` fixes it)."""
+    import numpy as np
+
+    return int(np.random.randint(0, 2**31 - 1))

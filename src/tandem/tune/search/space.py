@@ -40,11 +40,12 @@ import math
 import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, Self, SupportsIndex
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Self, SupportsIndex, TypeAlias
 
 from tandem._core.errors import ConfigError
+
+if TYPE_CHECKING:  # NumPy is imported where a value is drawn: a space of constants needs none
+    import numpy as np
 
 __all__ = [
     "GRID_SEARCH_KEY",
@@ -79,7 +80,7 @@ __all__ = [
 GRID_SEARCH_KEY = "grid_search"
 
 
-RandomState = int | np.integer | np.random.Generator | np.random.RandomState | None
+RandomState: TypeAlias = "int | np.integer | np.random.Generator | np.random.RandomState | None"
 """What ``sample(random_state=...)`` takes: a seed, a NumPy generator, or None."""
 
 
@@ -88,6 +89,8 @@ def _default_rng(rng: RandomState | _LegacyRng) -> np.random.Generator | _Legacy
     global generator, so that ``np.random.seed(...)`` fixes the draws (Ray's behaviour)."""
     if rng is None:
         return _GlobalRng()
+    import numpy as np
+
     if isinstance(rng, np.random.RandomState):
         return _LegacyRng(rng)
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
@@ -120,15 +123,19 @@ class _LegacyRng:
 
 class _GlobalRng(_LegacyRng):
     def __init__(self) -> None:
+        import numpy as np
+
         super().__init__(np.random.mtrand._rand)
 
 
 def _split_sample_args(config: object, random_state: RandomState | _LegacyRng
                        ) -> tuple[object, RandomState | _LegacyRng]:
     """``sample(rng)`` (tandem's older spelling) and ``sample(config, size, random_state)``."""
-    if random_state is None and isinstance(
-            config, (np.random.Generator, np.random.RandomState, _LegacyRng)):
-        return None, config
+    if random_state is None and config is not None and not isinstance(config, (dict, int)):
+        import numpy as np
+
+        if isinstance(config, (np.random.Generator, np.random.RandomState, _LegacyRng)):
+            return None, config
     return config, random_state
 
 

@@ -22,9 +22,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import ConfigError
 from tandem.tune.search.space import (
@@ -34,6 +32,9 @@ from tandem.tune.search.space import (
     Function,
     is_grid_search,
 )
+
+if TYPE_CHECKING:  # imported where a generator is made: a space of constants needs none
+    import numpy as np
 
 __all__ = [
     "Variant",
@@ -45,6 +46,7 @@ __all__ = [
     "iter_variants",
     "make_rng",
     "merge_point",
+    "needs_rng",
     "path_str",
     "resolve_config",
     "unflatten_dict",
@@ -83,6 +85,8 @@ def path_str(path: Path) -> str:
 
 def make_rng(seed: int | np.random.Generator | None) -> np.random.Generator:
     """A NumPy generator from a seed, an existing generator, or None (unseeded)."""
+    import numpy as np
+
     if isinstance(seed, np.random.Generator):
         return seed
     if isinstance(seed, np.random.RandomState):
@@ -203,6 +207,22 @@ def _unresolved(value: object, path: Path) -> Iterator[tuple[Path, Any]]:
             yield from _unresolved(v, (*path, i))
 
 
+def needs_rng(*spaces: object) -> bool:
+    """Whether resolving ``spaces`` may draw a random value: they hold a Domain anywhere
+    (in a grid search's values too). A space of constants and plain grids draws nothing, so
+    no generator (and no NumPy) is needed for it."""
+    stack = list(spaces)
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Domain):
+            return True
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+    return False
+
+
 def _copy_containers(value: object) -> Any:
     """Copies dicts and lists (recursively); leaves are shared, not copied."""
     if isinstance(value, dict) and not is_grid_search(value):
@@ -291,7 +311,7 @@ class _AttrView(Mapping[str, Any]):
 
 def resolve_config(
     spec: dict[str, Any],
-    rng: np.random.Generator,
+    rng: np.random.Generator | None,
     *,
     fixed: Mapping[Path, Any] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -413,7 +433,7 @@ def _merge_into(spec: dict[str, Any], point: Mapping[str, object], path: Path) -
 
 
 def generate_variants(
-    param_space: Mapping[str, Any] | None, rng: np.random.Generator,
+    param_space: Mapping[str, Any] | None, rng: np.random.Generator | None,
     *, constant_grid_search: bool = False,
 ) -> Iterator[Variant]:
     """One pass over the grid: yields :func:`count_variants` variants, sampled with ``rng``.
@@ -463,9 +483,9 @@ def iter_variants(
     """
     _check_num_samples(num_samples)
     validate_param_space(param_space)
-    rng = make_rng(seed)
     space = dict(param_space or {})
     points = list(points_to_evaluate or [])
+    rng = make_rng(seed) if needs_rng(space, points) else None  # None: nothing is drawn
     merged = [merge_point(space, p) for p in points]  # validate every point up front
     for spec in merged:
         yield from generate_variants(spec, rng, constant_grid_search=constant_grid_search)

@@ -4,6 +4,7 @@ checkpoint, train the remaining rounds with the library's report callback."""
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -46,30 +47,44 @@ class BoostedTreeTrainer(DataParallelTrainer):
     docs_url = ""
     param_space_keys = ("params", "num_boost_round")
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.config_keyword != "?":
+            cls.__signature__ = library_signature(cls)  # type: ignore[attr-defined]
+
     def __init__(
         self,
         train_loop_per_worker: Callable[..., object] | None = None,
         *,
         train_loop_config: Mapping[str, Any] | None = None,
-        params: Mapping[str, Any] | None = None,
-        label_column: str | int | None = None,
-        num_boost_round: int | None = None,
-        datasets: Mapping[str, Any] | None = None,
-        backend_config: BackendConfig | None = None,
         scaling_config: ScalingConfig | None = None,
         run_config: RunConfig | None = None,
+        datasets: Mapping[str, Any] | None = None,
         dataset_config: DataConfig | None = None,
-        resume_from_checkpoint: Checkpoint | None = None,
-        metadata: Mapping[str, Any] | None = None,
         validation_config: ValidationConfig | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        resume_from_checkpoint: Checkpoint | None = None,
+        label_column: str | int | None = None,
+        params: Mapping[str, Any] | None = None,
+        num_boost_round: int | None = None,
+        backend_config: BackendConfig | None = None,
         **library_config: BackendConfig | None,
     ) -> None:
+        """Ray's signature (each library's trainer shows it, see ``library_signature``),
+        with the library's backend config under its own keyword (``xgboost_config``,
+        ``lightgbm_config``); ``backend_config`` is tandem's older spelling of the same."""
         name = type(self).__name__
-        for key in library_config:
+        for key, value in library_config.items():
             if key != self.config_keyword:
                 raise TypeError(f"{name}() got an unexpected keyword argument {key!r}")
-        if library_config.get(self.config_keyword) is not None and backend_config is None:
-            backend_config = library_config[self.config_keyword]
+            if value is not None and not isinstance(value, self._backend_config_cls):
+                raise ConfigError(
+                    f"{name}({key}=...) takes a {self._backend_config_cls.__name__}, got "
+                    f"{type(value).__name__}; pass {key}="
+                    f"{self._backend_config_cls.__name__}(...) or leave it out."
+                )
+            if value is not None and backend_config is None:
+                backend_config = value
         if train_loop_per_worker is not None:
             given = [k for k, v in (("params", params), ("label_column", label_column),
                                     ("num_boost_round", num_boost_round)) if v is not None]
@@ -221,6 +236,19 @@ class BoostedTreeTrainer(DataParallelTrainer):
         """The booster saved in a checkpoint of this trainer (e.g. ``result.checkpoint``);
         ``filename`` if it was saved under another name than the callback's default."""
         return cls.report_callback_class().get_model(checkpoint, filename)
+
+
+def library_signature(cls: type[BoostedTreeTrainer]) -> inspect.Signature:
+    """The constructor signature a library's trainer shows (``inspect.signature``, ``help``,
+    the Ray parameter audit): ``BoostedTreeTrainer.__init__``'s, with ``**library_config``
+    replaced by the library's keyword (``xgboost_config: XGBoostConfig | None = None``)
+    right after ``train_loop_config``, where Ray puts it."""
+    params = [p for p in inspect.signature(BoostedTreeTrainer.__init__).parameters.values()
+              if p.name != "self" and p.kind is not p.VAR_KEYWORD]
+    config = inspect.Parameter(cls.config_keyword, inspect.Parameter.KEYWORD_ONLY, default=None,
+                               annotation=f"{cls._backend_config_cls.__name__} | None")
+    at = [p.name for p in params].index("train_loop_config") + 1
+    return inspect.Signature([*params[:at], config, *params[at:]], return_annotation="None")
 
 
 def train_rounds(trainer_cls: type[BoostedTreeTrainer], params: Mapping[str, object],

@@ -1,0 +1,1 @@
+"""Set-up helpers several test packages share (one module a topic)."""
