@@ -24,12 +24,10 @@ SESSION_HOME = tempfile.mkdtemp(prefix="tandem-tests-home-")
 os.environ["HOME"] = SESSION_HOME
 for _key in [k for k in os.environ if k.startswith("TANDEM_") and k not in KEPT_ENV]:
     del os.environ[_key]
-# importing tandem.train.tensorflow (at collection) would start a zygote importing TensorFlow
-# that the first test's cluster adopts; its own test turns it on
+# every early start off (TANDEM_EARLY_IMPORT, read under its older name, which the TF tests
+# set): importing tandem.train.tensorflow/torch at collection, or a Tuner or trainer built in
+# a test, would start a zygote that a later test's cluster adopts; their own tests turn it on
 os.environ["TANDEM_TF_EARLY_IMPORT"] = "0"
-# likewise a Tuner or trainer built at collection (or in a test) starts no zygote early that
-# a later test's cluster would adopt; tests/unit/train/test_early_workers.py turns it on
-os.environ["TANDEM_EARLY_WORKERS"] = "0"
 
 import psutil  # noqa: E402 - after the isolation above
 import pytest  # noqa: E402

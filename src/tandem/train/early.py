@@ -12,17 +12,15 @@ It does nothing (returns False) inside a worker, when a job service already runs
 process (its cluster has its zygote; a server or Ray runs the jobs), when jobs go to a train
 server (``$TANDEM_ADDRESS``, or a server file in ``~/.tandem`` without
 ``TANDEM_ADDRESS=local``), when a zygote was started early already (TensorFlow's), or with
-``TANDEM_EARLY_WORKERS=0`` (tests/conftest.py sets it, so that each test starts its own).
+``TANDEM_EARLY_IMPORT=0``, the switch of every early start (``tandem.jobs.early``; tests/conftest.py
+turns it off, so that each test starts its own).
 A zygote never used is ended by ``tandem.shutdown()`` or at exit.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
-
-EARLY_ENV = "TANDEM_EARLY_WORKERS"
 
 #: What every train worker imports before the user's function runs: the task's classes and
 #: what unpickling them pulls in (the learned imports of a trivial run's worker).
@@ -31,16 +29,14 @@ WORKER_MODULES: tuple[str, ...] = ("tandem.train._internal.worker", "tandem.trai
                                    "tandem.jobs.runtime")
 
 
-def early_start_enabled() -> bool:
-    return os.environ.get(EARLY_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
-
-
 def start_workers_early(extra: Sequence[str] = ()) -> bool:
     """Starts the zygote of this program's first local cluster now, importing the worker
     code and ``extra`` (modules of tandem that the jobs' workers will import), unless one
     of the rules in the module docstring says not to. Cheap when it does nothing (a few
     dictionary lookups), so entry points may call it every time."""
-    if not early_start_enabled():
+    from tandem.jobs.early import early_import_enabled
+
+    if not early_import_enabled():
         return False
     worker_main = sys.modules.get("tandem.cluster._worker_main")
     if worker_main is not None and getattr(worker_main, "IN_WORKER_PROCESS", False):

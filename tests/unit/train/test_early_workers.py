@@ -2,7 +2,7 @@
 ``tune.Tuner`` or building a Tuner or a trainer starts the zygote, importing the worker code,
 and the first fit() forks its workers from it; nothing starts when the jobs go elsewhere.
 
-tests/conftest.py sets ``TANDEM_EARLY_WORKERS=0`` for the session; these tests turn it on.
+tests/conftest.py turns early starts off for the session (``TANDEM_TF_EARLY_IMPORT=0``, the older name of ``TANDEM_EARLY_IMPORT``); these tests turn it on.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def _trial(config):
 
 @pytest.mark.slow
 def test_a_tuner_starts_the_zygote_that_its_trial_forks_from(storage, monkeypatch):
-    monkeypatch.setenv("TANDEM_EARLY_WORKERS", "1")
+    monkeypatch.setenv("TANDEM_EARLY_IMPORT", "1")
     tandem.shutdown()
     assert _zygotes() == [] and early_zygote_modules() is None
     tuner = tune.Tuner(_trial, param_space={"mods": list(TRIAL_PRELOAD)},
@@ -70,17 +70,17 @@ def test_a_tuner_starts_the_zygote_that_its_trial_forks_from(storage, monkeypatc
 
 def test_nothing_starts_early_when_jobs_go_elsewhere_or_it_is_off(monkeypatch):
     tandem.shutdown()
-    monkeypatch.setenv("TANDEM_EARLY_WORKERS", "1")
+    monkeypatch.setenv("TANDEM_EARLY_IMPORT", "1")
     monkeypatch.setenv("TANDEM_ADDRESS", "127.0.0.1:1")  # a train server runs the jobs
     tune.Tuner(_trial)
     train.DataParallelTrainer(lambda: None)
     assert _zygotes() == [] and early_zygote_modules() is None
     monkeypatch.delenv("TANDEM_ADDRESS")
-    monkeypatch.setenv("TANDEM_EARLY_WORKERS", "0")
+    monkeypatch.setenv("TANDEM_EARLY_IMPORT", "0")
     tune.Tuner(_trial)
     assert _zygotes() == [] and early_zygote_modules() is None
     # a trainer built in a program that will fit() it: started, and ended by shutdown
-    monkeypatch.setenv("TANDEM_EARLY_WORKERS", "1")
+    monkeypatch.setenv("TANDEM_EARLY_IMPORT", "1")
     train.DataParallelTrainer(lambda: None)
     (unused,) = _zygotes()
     assert early_zygote_modules() == WORKER_MODULES
