@@ -146,6 +146,7 @@ def _run_reused(channel: SocketChannel, msg: Any) -> int:
     env, cwd = dict(os.environ), os.getcwd()
     path, argv = list(sys.path), list(sys.argv)
     baseline = set(sys.modules)
+    clean = str(msg[1].get("reuse")) == "clean"  # CLEAN_REUSE_PREFIX: reused unseen
     control: queue.SimpleQueue = queue.SimpleQueue()
     wc = WorkerChannel(channel, msg[1]["worker_id"])
     wc.idle = control  # frames with no task to hear them: the next assignment, or retire
@@ -154,7 +155,8 @@ def _run_reused(channel: SocketChannel, msg: Any) -> int:
         job, task_bytes = msg[1], msg[2]
         wc.worker_id = job["worker_id"]
         enter_job(job)
-        os.environ["TANDEM_REUSED_WORKER"] = "1"  # the task may leave state for the next one
+        if not clean:
+            os.environ["TANDEM_REUSED_WORKER"] = "1"  # the task may leave state for the next
         working_dir = os.environ.get("TANDEM_WORKING_DIR")
         if working_dir and working_dir not in sys.path:
             sys.path.insert(0, working_dir)
@@ -174,16 +176,47 @@ def _run_reused(channel: SocketChannel, msg: Any) -> int:
         if code != 0 or _rss_mb() > float(os.environ.get("TANDEM_REUSE_MAX_RSS_MB",
                                                           REUSE_MAX_RSS_MB)):
             return code
+        if clean and _left_running():
+            return code  # a fresh process for the next task: this one is not clean
+        # said first, so the driver ends the job and hands over the next task while this
+        # process cleans up; the next assignment waits in ``control`` until it is done
+        channel.send(("__reusable__", code))
         os.environ.clear()
         os.environ.update(env)
         os.chdir(cwd)
         sys.path[:] = path
         sys.argv[:] = argv
         _drop_user_modules(baseline)
-        channel.send(("__reusable__", code))
+        if clean:
+            _reseed()
         msg = control.get()
         if msg[0] != "assign":
             return 0
+
+
+def _left_running() -> bool:
+    """Whether the task left something running that a fresh process would not have: a
+    thread not of tandem's own (a user's daemon thread too), or a ``multiprocessing``
+    child."""
+    for t in threading.enumerate():
+        if t is not threading.main_thread() and not t.name.startswith("tandem-"):
+            return True
+    mp = sys.modules.get("multiprocessing.process")
+    return bool(mp is not None and getattr(mp, "_children", None))
+
+
+def _reseed() -> None:
+    """``random`` and ``numpy.random`` seeded from the OS, as in a fresh process (a task
+    that seeded them must not make the next task's draws repeat)."""
+    import random
+
+    random.seed()
+    np_random = sys.modules.get("numpy.random")
+    if np_random is not None:
+        try:
+            np_random.seed()
+        except Exception:  # noqa: BLE001 - a numpy without the legacy global state
+            pass
 
 
 def _rss_mb() -> float:

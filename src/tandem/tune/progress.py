@@ -43,6 +43,7 @@ class ProgressReporter:
         self._live: Any = None
         self._last = 0.0
         self._tty = sys.stdout.isatty()
+        self._unflushed = False
 
     def start(self, trials: Sequence[TuneTrial]) -> None:
         if self.verbose <= 0:
@@ -69,10 +70,15 @@ class ProgressReporter:
         it = trial.last_result.get("training_iteration") if trial.last_result else None
         it_s = f" iter={it}" if it is not None else ""
         extra = f" ({note})" if note else ""
+        # flushed by refresh() at the end of the tuning loop's step: one write for a batch
         print(f"Trial {trial.name} {trial.status.value}{extra}{it_s}{metric}"
-              f"{' ' + params if params else ''}", flush=True)
+              f"{' ' + params if params else ''}")
+        self._unflushed = True
 
     def refresh(self, trials: Sequence[TuneTrial], force: bool = False) -> None:
+        if self._unflushed:
+            self._unflushed = False
+            sys.stdout.flush()
         if self._live is None:
             return
         now = time.monotonic()
@@ -113,6 +119,9 @@ class ProgressReporter:
         return table
 
     def end(self, trials: Sequence[TuneTrial], best: TuneTrial | None = None, elapsed_s: float = 0.0) -> None:
+        if self._unflushed:
+            self._unflushed = False
+            sys.stdout.flush()
         if self._live is not None:
             self._live.update(self._table(trials))
             self._live.stop()
