@@ -20,8 +20,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from benchmarks.cases._common import Case, Figure, Target, baseline_variant, log, quiet_ray_env, \
-    subprocess_variant
+from benchmarks.cases._common import (
+    Case,
+    Figure,
+    Target,
+    baseline_variant,
+    log,
+    quiet_ray_env,
+    subprocess_variant,
+)
 
 
 def _as_script_function() -> None:
