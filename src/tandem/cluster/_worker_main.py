@@ -151,6 +151,7 @@ def _run_reused(channel: SocketChannel, msg: Any) -> int:
     wc = WorkerChannel(channel, msg[1]["worker_id"])
     wc.idle = control  # frames with no task to hear them: the next assignment, or retire
     threading.Thread(target=wc._read_forever, name="tandem-control", daemon=True).start()
+    first = True
     while True:
         job, task_bytes = msg[1], msg[2]
         wc.worker_id = job["worker_id"]
@@ -162,7 +163,10 @@ def _run_reused(channel: SocketChannel, msg: Any) -> int:
             sys.path.insert(0, working_dir)
         learner = ImportLearner(channel)
         wc.learner = learner if learner.enabled else None
-        learner.start()
+        # the timed looks (a task silent for long) on the first task only: a later one
+        # tells with its frames and its end, and starts no thread
+        learner.start(timed=first)
+        first = False
         try:
             code = int(cloudpickle.loads(task_bytes)(wc) or 0)
         finally:
@@ -294,8 +298,9 @@ class ImportLearner:
         self._done = threading.Event()
         self.enabled = os.environ.get("TANDEM_LEARN_IMPORTS", "1") != "0"
 
-    def start(self) -> None:
-        if self.enabled:
+    def start(self, timed: bool = True) -> None:
+        """Starts the timed looks (``LEARN_AFTER_S``) unless ``timed`` is False."""
+        if self.enabled and timed:
             threading.Thread(target=self._loop, name="tandem-imports", daemon=True).start()
 
     def finish(self) -> None:

@@ -466,6 +466,22 @@ class Tuner:
         space_keys: tuple[str, ...] = (
             self._fn.param_space_keys if isinstance(self._fn, DataParallelTrainer) else ())
 
+        scalings: dict[tuple, ScalingConfig] = {}
+
+        def one_worker(res: Any) -> ScalingConfig:
+            """One worker holding ``res``: built (and checked) once per resource shape."""
+            try:
+                key = tuple(sorted(res.items())) if isinstance(res, Mapping) else None
+                hash(key)
+            except TypeError:
+                key = None
+            scaling = scalings.get(key) if key is not None else None
+            if scaling is None:
+                scaling = ScalingConfig(num_workers=1, resources_per_worker=res)
+                if key is not None and len(scalings) < 64:
+                    scalings[key] = scaling
+            return scaling
+
         def launch(trial: TuneTrial, checkpoint: Checkpoint | None,
                    listener: JobListener) -> JobView:
             if kind == "trainer":
@@ -475,8 +491,7 @@ class Tuner:
                     resources, trial.config)
                 if isinstance(res, PlacementGroupFactory):  # one worker holds all bundles
                     res = res.required_resources
-                scaling = res if isinstance(res, ScalingConfig) else ScalingConfig(
-                    num_workers=1, resources_per_worker=res)
+                scaling = res if isinstance(res, ScalingConfig) else one_worker(res)
                 fields = {"config": trial.config, "scaling_config": scaling,
                           "metadata": {**base.metadata, TRIAL_RESOURCES:
                                        _resources_state(trial.placement_group_factory)}}
