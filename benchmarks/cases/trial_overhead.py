@@ -138,7 +138,7 @@ CASE = Case(
                            f"{_M}:run_optuna"),
     ],
     params={"trials": 200, "ray_trials": 20, "trial_s": 0.1, "concurrency": 2},
-    smoke_params={"trials": 10, "ray_trials": 4, "trial_s": 0.1, "concurrency": 2},
+    smoke_params={"trials": 4, "ray_trials": 2, "trial_s": 0.1, "concurrency": 2},
     timeout_s=600,
     smoke_timeout_s=60,
 )
