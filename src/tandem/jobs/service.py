@@ -6,13 +6,14 @@ the train server runs the same class in a long-lived process.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import queue
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from tandem._core.clock import Clock, RealClock
 from tandem._core.errors import ConfigError, JobNotFoundError, ServiceShutdownError
@@ -175,12 +176,27 @@ class _JobThreads:
 
     def __init__(self, idle_s: float = 10.0) -> None:
         self.idle_s = idle_s
+        self._local = threading.local()  # a pool thread's "ending" flag and kept job
         self._closed = False
         self._lock = threading.Lock()
         self._idle: list[queue.SimpleQueue[tuple[Callable[[], None], JobThread] | None]] = []
 
+    @contextlib.contextmanager
+    def ending(self) -> Iterator[None]:
+        """Around the last, short steps of a job on one of these threads: the first job
+        started meanwhile is kept for this thread, which runs it as soon as they are done."""
+        self._local.ending = True
+        try:
+            yield
+        finally:
+            self._local.ending = False
+
     def run(self, fn: Callable[[], None], handle: JobThread) -> None:
         """Runs ``fn`` on an idle thread or a new one; ``handle`` is set when it returns."""
+        local = self._local
+        if getattr(local, "ending", False) and getattr(local, "next", None) is None:
+            local.next = (fn, handle)
+            return
         with self._lock:
             inbox = self._idle.pop() if self._idle else None
         if inbox is not None:
@@ -211,10 +227,17 @@ class _JobThreads:
             if item is None:
                 return
             fn, handle = item
-            try:
-                fn()  # LocalJobService._run_job: catches what the job raises
-            finally:
-                handle._done.set()
+            while True:
+                try:
+                    fn()  # LocalJobService._run_job: catches what the job raises
+                except BaseException:  # noqa: BLE001 - the kept job below must still run
+                    logger.exception("a job thread's work failed")
+                finally:
+                    handle._done.set()
+                kept, self._local.next = getattr(self._local, "next", None), None
+                if kept is None:
+                    break
+                fn, handle = kept  # started by the job that just ended (``ending``)
             with self._lock:
                 if self._closed:
                     return
@@ -480,9 +503,12 @@ class LocalJobService:
         except BaseException as e:  # noqa: BLE001 - a runner bug must not leak resources
             logger.error("job %s failed inside the service:\n%s", job.job_id, traceback.format_exc())
             outcome = JobOutcome(JobStatus.FAILED, error=e)
-        self._release_early(job)
-        self._finish(job, outcome)
-        self._schedule()
+        # the job is over: a job started from here runs next on this very thread (no
+        # wake-up of another), once the few steps below are done
+        with self._threads.ending():
+            self._release_early(job)
+            self._finish(job, outcome)
+            self._schedule()
 
     def _release_early(self, job: Job) -> None:
         with self._lock:
