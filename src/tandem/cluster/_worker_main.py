@@ -200,13 +200,19 @@ def _run_reused(channel: SocketChannel, msg: Any) -> int:
 
 def _left_running() -> bool:
     """Whether the task left something running that a fresh process would not have: a
-    thread not of tandem's own (a user's daemon thread too), or a ``multiprocessing``
-    child."""
+    thread not of tandem's own (a user's daemon thread too), a ``multiprocessing`` child,
+    or a CUDA context (GPU memory held)."""
     for t in threading.enumerate():
         if t is not threading.main_thread() and not t.name.startswith("tandem-"):
             return True
     mp = sys.modules.get("multiprocessing.process")
-    return bool(mp is not None and getattr(mp, "_children", None))
+    if mp is not None and getattr(mp, "_children", None):
+        return True
+    cuda = sys.modules.get("torch.cuda")  # a CUDA context holds GPU memory a fresh process
+    try:                                   # would not have
+        return bool(cuda is not None and cuda.is_initialized())
+    except Exception:  # noqa: BLE001 - a torch without CUDA support
+        return False
 
 
 def _reseed() -> None:
