@@ -10,6 +10,7 @@ from benchmarks.cases._common import Case
 CASE_NAMES: tuple[str, ...] = (
     "cold_start",
     "trial_throughput",
+    "trial_overhead",
     "result_throughput",
     "fit_startup",
     "ddp_throughput",

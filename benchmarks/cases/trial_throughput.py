@@ -11,7 +11,10 @@ tests, CI) are practical. Ray Tune 2.60 manages 0.8 trials/s by default (a fresh
 per trial) and 20–25 with ``reuse_actors=True``; Optuna in memory is the floor for
 scheduling cost with no processes at all.
 
-Target (issue): ≥ 100 trials/s with the defaults (no switch like ``reuse_actors``).
+Target (issue 25): ≥ 1,000 trials/s with the defaults (no switch like ``reuse_actors``);
+an earlier issue asked for ≥ 100. With the defaults a function trainable's worker process
+runs the next trial (``docs/warm_workers.md``), so ``tandem`` and ``tandem_reuse`` differ
+only in Ray's ``reuse_actors`` semantics.
 """
 
 from __future__ import annotations
@@ -122,7 +125,7 @@ CASE = Case(
     doc=__doc__ or "",
     figures=[
         Figure(
-            "trials_per_s", "trivial trials per second", "trials/s", "higher", Target(">=", 100)
+            "trials_per_s", "trivial trials per second", "trials/s", "higher", Target(">=", 1000)
         ),
         Figure("fit_s", "fit() wall time", "s", "info"),
     ],

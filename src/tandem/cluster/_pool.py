@@ -79,28 +79,44 @@ class WarmPoolConfig:
 
 class WarmPoolPolicy:
     """Decides the pool's size from the starts it is told about. Not thread-safe: the
-    cluster calls it under its own lock."""
+    cluster calls it under its own lock.
+
+    Each call costs O(1) amortized, however many starts the last ``idle_s`` saw (a sweep of
+    trivial trials starts hundreds a second): the largest recent gang is kept in a deque
+    whose sizes decrease from the front (a smaller start before a larger one can never be
+    the largest again), the starts of the burst window in a second deque with their sum."""
 
     def __init__(self, config: WarmPoolConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self._clock = clock
-        self._starts: collections.deque[tuple[float, int]] = collections.deque()
+        # (time, size) within idle_s, sizes strictly decreasing from the front
+        self._largest: collections.deque[tuple[float, int]] = collections.deque()
+        # (time, size) within burst_window_s, and their summed sizes
+        self._burst: collections.deque[tuple[float, int]] = collections.deque()
+        self._burst_sum = 0
 
     def on_start(self, num_workers: int) -> None:
         """A gang of ``num_workers`` is starting now."""
-        self._starts.append((self._clock(), num_workers))
+        now = self._clock()
+        largest = self._largest
+        while largest and largest[-1][1] <= num_workers:
+            largest.pop()
+        largest.append((now, num_workers))
+        self._burst.append((now, num_workers))
+        self._burst_sum += num_workers
 
     def target(self) -> int:
         """How many warm workers to keep ready now."""
         now = self._clock()
         cfg = self.config
-        while self._starts and self._starts[0][0] < now - cfg.idle_s:
-            self._starts.popleft()
-        if not self._starts or cfg.max_workers == 0:
+        largest, burst = self._largest, self._burst
+        while largest and largest[0][0] < now - cfg.idle_s:
+            largest.popleft()
+        while burst and burst[0][0] < now - min(cfg.burst_window_s, cfg.idle_s):
+            self._burst_sum -= burst.popleft()[1]
+        if not largest or cfg.max_workers == 0:
             return 0
-        largest_gang = max(n for _, n in self._starts)
-        burst = sum(n for t, n in self._starts if t >= now - cfg.burst_window_s)
-        return min(cfg.max_workers, max(largest_gang, burst))
+        return min(cfg.max_workers, max(largest[0][1], self._burst_sum))
 
     def expired(self, idle_since: float) -> bool:
         """Whether a warm worker idle since ``idle_since`` (this policy's clock) should go."""

@@ -146,21 +146,27 @@ def _run_reused(channel: SocketChannel, msg: Any) -> int:
     env, cwd = dict(os.environ), os.getcwd()
     path, argv = list(sys.path), list(sys.argv)
     baseline = set(sys.modules)
+    clean = str(msg[1].get("reuse")) == "clean"  # CLEAN_REUSE_PREFIX: reused unseen
     control: queue.SimpleQueue = queue.SimpleQueue()
     wc = WorkerChannel(channel, msg[1]["worker_id"])
     wc.idle = control  # frames with no task to hear them: the next assignment, or retire
     threading.Thread(target=wc._read_forever, name="tandem-control", daemon=True).start()
+    first = True
     while True:
         job, task_bytes = msg[1], msg[2]
         wc.worker_id = job["worker_id"]
         enter_job(job)
-        os.environ["TANDEM_REUSED_WORKER"] = "1"  # the task may leave state for the next one
+        if not clean:
+            os.environ["TANDEM_REUSED_WORKER"] = "1"  # the task may leave state for the next
         working_dir = os.environ.get("TANDEM_WORKING_DIR")
         if working_dir and working_dir not in sys.path:
             sys.path.insert(0, working_dir)
         learner = ImportLearner(channel)
         wc.learner = learner if learner.enabled else None
-        learner.start()
+        # the timed looks (a task silent for long) on the first task only: a later one
+        # tells with its frames and its end, and starts no thread
+        learner.start(timed=first)
+        first = False
         try:
             code = int(cloudpickle.loads(task_bytes)(wc) or 0)
         finally:
@@ -174,16 +180,53 @@ def _run_reused(channel: SocketChannel, msg: Any) -> int:
         if code != 0 or _rss_mb() > float(os.environ.get("TANDEM_REUSE_MAX_RSS_MB",
                                                           REUSE_MAX_RSS_MB)):
             return code
+        if clean and _left_running():
+            return code  # a fresh process for the next task: this one is not clean
+        # said first, so the driver ends the job and hands over the next task while this
+        # process cleans up; the next assignment waits in ``control`` until it is done
+        channel.send(("__reusable__", code))
         os.environ.clear()
         os.environ.update(env)
         os.chdir(cwd)
         sys.path[:] = path
         sys.argv[:] = argv
         _drop_user_modules(baseline)
-        channel.send(("__reusable__", code))
+        if clean:
+            _reseed()
         msg = control.get()
         if msg[0] != "assign":
             return 0
+
+
+def _left_running() -> bool:
+    """Whether the task left something running that a fresh process would not have: a
+    thread not of tandem's own (a user's daemon thread too), a ``multiprocessing`` child,
+    or a CUDA context (GPU memory held)."""
+    for t in threading.enumerate():
+        if t is not threading.main_thread() and not t.name.startswith("tandem-"):
+            return True
+    mp = sys.modules.get("multiprocessing.process")
+    if mp is not None and getattr(mp, "_children", None):
+        return True
+    cuda = sys.modules.get("torch.cuda")  # a CUDA context holds GPU memory a fresh process
+    try:                                   # would not have
+        return bool(cuda is not None and cuda.is_initialized())
+    except Exception:  # noqa: BLE001 - a torch without CUDA support
+        return False
+
+
+def _reseed() -> None:
+    """``random`` and ``numpy.random`` seeded from the OS, as in a fresh process (a task
+    that seeded them must not make the next task's draws repeat)."""
+    import random
+
+    random.seed()
+    np_random = sys.modules.get("numpy.random")
+    if np_random is not None:
+        try:
+            np_random.seed()
+        except Exception:  # noqa: BLE001 - a numpy without the legacy global state
+            pass
 
 
 def _rss_mb() -> float:
@@ -261,8 +304,9 @@ class ImportLearner:
         self._done = threading.Event()
         self.enabled = os.environ.get("TANDEM_LEARN_IMPORTS", "1") != "0"
 
-    def start(self) -> None:
-        if self.enabled:
+    def start(self, timed: bool = True) -> None:
+        """Starts the timed looks (``LEARN_AFTER_S``) unless ``timed`` is False."""
+        if self.enabled and timed:
             threading.Thread(target=self._loop, name="tandem-imports", daemon=True).start()
 
     def finish(self) -> None:

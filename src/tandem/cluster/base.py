@@ -55,7 +55,18 @@ class WorkerSpec:
     reuse_key: str | None = None
     """Set: once its task ended well, the process may run the next worker whose spec has the
     same key and resource shape (``TuneConfig(reuse_actors=True)``); clusters that cannot
-    reuse processes ignore it."""
+    reuse processes ignore it. A key that starts with ``CLEAN_REUSE_PREFIX`` asks for reuse
+    only where nobody can tell (see there)."""
+
+
+CLEAN_REUSE_PREFIX = "clean:"
+"""A ``WorkerSpec.reuse_key`` with this prefix: the process is reused only when its task
+left nothing running behind it (no thread but tandem's, no ``multiprocessing`` child, no
+CUDA context), and
+it is put back as a fresh process would start (environment, working directory, ``sys.path``,
+``sys.argv``, the user's modules dropped, ``random``/``numpy.random`` reseeded from the OS,
+no ``TANDEM_REUSED_WORKER`` set): a tuner's function trainables run this way by default,
+without ``reuse_actors``, so trial after trial runs without a process start."""
 
 
 Sink = Callable[["WorkerProcess", Any], None]

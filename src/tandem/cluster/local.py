@@ -31,6 +31,7 @@ from tandem._core.errors import ResourcesUnavailableError, TandemError
 from tandem.cluster import _wire
 from tandem.cluster._pool import WarmPoolConfig, WarmPoolPolicy
 from tandem.cluster.base import (
+    CLEAN_REUSE_PREFIX,
     Bundle,
     Cluster,
     Placement,
@@ -670,7 +671,8 @@ class _IOThread(_wire.IOThread):
             "cwd": spec.cwd or os.getcwd(),
             "sys_path": list(sys.path),
             "argv": list(sys.argv),
-            "reuse": spec.reuse_key is not None,
+            "reuse": False if spec.reuse_key is None else (
+                "clean" if spec.reuse_key.startswith(CLEAN_REUSE_PREFIX) else True),
         }
         with self._pool_lock:
             warm = self._take_warm(frozenset(spec.preload), spec.reuse_key)

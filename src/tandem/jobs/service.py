@@ -6,12 +6,14 @@ the train server runs the same class in a long-lived process.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
+import queue
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from tandem._core.clock import Clock, RealClock
 from tandem._core.errors import ConfigError, JobNotFoundError, ServiceShutdownError
@@ -84,7 +86,7 @@ class Job(JobState):
         self.status_reason: str | None = None
         self.placement: Placement | None = None
         self.ctx: JobContext | None = None
-        self.thread: threading.Thread | None = None
+        self.thread: JobThread | None = None
         # What admission policies read (tandem.jobs.admission.RunningJob), clock times:
         self.started_at = now
         self.last_checkpoint_at: float | None = None
@@ -149,6 +151,99 @@ class Job(JobState):
         self._emit(Reported(reports))
 
 
+class JobThread:
+    """A running job's hold on one of the service's job threads: ``join`` waits for the
+    job (not the thread, which goes back to the pool and runs the next job)."""
+
+    __slots__ = ("_done", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._done = threading.Event()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._done.wait(timeout)
+
+    def is_alive(self) -> bool:
+        return not self._done.is_set()
+
+
+class _JobThreads:
+    """The threads jobs run on: a job takes an idle one, else a new one is started; a thread
+    whose job ended waits ``idle_s`` for the next before it exits. A sweep of short trials
+    then starts no thread per trial (a thread start costs about a millisecond on a busy
+    2-core machine, its GIL hand-over included)."""
+
+    def __init__(self, idle_s: float = 10.0) -> None:
+        self.idle_s = idle_s
+        self._local = threading.local()  # a pool thread's "ending" flag and kept job
+        self._closed = False
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[tuple[Callable[[], None], JobThread] | None]] = []
+
+    @contextlib.contextmanager
+    def ending(self) -> Iterator[None]:
+        """Around the last, short steps of a job on one of these threads: the first job
+        started meanwhile is kept for this thread, which runs it as soon as they are done."""
+        self._local.ending = True
+        try:
+            yield
+        finally:
+            self._local.ending = False
+
+    def run(self, fn: Callable[[], None], handle: JobThread) -> None:
+        """Runs ``fn`` on an idle thread or a new one; ``handle`` is set when it returns."""
+        local = self._local
+        if getattr(local, "ending", False) and getattr(local, "next", None) is None:
+            local.next = (fn, handle)
+            return
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is not None:
+            inbox.put((fn, handle))
+            return
+        inbox = queue.SimpleQueue()
+        inbox.put((fn, handle))
+        threading.Thread(target=self._loop, args=(inbox,), name="tandem-job", daemon=True).start()
+
+    def close(self) -> None:
+        """Lets the idle threads go (a thread running a job goes once the job ends)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+            self._closed = True
+        for inbox in idle:
+            inbox.put(None)
+
+    def _loop(self, inbox: queue.SimpleQueue[tuple[Callable[[], None], JobThread] | None]) -> None:
+        while True:
+            try:
+                item = inbox.get(timeout=self.idle_s)
+            except queue.Empty:
+                with self._lock:
+                    if inbox in self._idle:
+                        self._idle.remove(inbox)
+                        return
+                item = inbox.get()  # handed a job just as it timed out
+            if item is None:
+                return
+            fn, handle = item
+            while True:
+                try:
+                    fn()  # LocalJobService._run_job: catches what the job raises
+                except BaseException:  # noqa: BLE001 - the kept job below must still run
+                    logger.exception("a job thread's work failed")
+                finally:
+                    handle._done.set()
+                kept, self._local.next = getattr(self._local, "next", None), None
+                if kept is None:
+                    break
+                fn, handle = kept  # started by the job that just ended (``ending``)
+            with self._lock:
+                if self._closed:
+                    return
+                self._idle.append(inbox)
+
+
 class LocalJobService:
     """Queues jobs, starts each when its whole gang fits, frees resources when it ends.
 
@@ -195,6 +290,7 @@ class LocalJobService:
         train server routes them to the client following the job; returns False when it
         cannot (the job then gets the call's default answer)."""
         self._wakeup = threading.Event()
+        self._threads = _JobThreads()
         self._starts_held: str | None = None
         if getattr(cluster, "needs_polling", False):
             # The cluster's capacity changes on its own (nodes join): retry pending jobs.
@@ -346,6 +442,7 @@ class LocalJobService:
         for job in running:
             assert job.thread is not None
             job.thread.join(max(0.0, deadline - time.monotonic()))
+        self._threads.close()
 
     # -- internals ---------------------------------------------------------------------
     def _notify(self, job: Job, event: JobEvent) -> None:
@@ -388,12 +485,10 @@ class LocalJobService:
         job.placement = placement
         job.ctx = JobContext(job, self.cluster, placement)
         job.started_time = time.time()
-        job.thread = threading.Thread(
-            target=self._run_job, args=(job,), name=f"tandem-job-{job.name}", daemon=True
-        )
+        job.thread = handle = JobThread(f"tandem-job-{job.name}")
         job._set_status(JobStatus.RUNNING,
                         f"placed on the cluster ({len(job.bundles)} bundle(s))")
-        job.thread.start()
+        self._threads.run(lambda: self._run_job(job), handle)
 
     def _preempt(self, job: Job, decision: Preempt) -> None:
         """Asks ``job`` to checkpoint and yield (it re-queues itself through
@@ -417,9 +512,12 @@ class LocalJobService:
         except BaseException as e:  # noqa: BLE001 - a runner bug must not leak resources
             logger.error("job %s failed inside the service:\n%s", job.job_id, traceback.format_exc())
             outcome = JobOutcome(JobStatus.FAILED, error=e)
-        self._release_early(job)
-        self._finish(job, outcome)
-        self._schedule()
+        # the job is over: a job started from here runs next on this very thread (no
+        # wake-up of another), once the few steps below are done
+        with self._threads.ending():
+            self._release_early(job)
+            self._finish(job, outcome)
+            self._schedule()
 
     def _release_early(self, job: Job) -> None:
         with self._lock:

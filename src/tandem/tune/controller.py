@@ -178,6 +178,7 @@ class TuneController:
         self._iteration = 0
         self._state_dirty = True
         self._last_state_save = 0.0
+        self._state_save_s = 0.0  # how long the last write of the state took
         self._last_searcher_save = 0.0
         self._stopping_all = False
         self._fatal: BaseException | None = None
@@ -671,9 +672,10 @@ class TuneController:
 
     def _save_state(self, force: bool = False) -> None:
         now = time.monotonic()
-        # every state change is written, coalesced: at most every 0.25 s (longer for very
-        # large experiments, so writing the state stays a small share of the work)
-        interval = max(0.25, 1e-4 * len(self.trials))
+        # every state change is written, coalesced: at most every 0.25 s, and no more often
+        # than keeps writing it (O(trials)) under ~5 % of the loop's time (as Ray's
+        # automatic experiment checkpoint period does)
+        interval = max(0.25, 1e-4 * len(self.trials), 20 * self._state_save_s)
         if "://" in self.experiment_path:
             interval = max(interval, REMOTE_STATE_INTERVAL_S)  # one upload per write
         if not force and (not self._state_dirty or now - self._last_state_save < interval):
@@ -694,6 +696,7 @@ class TuneController:
         }
         write_file(join_path(self.experiment_path, STATE_FILE),
                    json.dumps(state, default=repr).encode())
+        self._state_save_s = time.monotonic() - now
         if force or now - self._last_searcher_save > 5.0:
             self._last_searcher_save = now
             try:

@@ -43,6 +43,7 @@ class ProgressReporter:
         self._live: Any = None
         self._last = 0.0
         self._tty = sys.stdout.isatty()
+        self._lines: list[str] = []  # status lines not written yet
 
     def start(self, trials: Sequence[TuneTrial]) -> None:
         if self.verbose <= 0:
@@ -69,10 +70,19 @@ class ProgressReporter:
         it = trial.last_result.get("training_iteration") if trial.last_result else None
         it_s = f" iter={it}" if it is not None else ""
         extra = f" ({note})" if note else ""
-        print(f"Trial {trial.name} {trial.status.value}{extra}{it_s}{metric}"
-              f"{' ' + params if params else ''}", flush=True)
+        # written by refresh() at the end of the tuning loop's step: one write for a batch
+        # (stdout is often unbuffered: PYTHONUNBUFFERED makes each print two system calls)
+        self._lines.append(f"Trial {trial.name} {trial.status.value}{extra}{it_s}{metric}"
+                           f"{' ' + params if params else ''}\n")
+
+    def _write_lines(self) -> None:
+        lines, self._lines = self._lines, []
+        sys.stdout.write("".join(lines))
+        sys.stdout.flush()
 
     def refresh(self, trials: Sequence[TuneTrial], force: bool = False) -> None:
+        if self._lines:
+            self._write_lines()
         if self._live is None:
             return
         now = time.monotonic()
@@ -113,6 +123,8 @@ class ProgressReporter:
         return table
 
     def end(self, trials: Sequence[TuneTrial], best: TuneTrial | None = None, elapsed_s: float = 0.0) -> None:
+        if self._lines:
+            self._write_lines()
         if self._live is not None:
             self._live.update(self._table(trials))
             self._live.stop()

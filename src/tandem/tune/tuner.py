@@ -15,6 +15,7 @@ import cloudpickle
 
 from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
+from tandem.cluster.base import CLEAN_REUSE_PREFIX
 from tandem.jobs.contract import JobService, JobView
 from tandem.jobs.events import JobListener
 from tandem.jobs.runtime import get_service, log_to_driver
@@ -77,6 +78,10 @@ from tandem.tune.trainable import (
 
 logger = logging.getLogger(__name__)
 TUNER_FILE = "tuner.pkl"
+TRIAL_REUSE_ENV = "TANDEM_TRIAL_REUSE"
+"""``0``: every trial of a function trainable gets a fresh worker process (see
+``Tuner._reuse_key``); the default runs trials back to back in the processes that ended
+theirs cleanly."""
 _CHDIR_DEPRECATED = (
     "`chdir_to_trial_dir` is deprecated. Use the RAY_CHDIR_TO_TRIAL_DIR environment variable "
     "instead. Set it to 0 to disable the default behavior of changing the working directory."
@@ -341,7 +346,7 @@ class Tuner:
                 and not isinstance(cb, LoggerCallback) for cb in callbacks):
             verdicts = lambda trial: True  # noqa: E731
         launch = self._make_launcher(service, exp_path, exp_name, verbose, verdicts=verdicts,
-                                     reuse_key=f"tune-{exp_uid}" if tc.reuse_actors else None)
+                                     reuse_key=self._reuse_key(tc, exp_uid))
         controller = TuneController(
             TrialSearch(searcher=searcher, scheduler=scheduler,
                         num_samples=tc.num_samples if tc.num_samples != -1 else 10**12,
@@ -388,6 +393,20 @@ class Tuner:
             best = kept_checkpoints(t.path)
         return Result(metrics=metrics, checkpoint=t.checkpoint, path=t.path, error=t.error,
                       best_checkpoints=best, config=t.config)
+
+    def _reuse_key(self, tc: TuneConfig, exp_uid: str) -> str | None:
+        """Which trials' worker processes may run later trials: with ``reuse_actors``, Ray's
+        (the process goes on, a Trainable class keeps its instance); without it, a function
+        trainable's process still runs the next trial of the same resource shape when its
+        trial ended well and left nothing running, put back as a fresh process starts
+        (``tandem.cluster.base.CLEAN_REUSE_PREFIX``): no process start per trial, and no
+        difference a trial can see but its pid. ``TANDEM_TRIAL_REUSE=0`` turns that off."""
+        if tc.reuse_actors:
+            return f"tune-{exp_uid}"
+        if isinstance(self._fn, FunctionTrainableRunner) and \
+                os.environ.get(TRIAL_REUSE_ENV, "1") != "0":
+            return f"{CLEAN_REUSE_PREFIX}tune-{exp_uid}"
+        return None
 
     def _resources_of(self) -> Callable[[dict], Any] | None:
         """config -> a trial's resources, for a function/class trainable: what
@@ -449,6 +468,22 @@ class Tuner:
         space_keys: tuple[str, ...] = (
             self._fn.param_space_keys if isinstance(self._fn, DataParallelTrainer) else ())
 
+        scalings: dict[tuple, ScalingConfig] = {}
+
+        def one_worker(res: Any) -> ScalingConfig:
+            """One worker holding ``res``: built (and checked) once per resource shape."""
+            try:
+                key = tuple(sorted(res.items())) if isinstance(res, Mapping) else None
+                hash(key)
+            except TypeError:
+                key = None
+            scaling = scalings.get(key) if key is not None else None
+            if scaling is None:
+                scaling = ScalingConfig(num_workers=1, resources_per_worker=res)
+                if key is not None and len(scalings) < 64:
+                    scalings[key] = scaling
+            return scaling
+
         def launch(trial: TuneTrial, checkpoint: Checkpoint | None,
                    listener: JobListener) -> JobView:
             if kind == "trainer":
@@ -458,8 +493,7 @@ class Tuner:
                     resources, trial.config)
                 if isinstance(res, PlacementGroupFactory):  # one worker holds all bundles
                     res = res.required_resources
-                scaling = res if isinstance(res, ScalingConfig) else ScalingConfig(
-                    num_workers=1, resources_per_worker=res)
+                scaling = res if isinstance(res, ScalingConfig) else one_worker(res)
                 fields = {"config": trial.config, "scaling_config": scaling,
                           "metadata": {**base.metadata, TRIAL_RESOURCES:
                                        _resources_state(trial.placement_group_factory)}}

@@ -57,8 +57,15 @@ def test_reuse_actors_runs_the_next_trial_in_the_same_process(tmp_path, monkeypa
     assert [x for x, _, _ in rows] == [1, 2, 3]  # each trial ran its own config
     assert len({pid for _, pid, _ in rows}) == 1  # in one process
     assert [r.metrics["count"] for _, _, r in rows] == [1, 1, 1]  # with fresh module state
-    # without reuse, one process per trial (the default, as in Ray)
+    # without reuse_actors a function trainable's process still runs the next trial
+    # (tandem's default), unseen: fresh module state, no TANDEM_REUSED_WORKER
+    rows = _fit(_fn, [1, 2], False, storage)
+    assert len({pid for _, pid, _ in rows}) == 1
+    assert [r.metrics["count"] for _, _, r in rows] == [1, 1]
+    # ... unless asked for a fresh process per trial
+    monkeypatch.setenv("TANDEM_TRIAL_REUSE", "0")
     assert len({pid for _, pid, _ in _fit(_fn, [1, 2], False, storage)}) == 2
+    monkeypatch.delenv("TANDEM_TRIAL_REUSE")
 
     rows = _fit(_Resettable, [1, 2, 3], True, storage)
     assert [x for x, _, _ in rows] == [1, 2, 3]

@@ -144,7 +144,11 @@ class ScalingConfig:
                 if is_search_space(getattr(self, f))]
 
     def check_resolved(self) -> None:
+        if self.__dict__.get("_resolved"):  # checked already (a tuner's trials share one)
+            return
         fields = self.search_space_fields()
+        if not fields:
+            object.__setattr__(self, "_resolved", True)  # frozen: a cache, not a field
         if fields:
             raise ConfigError(
                 f"ScalingConfig({', '.join(f'{f}={getattr(self, f)!r}' for f in fields)}) holds "
