@@ -152,6 +152,12 @@ class RemoteJob(JobState):
             self._last_seq = first + len(data["rows"]) - 1
             self._add_reports(rows)
             if self.listener is not None:
+                if self._told is JobStatus.PENDING:
+                    # it ran, and may have ended, before this stream opened: the listener
+                    # hears RUNNING before its reports, as it would have (a tuner drops the
+                    # reports of a trial it has not seen start)
+                    self._told = JobStatus.RUNNING
+                    self.listener(StatusChanged(JobStatus.RUNNING))
                 self.listener(Reported(rows))
         elif event == "event":
             if self.listener is not None:
