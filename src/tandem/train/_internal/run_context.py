@@ -59,14 +59,14 @@ class VerdictGate:
     rows: int | None = None
     local: tuple[bytes, ...] = ()
 
-    def load_local(self) -> tuple[Callable[[str, dict[str, Any]], bool], ...]:
+    def load_local(self) -> tuple[Callable[[str, dict[str, object]], bool], ...]:
         """The stopper copies of ``local``, unpickled (once per gang, in rank 0)."""
         import cloudpickle
 
         return tuple(cloudpickle.loads(b) for b in self.local)
 
     def asks(self, result: Mapping[str, object], rows: int, judged: set[int],
-             local: Sequence[Callable[[dict[str, Any]], bool]] = ()) -> bool:
+             local: Sequence[Callable[[dict[str, object]], bool]] = ()) -> bool:
         """Whether the report ``result`` (the ``rows``-th of this gang) must wait for the
         verdict; ``judged`` holds the indices of the milestones already asked at (updated);
         ``local``: the loaded stopper copies, bound to the trial (each sees every report)."""

@@ -83,7 +83,7 @@ class WorkerSession:
         gate = task.context.metadata.get(AWAIT_VERDICT)
         self._verdict_gate = gate if isinstance(gate, VerdictGate) else None
         # the copies of a trial-local stopper, run here on every report (VerdictGate.local)
-        self._local_stops: list[Callable[[dict[str, Any]], bool]] = []
+        self._local_stops: list[Callable[[dict[str, object]], bool]] = []
         if self._await_verdict and self._verdict_gate is not None:
             trial_id = task.context.trial_id or ""
             self._local_stops = [functools.partial(stop, trial_id)
