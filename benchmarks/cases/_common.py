@@ -169,7 +169,8 @@ BASELINE_ENV = "TANDEM_BENCH_BASELINE"
 
 
 def baseline_variant(target: str, *, sample_memory: bool = False,
-                     extra_requires: tuple[str, ...] = ()) -> list[Variant]:
+                     extra_requires: tuple[str, ...] = (), name: str = "tandem_baseline",
+                     what: str = "") -> list[Variant]:
     """``tandem (baseline)``: tandem's own measurement run again with the tandem source of
     another revision, ``$TANDEM_BENCH_BASELINE/src`` (e.g. ``git worktree add /tmp/base
     main``), interleaved with ours repeat by repeat, so a before/after comparison shares one
@@ -183,7 +184,8 @@ def baseline_variant(target: str, *, sample_memory: bool = False,
                          f"of the revision to compare with (git worktree add DIR main).")
     repo = Path(__file__).resolve().parents[2]
     env = {"PYTHONPATH": os.pathsep.join([str(repo), str(src)])}
-    return [subprocess_variant("tandem_baseline", "tandem", f"tandem (baseline {Path(root).name})",
+    label = f"tandem (baseline {Path(root).name}{', ' + what if what else ''})"
+    return [subprocess_variant(name, "tandem", label,
                                target, env=env, sample_memory=sample_memory,
                                extra_requires=extra_requires)]
 

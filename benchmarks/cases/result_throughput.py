@@ -18,6 +18,10 @@ checked before the trial goes on, so tandem's workers wait for the driver's verd
 report (a stop at iteration k leaves exactly k rows, as in Ray). That is the cost of acting
 where the decision was made; without a stopper or an adaptive scheduler reports do not wait.
 
+The ``tandem_server_plateau`` variant stops with ``TrialPlateauStopper`` (never firing):
+a stopper that decides a trial from its own results (``Stopper.trial_local``) runs a copy
+next to the trial, in its worker, so again no report waits (before, every one did).
+
 Since issue 25 a report waits only where a decision can happen: the tuner tells the trial
 in advance which results its stopper or scheduler may act on (a dict criterion or
 ``MaximumIterationStopper``, FIFO, ASHA's rungs), so the never-firing criterion here asks
@@ -119,6 +123,14 @@ def run_tandem_server_stopper(params: dict[str, Any], workdir: str) -> dict[str,
     return run_tandem_server(params, workdir, stop=NEVER)
 
 
+def run_tandem_server_plateau(params: dict[str, Any], workdir: str) -> dict[str, Any]:
+    from tandem.tune.stopper import TrialPlateauStopper
+
+    # std=0 never fires (a std is never < 0) but is computed at every result; a stopper
+    # that decides from the trial's own results runs next to it (Stopper.trial_local)
+    return run_tandem_server(params, workdir, stop=TrialPlateauStopper("loss", std=0.0))
+
+
 def _wait_gone(pid: int, timeout_s: float = 30.0) -> None:
     import os
 
@@ -215,6 +227,14 @@ CASE = Case(
         # before/after of the verdict path (issue 25): the server-with-stop-criteria run of
         # another revision ($TANDEM_BENCH_BASELINE), interleaved with ours
         *baseline_variant(f"{_M}:run_tandem_server_stopper"),
+        subprocess_variant(
+            "tandem_server_plateau", "tandem", "tandem on a train server, TrialPlateauStopper",
+            f"{_M}:run_tandem_server_plateau",
+            note="a stopper that decides from the trial's own results (never fires here): "
+                 "its copy runs in the trial's worker, so no report waits for a verdict.",
+        ),
+        *baseline_variant(f"{_M}:run_tandem_server_plateau", name="tandem_baseline_plateau",
+                          what="TrialPlateauStopper"),
         subprocess_variant(
             "ray_stopper", "ray", "Ray Tune, stop criteria", f"{_M}:run_ray_stopper",
             env=quiet_ray_env(),

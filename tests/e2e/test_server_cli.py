@@ -125,3 +125,20 @@ def test_tuner_on_a_server_decides_at_the_result(server, tmp_path):
     # and 3 of the two trials that go on)
     assert line(out, "ASHA_ROWS") == "[9, 1, 9]"
     assert 4 <= int(line(out, "ASHA_QUESTIONS")) <= 7
+
+
+def test_trial_local_stoppers_decide_next_to_the_trial(server, tmp_path):
+    """Issue 25: a custom stopper declared ``trial_local`` and ``TrialPlateauStopper`` run
+    in the trial's worker on the server: each trial stops at the same iteration as
+    embedded, with every result recorded in order, and only the result where the stopper
+    fires waits for the verdict (at most one question per trial, not one per report)."""
+    script = "tuner_local_stopper.py"
+    remote = server.user.python(script, str(tmp_path / "remote"), env=server.env())
+    local = server.user.python(script, str(tmp_path / "local"))
+    for name, rows, last in (("CUSTOM", "[9, 9]", "[8, 8]"), ("PLATEAU", "[13, 13]", "[12, 12]")):
+        for out in (remote, local):
+            assert line(out, f"{name}_ROWS") == rows, out
+            assert line(out, f"{name}_LAST") == last, out
+            assert line(out, f"{name}_IN_ORDER") == "True", out
+            assert line(out, f"{name}_ERRORS") == "0", out
+            assert int(line(out, f"{name}_QUESTIONS")) <= 2, out  # one per trial at most

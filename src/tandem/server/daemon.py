@@ -260,6 +260,7 @@ def run_foreground(config: ServerConfig, ready_message: bool = True) -> int:
 
     from tandem.server.app import create_app
     from tandem.server.core import TrainServer
+    from tandem.server.warmup import start_warmup
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     sock = bind(config.host, config.port)
@@ -277,6 +278,8 @@ def run_foreground(config: ServerConfig, ready_message: bool = True) -> int:
     except BaseException:
         sock.close()
         raise
+    # what the first job would otherwise import in its own time (server.warmup)
+    start_warmup(getattr(server.cluster, "prewarm", None))
     app = create_app(server, token)
     uv = _Uvicorn(uvicorn.Config(app, log_level="warning", access_log=False,
                                  timeout_graceful_shutdown=2, lifespan="off",

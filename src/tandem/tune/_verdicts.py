@@ -108,7 +108,27 @@ def _stopper_gate(stopper: Any) -> GateOf | None:
         return combined
     if kind is Stopper:
         return _never
+    if getattr(stopper, "trial_local", False) is True:
+        try:
+            _pickled(stopper)
+        except Exception:  # noqa: BLE001 - it cannot travel: every report waits
+            return None
+
+        def local(trial: object) -> Gate:
+            # a copy runs next to the trial (VerdictGate.local), taken now: it holds what
+            # the stopper learned of this trial so far (a restarted trial goes on from there)
+            try:
+                return VerdictGate(local=(_pickled(stopper),))
+            except Exception:  # noqa: BLE001
+                return True
+        return local
     return None
+
+
+def _pickled(stopper: Stopper) -> bytes:
+    import cloudpickle
+
+    return cloudpickle.dumps(stopper)
 
 
 def _scheduler_gate(scheduler: TrialScheduler) -> GateOf | None:

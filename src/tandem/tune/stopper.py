@@ -16,7 +16,19 @@ logger = logging.getLogger(__name__)
 
 
 class Stopper:
-    """``__call__(trial_id, result) -> bool`` stops one trial; ``stop_all()`` ends the experiment."""
+    """``__call__(trial_id, result) -> bool`` stops one trial; ``stop_all()`` ends the experiment.
+
+    ``trial_local``: set it to True on a stopper that decides each trial from that trial's
+    own results only (its state per trial, built in the order they come; no clock, no
+    other trial; ``stop_all()`` always False) and that pickles. The tuner then runs a copy
+    of it next to each trial (in its worker, on a train server too), taken when the trial
+    starts, and only the reports where the copy would stop wait for the tuner's verdict;
+    the others go on at once. Decisions stay at the result that made them: the tuner's own
+    stopper still judges every result. A stopper that reads keys the tuner adds
+    (``trial_id``, ``timestamp``, ``date``, ...) is not trial-local.
+    """
+
+    trial_local: bool = False
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         return False
@@ -179,6 +191,8 @@ class TrialPlateauStopper(Stopper):
     """Stops a trial once its ``metric`` has plateaued: the standard deviation of its last
     ``num_results`` values is below ``std``, after at least ``grace_period`` results (and,
     with ``metric_threshold``, once the value is at or better than it for ``mode``)."""
+
+    trial_local = True  # each trial's decision reads its own last results only
 
     def __init__(self, metric: str, std: float = 0.01, num_results: int = 4,
                  grace_period: int = 4, metric_threshold: float | None = None,

@@ -131,3 +131,21 @@ def test_sse_parser():
 
 def test_server_file_lives_under_home(home):
     assert client.server_file_path() == os.path.join(str(home), ".tandem", "server.json")
+
+
+def test_a_trial_jobs_shown_word_reads_as_its_job_state():
+    """/api/jobs shows a Tune trial's ended job with Ray's trial word; a quick trial can end
+    before its submission is answered, and the client read that word as a job state
+    ("'TERMINATED' is not a valid JobStatus", seen in result_throughput on a server)."""
+    from tandem.jobs.client.remote import shown_status
+    from tandem.jobs.spec import JobStatus
+    from tandem.server.vocabulary import TRIAL_END_WORDS, shown_job_state
+
+    meta = {"trial_id": "t1"}
+    for state in JobStatus:
+        word = shown_job_state(state.value, meta)
+        back = shown_status(word)
+        assert back.is_terminal == state.is_terminal
+        assert back is state or word in TRIAL_END_WORDS.values()
+    assert shown_status("ERROR") is JobStatus.FAILED
+    assert shown_status("TERMINATED") is JobStatus.FINISHED

@@ -4,6 +4,7 @@ which they decide something must be one the gate makes wait, and most others mus
 
 from __future__ import annotations
 
+import functools
 import random
 
 from tandem.train.context import VerdictGate
@@ -108,3 +109,67 @@ def test_asha_gate_waits_at_every_result_asha_decides_on():
                     break
     assert decided > 100  # the check saw many decisions
     assert waited < total / 2, (waited, total)  # and most results went on without a verdict
+
+
+def test_trial_local_stoppers_run_next_to_the_trial_and_ask_only_where_they_fire():
+    """Issue 25: a stopper declared ``trial_local`` (TrialPlateauStopper, or a user's) is
+    copied into the gate when the trial starts; the copy sees every report and asks exactly
+    where the tuner's stopper, seeing the same results, stops the trial."""
+    from tandem.tune.stopper import Stopper, TrialPlateauStopper
+
+    class Rises(Stopper):
+        trial_local = True
+
+        def __init__(self):
+            self.rises: dict[str, int] = {}
+            self.last: dict[str, float] = {}
+
+        def __call__(self, trial_id, result):
+            prev = self.last.get(trial_id)
+            self.last[trial_id] = result["score"]
+            if prev is not None and result["score"] > prev:
+                self.rises[trial_id] = self.rises.get(trial_id, 0) + 1
+            return self.rises.get(trial_id, 0) >= 2
+
+    rng = random.Random(7)
+    for make in (lambda: TrialPlateauStopper("score", std=0.05, num_results=3,
+                                             grace_period=3),
+                 Rises,
+                 lambda: CombinedStopper(DictStopper({"training_iteration": 30}), Rises())):
+        stopper = make()
+        gate_of = verdict_gate(stopper, FIFOScheduler(), [], None)
+        asked = decided = 0
+        for t in range(40):
+            trial = Trial("fn", trial_id=f"t{t}", config={})
+            gate = gate_of(trial)
+            assert isinstance(gate, VerdictGate) and gate.local
+            copies = [functools.partial(s, trial.trial_id) for s in gate.load_local()]
+            judged: set[int] = set()
+            level = rng.random()
+            for i in range(1, 41):
+                level += rng.choice([-0.2, 0.0, 0.0, 0.01, 0.3]) * rng.random()
+                result = {"training_iteration": i, "score": round(level, 3)}
+                asks = gate.asks(dict(result), i, judged, copies)
+                stop = stopper(trial.trial_id, dict(result))  # the tuner's, same order
+                asked += asks
+                if stop:
+                    assert asks, (type(stopper).__name__, t, i)  # decided where it waited
+                    decided += 1
+                    break
+        # one question per stopped trial, none elsewhere
+        assert decided >= 10 and asked == decided, (type(stopper).__name__, decided, asked)
+
+
+def test_a_trial_local_stopper_that_does_not_pickle_makes_every_report_wait():
+    import threading
+
+    from tandem.tune.stopper import Stopper
+
+    class Holds(Stopper):
+        trial_local = True
+
+        def __init__(self):
+            self.lock = threading.Lock()  # does not pickle
+
+    trial = Trial("fn", trial_id="t", config={})
+    assert verdict_gate(Holds(), FIFOScheduler(), [], None)(trial) is True

@@ -50,6 +50,19 @@ def _say(line: str) -> None:
         pass
 
 
+#: Ray Tune's words for how a trial ended, which ``/api/jobs`` shows a trial's job with
+#: (``tandem.server.vocabulary``), as job states: ``TERMINATED`` is a finished or stopped
+#: trial (the event stream's end names which); ``ERROR`` a failed one.
+_TRIAL_WORDS = {"TERMINATED": JobStatus.FINISHED, "ERROR": JobStatus.FAILED}
+
+
+def shown_status(word: str) -> JobStatus:
+    """The job state of a job as ``/api/jobs`` shows it (a Tune trial's job that ended is
+    shown with Ray's trial word: a quick trial can end before its submission is answered)."""
+    got = _TRIAL_WORDS.get(word)
+    return got if got is not None else JobStatus(word)
+
+
 class RemoteJob(JobState):
     """A job on a train server (a ``JobView``).
 
@@ -65,7 +78,7 @@ class RemoteJob(JobState):
         listener: JobListener | None = None,
     ) -> None:
         super().__init__(str(info["job_id"]), str(info.get("name", "")),
-                         status=JobStatus(info.get("state", "PENDING")),
+                         status=shown_status(str(info.get("state", "PENDING"))),
                          report_window=service.report_window)
         self._service = service
         self.priority: int = int(info.get("priority", 0))
@@ -82,7 +95,7 @@ class RemoteJob(JobState):
     def status(self) -> JobStatus:
         if self._follower is None and not self._status.is_terminal:
             info = self._service._conn.json("GET", f"/api/jobs/{self.job_id}")
-            self._status = JobStatus(info["state"])
+            self._status = shown_status(str(info["state"]))
         return self._status
 
     def read_logs(self) -> str:
@@ -152,6 +165,12 @@ class RemoteJob(JobState):
             self._last_seq = first + len(data["rows"]) - 1
             self._add_reports(rows)
             if self.listener is not None:
+                if self._told is JobStatus.PENDING:
+                    # it ran, and may have ended, before this stream opened: the listener
+                    # hears RUNNING before its reports, as it would have (a tuner drops the
+                    # reports of a trial it has not seen start)
+                    self._told = JobStatus.RUNNING
+                    self.listener(StatusChanged(JobStatus.RUNNING))
                 self.listener(Reported(rows))
         elif event == "event":
             if self.listener is not None:

@@ -6,7 +6,7 @@ is its public path (Ray's ``ray.train.context``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,12 @@ class VerdictGate:
     judged only when ``result[milestone_score]`` is not None (ASHA skips a None score).
     ``required``: a report without one of these keys asks.
     ``rows``: the gang's ``rows``-th report and every later one ask.
+    ``local``: pickled copies of the tuner's stopper, taken when the trial was launched,
+    each ``(trial_id, result) -> bool``; rank 0 calls its copy on every report (so it
+    builds the same state from the same results as the tuner's) and a report asks where a
+    copy would stop the trial, or raises. Only for stoppers that decide a trial from its
+    own results (``Stopper.trial_local``): run next to the job, on a train server too, so
+    no other report makes the round trip.
     """
 
     at_least: tuple[tuple[str, Any], ...] = ()
@@ -51,10 +57,27 @@ class VerdictGate:
     milestone_score: str | None = None
     required: tuple[str, ...] = ()
     rows: int | None = None
+    local: tuple[bytes, ...] = ()
 
-    def asks(self, result: Mapping[str, object], rows: int, judged: set[int]) -> bool:
+    def load_local(self) -> tuple[Callable[[str, dict[str, object]], bool], ...]:
+        """The stopper copies of ``local``, unpickled (once per gang, in rank 0)."""
+        import cloudpickle
+
+        return tuple(cloudpickle.loads(b) for b in self.local)
+
+    def asks(self, result: Mapping[str, object], rows: int, judged: set[int],
+             local: Sequence[Callable[[dict[str, object]], bool]] = ()) -> bool:
         """Whether the report ``result`` (the ``rows``-th of this gang) must wait for the
-        verdict; ``judged`` holds the indices of the milestones already asked at (updated)."""
+        verdict; ``judged`` holds the indices of the milestones already asked at (updated);
+        ``local``: the loaded stopper copies, bound to the trial (each sees every report)."""
+        fired = False
+        for check in local:
+            try:
+                fired = bool(check(dict(result))) or fired
+            except Exception:  # noqa: BLE001 - the tuner's own stopper says what is wrong
+                fired = True
+        if fired:
+            return True
         if result.get("done") or result.get("should_checkpoint"):
             return True
         if self.rows is not None and rows >= self.rows:
@@ -98,6 +121,7 @@ class VerdictGate:
             milestone_score=self.milestone_score or other.milestone_score,
             required=tuple(dict.fromkeys(self.required + other.required)),
             rows=min(rows) if rows else None,
+            local=self.local + other.local,
         )
 
 

@@ -7,6 +7,7 @@ Below both ``tandem.train.session`` (which hands it to the user's calls) and ``w
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import threading
@@ -81,6 +82,12 @@ class WorkerSession:
         # change the trial's outcome, so they go on without a round trip)
         gate = task.context.metadata.get(AWAIT_VERDICT)
         self._verdict_gate = gate if isinstance(gate, VerdictGate) else None
+        # the copies of a trial-local stopper, run here on every report (VerdictGate.local)
+        self._local_stops: list[Callable[[dict[str, object]], bool]] = []
+        if self._await_verdict and self._verdict_gate is not None:
+            trial_id = task.context.trial_id or ""
+            self._local_stops = [functools.partial(stop, trial_id)
+                                 for stop in self._verdict_gate.load_local()]
         self._judged: set[int] = set()  # the gate's milestones already asked at
         self._start_iteration = task.start_iteration
         self._last_metrics: dict[str, Any] = {}
@@ -129,7 +136,7 @@ class WorkerSession:
         row = dict(clean)
         row.setdefault("training_iteration", self.iteration)
         row.setdefault("time_total_s", round(t, 6))
-        return gate.asks(row, self._rows, self._judged)
+        return gate.asks(row, self._rows, self._judged, self._local_stops)
 
     def attach_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Adds ``checkpoint`` to the latest report (same iteration, no new metrics row):
