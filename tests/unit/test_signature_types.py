@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from tests.tools.signature_types import scan
 
-ANY_CEILING = 1116
-"""Annotations mentioning ``Any`` in every signature under src/tandem (1618 before the typed
+ANY_CEILING = 884
+"""Annotations mentioning ``Any`` in every signature under src/tandem (1116 before parameters
+that are only passed through or stored became ``object`` / ``Mapping[str, object]``; 1618 before the typed
 job events and frames, 1644 before the wave that typed them down to 1097)."""
 BARE_CEILING = 1
 """Bare ``dict`` / ``list`` in public signatures (114 on main, 112 before that wave; the 5 left

@@ -169,7 +169,7 @@ def _fmt(x: float) -> str:
     return f"{int(x)}" if float(x).is_integer() else f"{x:g}"
 
 
-def validate_bundle(bundle: Mapping[str, Any], what: str = "resources_per_worker") -> dict[str, float]:
+def validate_bundle(bundle: Mapping[str, object], what: str = "resources_per_worker") -> dict[str, float]:
     """Checks a resource bundle given by a user and returns it as floats.
 
     Raises:

@@ -75,7 +75,7 @@ class TensorflowModel(Model):
             )
         return found[0]
 
-    def forward(self, x: Any) -> Any:
+    def forward(self, x: object) -> Any:
         import numpy as np
 
         return np.asarray(self.keras_model()(x, training=False))
@@ -215,7 +215,7 @@ def _arrays(shard: Any) -> tuple[Any, Any]:
     return x, y
 
 
-def tf_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
+def tf_model_loop(payload_bytes: bytes, config: dict[str, object]) -> None:
     """The per-worker function of ``model.train`` for a ``TensorflowModel``."""
     import cloudpickle
     import numpy as np

@@ -87,7 +87,7 @@ class XGBoostModel(_TreeModel):
     weights_file = "model.ubj"
     default_config: ClassVar[dict[str, Any]] = {"max_depth": 6}  # XGBoost's own default
 
-    def forward(self, x: Any) -> Any:
+    def forward(self, x: object) -> Any:
         import xgboost
 
         booster = self._require_booster()
@@ -103,7 +103,7 @@ class LightGBMModel(_TreeModel):
     weights_file = "model.txt"
     default_config: ClassVar[dict[str, Any]] = {"num_leaves": 31}  # LightGBM's own default
 
-    def forward(self, x: Any) -> Any:
+    def forward(self, x: object) -> Any:
         return self._require_booster().predict(x)
 
 
@@ -152,7 +152,7 @@ def _ray_rows(data: Any, rank: int, world: int) -> Any:
     return whole.iloc[rank * n // world:(rank + 1) * n // world]
 
 
-def tree_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
+def tree_model_loop(payload_bytes: bytes, config: dict[str, object]) -> None:
     """The per-worker function of ``model.train`` for a tree model: the library's trainer
     trains the rounds (resuming from the run's checkpoint), reporting ``epoch`` = round."""
     from tandem import train

@@ -25,7 +25,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -552,7 +552,7 @@ class AccountStore:
 
     # ----------------------------------------------------------------- quotas
 
-    def set_quota(self, owner: str, quota: dict[str, Any] | None) -> None:
+    def set_quota(self, owner: str, quota: Mapping[str, object] | None) -> None:
         """Stores (None: removes) an owner's quota, so a restarted server applies it."""
         def fn(conn: Connection) -> None:
             conn.execute(quotas_table.delete().where(quotas_table.c.owner == owner))
@@ -567,7 +567,7 @@ class AccountStore:
                          write=False)
         return {r.owner: json.loads(r.quota) for r in rows}
 
-    def set_group_quota(self, group: str, quota: dict[str, Any] | None) -> None:
+    def set_group_quota(self, group: str, quota: Mapping[str, object] | None) -> None:
         """Stores (None: removes) a group's quota, so a restarted server applies it."""
         check_group(group)
 

@@ -94,7 +94,7 @@ class Trainable:
             )
         return legacy(self, checkpoint_dir)
 
-    def load_checkpoint(self, checkpoint: Any) -> None:
+    def load_checkpoint(self, checkpoint: object) -> None:
         legacy = getattr(type(self), "_restore", None)
         if legacy is None:
             raise NotImplementedError(
@@ -108,7 +108,7 @@ class Trainable:
         if legacy is not None:
             legacy(self)
 
-    def reset_config(self, new_config: dict[str, Any]) -> bool:
+    def reset_config(self, new_config: Mapping[str, object]) -> bool:
         return False
 
     @classmethod
@@ -577,10 +577,10 @@ class FunctionTrainable(Trainable):
         )
 
     @staticmethod
-    def _train_func(config: dict[str, Any]) -> object:
+    def _train_func(config: dict[str, object]) -> object:
         raise NotImplementedError
 
-    def _trainable_func(self, config: dict[str, Any]) -> object:
+    def _trainable_func(self, config: dict[str, object]) -> object:
         """Runs the function on ``config`` (what a trial of this class runs)."""
         return FunctionTrainableRunner(type(self)._train_func)(config)
 
@@ -648,7 +648,7 @@ def with_resources(trainable: type[Trainable] | Callable[..., object],
     return _WithResources(trainable, resources)
 
 
-def normalize_resources(resources: object, config: Mapping[str, Any] | None = None
+def normalize_resources(resources: object, config: Mapping[str, object] | None = None
                         ) -> dict[str, float] | ScalingConfig | PlacementGroupFactory | None:
     """A resources spec → a per-worker bundle dict, or a ScalingConfig or
     PlacementGroupFactory (returned as is)."""

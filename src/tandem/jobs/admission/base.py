@@ -214,7 +214,7 @@ class Capacity(Protocol):
         """Reserves the gang now, or returns None when it does not fit."""
         ...
 
-    def release(self, placement: Any) -> None:
+    def release(self, placement: object) -> None:
         """Gives a reservation of this decision back."""
         ...
 

@@ -222,7 +222,7 @@ class FairSharePolicy(AdmissionPolicy):
         return out
 
 
-def as_quotas(quotas: Quotas | Mapping[str, Quota | Mapping[str, Any]] | None) -> Quotas:
+def as_quotas(quotas: Quotas | Mapping[str, Quota | Mapping[str, object]] | None) -> Quotas:
     """``Quotas`` from a ``Quotas``, a dict ``{owner: Quota | dict}`` (key ``"*"``: the
     default; ``"group:NAME"``: group NAME's, whose dict may list its ``"members"``) or
     None."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -107,7 +107,7 @@ def open_engine(
     busy_timeout_s: float,
     what: str = "The job store URL",
     sqlite_pragmas: Sequence[str] = (),
-    engine_kwargs: dict[str, Any] | None = None,
+    engine_kwargs: Mapping[str, object] | None = None,
 ) -> StoreEngine:
     """Creates the engine for ``url`` (already :func:`normalize_url`-ed).
 

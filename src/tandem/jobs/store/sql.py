@@ -369,7 +369,7 @@ class SQLJobStore(JobStore):
     # ----------------------------------------------------------------- row mapping
 
     @staticmethod
-    def _job_from_row(row: Row[Any], *, with_spec: bool) -> JobRecord:
+    def _job_from_row(row: Row[object], *, with_spec: bool) -> JobRecord:
         m = row._mapping
         return JobRecord(
             job_id=m["job_id"],

@@ -58,7 +58,7 @@ def _documented(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 class _JSON(JSONResponse):
-    def render(self, content: Any) -> bytes:
+    def render(self, content: object) -> bytes:
         return encode_json(content).encode("utf-8")
 
 

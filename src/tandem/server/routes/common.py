@@ -200,7 +200,7 @@ def _finite(value: object) -> object:
     return repr(value)
 
 
-def _sse(kind: str, data: dict[str, Any]) -> str:
+def _sse(kind: str, data: dict[str, object]) -> str:
     return f"event: {kind}\ndata: {encode_json(data)}\n\n"
 
 

@@ -42,7 +42,7 @@ MAX_VERSION = 2**31 - 1  # versions are INTEGER columns in the store (32-bit on 
 MAX_META_DEPTH = 32  # how deeply a version's meta may nest
 
 
-def json_depth(value: Any, stop: int) -> int:
+def json_depth(value: object, stop: int) -> int:
     """How deeply a parsed JSON value nests (counting stops at ``stop``), without recursion."""
     deepest = 0
     todo: list[tuple[Any, int]] = [(value, 1)]

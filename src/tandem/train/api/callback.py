@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tandem.train.api.result import Result
@@ -70,10 +70,10 @@ class Callback:
     def on_run_start(self, context: RunCallbackContext) -> None:
         """The run was submitted (before its workers start)."""
 
-    def on_report(self, rows: list[dict[str, Any]]) -> None:
+    def on_report(self, rows: list[dict[str, object]]) -> None:
         """Rank 0's new report rows, in order."""
 
-    def on_checkpoint(self, entry: tuple[int, Any, dict[str, Any]]) -> None:
+    def on_checkpoint(self, entry: tuple[int, object, dict[str, object]]) -> None:
         """A checkpoint was committed: ``(iteration, Checkpoint, metrics)``."""
 
     def on_end(self, result: Result) -> None:
@@ -94,8 +94,8 @@ class UserCallback(Callback):
     :class:`Callback`, so the other hooks are there too.
     """
 
-    def after_report(self, run_context: RunCallbackContext, metrics: list[dict[str, Any]],
-                     checkpoint: Any) -> None:
+    def after_report(self, run_context: RunCallbackContext, metrics: list[dict[str, object]],
+                     checkpoint: object) -> None:
         """Called once every worker has reported an iteration: ``metrics[i]`` is what
         worker ``i`` reported; ``checkpoint`` is the checkpoint committed with it (already
         in the run's storage), or None."""
@@ -126,11 +126,11 @@ class CallbackDispatcher:
         for cb in self.callbacks:
             cb.on_run_start(context)
 
-    def report(self, rows: list[dict[str, Any]]) -> None:
+    def report(self, rows: list[dict[str, object]]) -> None:
         for cb in self.callbacks:
             cb.on_report(rows)
 
-    def checkpoint(self, entry: tuple[int, Any, dict[str, Any]]) -> None:
+    def checkpoint(self, entry: tuple[int, object, dict[str, object]]) -> None:
         for cb in self.callbacks:
             cb.on_checkpoint(entry)
 

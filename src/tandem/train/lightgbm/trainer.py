@@ -157,7 +157,7 @@ def _joined_params() -> dict[str, Any]:
             "pre_partition": True}
 
 
-def worker_params(params: Mapping[str, Any]) -> dict[str, Any]:
+def worker_params(params: Mapping[str, object]) -> dict[str, Any]:
     """The params a worker trains with: the user's, quiet by default, this worker's CPU
     share as ``num_threads``, and (with several workers) the gang's network joined
     (data-parallel tree learner on pre-partitioned shards, unless params say otherwise)."""
@@ -175,7 +175,7 @@ def worker_params(params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def lightgbm_params_form(config: dict[str, Any]) -> None:
+def lightgbm_params_form(config: Mapping[str, object]) -> None:
     """The per-worker function of ``LightGBMTrainer(params=...)``."""
     gbdt.params_form_loop(LightGBMTrainer, config)
 
@@ -247,7 +247,7 @@ class LightGBMTrainer(gbdt.BoostedTreeTrainer):
         return int(booster.current_iteration())
 
     @classmethod
-    def unify_categories(cls, shards: dict[str, Any]) -> None:
+    def unify_categories(cls, shards: Mapping[str, object]) -> None:
         link = gang_link()
         if link is not None:
             gbdt.unify_categories(shards, link.allgather)

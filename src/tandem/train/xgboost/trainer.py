@@ -99,7 +99,7 @@ def _dmatrix(x: object, y: object = None) -> object:
                            nthread=gbdt.worker_threads() or None)
 
 
-def worker_params(params: Mapping[str, Any]) -> dict[str, Any]:
+def worker_params(params: Mapping[str, object]) -> dict[str, Any]:
     """The params a worker trains with: the user's, this worker's CPU share as ``nthread``,
     and ``device="cuda"`` when the gang gave this worker a GPU (unless params name a
     device)."""
@@ -111,7 +111,7 @@ def worker_params(params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def xgboost_params_form(config: dict[str, Any]) -> None:
+def xgboost_params_form(config: Mapping[str, object]) -> None:
     """The per-worker function of ``XGBoostTrainer(params=...)``."""
     gbdt.params_form_loop(XGBoostTrainer, config)
 
@@ -195,15 +195,15 @@ class XGBoostTrainer(gbdt.BoostedTreeTrainer):
         return int(booster.num_boosted_rounds())
 
     @classmethod
-    def unify_categories(cls, shards: dict[str, Any]) -> None:
+    def unify_categories(cls, shards: Mapping[str, object]) -> None:
         import xgboost
 
         if xgboost.collective.get_world_size() > 1:
             gbdt.unify_categories(shards, _allgather)
 
     @classmethod
-    def train_booster(cls, params: Mapping[str, Any], splits: Mapping[str, Any], rounds: int,
-                      start: Any, callback: Any) -> None:
+    def train_booster(cls, params: Mapping[str, object], splits: Mapping[str, Any], rounds: int,
+                      start: object, callback: object) -> None:
         import xgboost
 
         mats = {name: _dmatrix(x, y) for name, (x, y) in splits.items()}
@@ -213,7 +213,7 @@ class XGBoostTrainer(gbdt.BoostedTreeTrainer):
 
     # -- on the driver ----------------------------------------------------------------------
     @classmethod
-    def _probe(cls, params: Mapping[str, object], head: tuple[Any, Any]) -> str | None:
+    def _probe(cls, params: Mapping[str, object], head: tuple[object, object]) -> str | None:
         import xgboost
 
         probe = {**params, "nthread": 1, "device": "cpu", "verbosity": 0}

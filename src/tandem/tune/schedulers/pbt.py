@@ -437,7 +437,7 @@ class PopulationBasedTraining(TrialScheduler):
         self._experiment_path = getattr(view, "experiment_path", None)
 
     def _log_policy(self, state: _PBTTrialState, donor: _PBTTrialState,
-                    new_config: dict[str, Any]) -> None:
+                    new_config: dict[str, object]) -> None:
         """Ray's policy log: one JSON row ``[trial tag, donor tag, trial iteration, donor
         iteration, donor config, new config]`` in ``pbt_global.txt``; the donor's policy
         file copied to the trial's, then the row appended to it (what

@@ -77,7 +77,7 @@ class LibrarySearcher(Searcher):
         return self._set_search_properties(metric, mode, dict(config or {}), **spec)
 
     def _set_search_properties(
-        self, metric: str | None, mode: str | None, config: dict[str, Any], **spec: object
+        self, metric: str | None, mode: str | None, config: dict[str, object], **spec: object
     ) -> bool:
         """Ray's ``set_search_properties`` body: convert ``config`` for the library."""
         return super().set_search_properties(metric, mode, config, **spec)
@@ -96,7 +96,7 @@ class LibrarySearcher(Searcher):
 
     def add_evaluated_point(
         self,
-        parameters: dict[str, Any],
+        parameters: dict[str, object],
         value: float,
         error: bool = False,
         pruned: bool = False,

@@ -205,7 +205,7 @@ class OptunaSearch(Searcher):
         self._ot_trials: dict[str, Any] = {}
 
     @staticmethod
-    def convert_search_space(spec: Mapping[str, Any]) -> dict[str, Any]:
+    def convert_search_space(spec: Mapping[str, object]) -> dict[str, Any]:
         """Ray's ``OptunaSearch.convert_search_space``: the search-space objects of ``spec``
         as Optuna distributions, keyed by their ``"a/b"`` path (constants are left out); the
         result can be passed as ``OptunaSearch(space=...)``."""
@@ -236,7 +236,7 @@ class OptunaSearch(Searcher):
         self._setup(config)
         return True
 
-    def _setup(self, config: dict[str, Any]) -> None:
+    def _setup(self, config: dict[str, object]) -> None:
         optuna = _import_optuna()
         if self._metric is None or self._mode is None:
             raise ConfigError(

@@ -6,6 +6,7 @@ import logging
 import os
 import pickle
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
 import cloudpickle
@@ -143,7 +144,7 @@ class Searcher(ABC):
         """What :meth:`save` persists; override to drop unpicklable members."""
         return self.__dict__.copy()
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: Mapping[str, object]) -> None:
         """Restores what :meth:`get_state` returned."""
         self.__dict__.update(state)
 
@@ -317,7 +318,7 @@ class ConcurrencyLimiter(Searcher):
 
     def add_evaluated_point(
         self,
-        parameters: dict[str, Any],
+        parameters: Mapping[str, object],
         value: float,
         error: bool = False,
         pruned: bool = False,

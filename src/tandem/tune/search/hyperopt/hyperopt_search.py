@@ -451,7 +451,7 @@ class HyperOptSearch(Searcher):
             self.__dict__.update(save_object)
 
     @staticmethod
-    def convert_search_space(spec: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    def convert_search_space(spec: dict[str, object], prefix: str = "") -> dict[str, Any]:
         spec = copy.deepcopy(spec)
         resolved_vars, domain_vars, grid_vars = parse_spec_vars(spec)
 

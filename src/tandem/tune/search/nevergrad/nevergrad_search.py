@@ -325,7 +325,7 @@ class NevergradSearch(Searcher):
         self.__dict__.update(save_object)
 
     @staticmethod
-    def convert_search_space(spec: dict[str, Any]) -> Parameter:
+    def convert_search_space(spec: dict[str, object]) -> Parameter:
         resolved_vars, domain_vars, grid_vars = parse_spec_vars(spec)
 
         if grid_vars:
