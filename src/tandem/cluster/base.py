@@ -130,7 +130,7 @@ class Cluster(ABC):
     def prewarm(self, preload: Sequence[str] = ()) -> None:
         """Optional: get ready to start workers that import ``preload`` quickly."""
 
-    def warm_pool_info(self) -> dict[str, Any] | None:
+    def warm_pool_info(self) -> dict[str, object] | None:
         """Optional: the state and memory of the processes kept ready for workers (None:
         this cluster keeps none)."""
         return None

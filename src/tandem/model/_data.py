@@ -356,7 +356,7 @@ class WorkerData:
             return iter(())
         return self._batches(self._valid, 0, train=False)
 
-    def _batches(self, data: Any, epoch: int, train: bool) -> Iterator[Any]:
+    def _batches(self, data: Any, epoch: int, train: bool) -> Iterator[object]:
         import torch
 
         bs = self.batch_size

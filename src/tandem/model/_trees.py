@@ -64,7 +64,7 @@ class _TreeModel(Model):
         return cast(type, getattr(module, cls.trainer_name))
 
     @classmethod
-    def worker_loop(cls) -> Callable[..., Any]:
+    def worker_loop(cls) -> Callable[..., object]:
         return tree_model_loop
 
     @classmethod

@@ -28,7 +28,7 @@ def new_token() -> str:
 class Authenticator(Protocol):
     """Who a token belongs to (``tandem.server.users.AccountStore``)."""
 
-    def authenticate(self, token: str | bytes | None) -> Any: ...
+    def authenticate(self, token: str | bytes | None) -> object: ...
 
 
 USER_KEY = "tandem.user"  # the scope key holding the authenticated ``User`` (or None)
@@ -84,7 +84,7 @@ class TokenAuth:
     def allowed(self, scope: Scope) -> bool:
         return any(self._ok(t) for t in self.candidates(scope))
 
-    async def user_of(self, scope: Scope) -> Any:
+    async def user_of(self, scope: Scope) -> object:
         """The authenticated user (``accounts``), True (the one token), or None."""
         for t in self.candidates(scope):
             if self._ok(t):

@@ -444,7 +444,7 @@ def _is_server_process(pid: int) -> bool:
         return False
 
 
-def stop_daemon(timeout_s: float = 30.0, storage: str = DEFAULT_STORAGE) -> dict[str, Any] | None:
+def stop_daemon(timeout_s: float = 30.0, storage: str = DEFAULT_STORAGE) -> dict[str, object] | None:
     """SIGTERMs the local server (running jobs stay recorded and are re-queued at its next
     start); returns what is known of it (server.json, else its pid file), or None if none
     was running.

@@ -280,7 +280,7 @@ class StoreLock:
             self._conn = None
 
 
-def read_lock_owner(lock_path: str) -> dict[str, Any] | None:
+def read_lock_owner(lock_path: str) -> dict[str, object] | None:
     """Who holds a SQLite store's lock file (None when nobody does)."""
     try:
         fd = os.open(lock_path, os.O_RDONLY)
@@ -355,7 +355,7 @@ class HistoryMarker:
     def __init__(self, storage_path: str) -> None:
         self.path = os.path.join(storage_path, "history.json")
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> dict[str, object]:
         try:
             with open(self.path) as f:
                 data = json.load(f)

@@ -199,7 +199,7 @@ def _end_reason(status: JobStatus, error: str | None, stopped_by: str | None,
     return "finished: the job's function returned"
 
 
-def jsonable(d: Mapping[str, object]) -> dict[str, Any]:
+def jsonable(d: Mapping[str, object]) -> dict[str, object]:
     from tandem.jobs.store.base import normalize_json
 
     try:

@@ -353,7 +353,7 @@ class AccountStore:
         self._run(fn, write=True)
         return token
 
-    def revoke(self, name: str) -> dict[str, Any]:
+    def revoke(self, name: str) -> dict[str, object]:
         """Revokes a user's token at once (its objects keep their owner).
 
         Raises:
@@ -375,7 +375,7 @@ class AccountStore:
             self._cache.clear()
         return {"name": name, "revoked": True}
 
-    def set_role(self, name: str, role: Role | str) -> dict[str, Any]:
+    def set_role(self, name: str, role: Role | str) -> dict[str, object]:
         """Changes an active user's role in place (its token stays); takes effect at once.
 
         Raises:

@@ -130,7 +130,7 @@ def report(
 
 def _keyword_metrics(
     metrics: object, checkpoint: object, kwargs: dict[str, object]
-) -> tuple[dict[str, Any], Checkpoint | None]:
+) -> tuple[dict[str, object], Checkpoint | None]:
     """``report(**metrics)`` (the 1.x API) as ``(metrics, checkpoint)``."""
     if metrics is not None:
         raise TypeError(

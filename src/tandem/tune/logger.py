@@ -251,7 +251,7 @@ def pretty_print(result: Mapping[str, object], exclude: set[str] | None = None) 
 _FLAT_TYPES = frozenset({int, float, str, bool, type(None)})
 
 
-def _json_fallback(value: object) -> Any:
+def _json_fallback(value: object) -> object:
     """Ray's ``SafeFallbackEncoder``: arrays as lists, numpy scalars as numbers, the rest as
     ``str``."""
     tolist = getattr(value, "tolist", None)
@@ -267,7 +267,7 @@ def _json_fallback(value: object) -> Any:
 _ENCODER = json.JSONEncoder(default=_json_fallback)
 
 
-def _fallback(value: object) -> Any:
+def _fallback(value: object) -> object:
     item = getattr(value, "item", None)
     if callable(item):
         try:

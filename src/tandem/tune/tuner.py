@@ -387,7 +387,7 @@ class Tuner:
         return Result(metrics=metrics, checkpoint=t.checkpoint, path=t.path, error=t.error,
                       best_checkpoints=best, config=t.config)
 
-    def _resources_of(self) -> Callable[[dict], Any] | None:
+    def _resources_of(self) -> Callable[[dict], object] | None:
         """config -> a trial's resources, for a function/class trainable: what
         ``tune.with_resources`` (or ``Trainable.default_resource_request``) says, else one
         CPU. None for a Trainer (its ScalingConfig decides)."""
@@ -400,7 +400,7 @@ class Tuner:
                     Trainable.default_resource_request, "__func__", None):
                 spec = hook  # Ray's hook: config -> resources
 
-        def resources_of(config: dict) -> Any:
+        def resources_of(config: dict) -> object:
             res = normalize_resources(spec, config)
             return res if isinstance(res, ScalingConfig) else as_placement_group_factory(res)
 

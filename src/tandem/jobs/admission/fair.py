@@ -212,7 +212,7 @@ class FairSharePolicy(AdmissionPolicy):
                 heapq.heappush(heap, entry(owner))
         return None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         out = {"policy": self.name, "reserve_after_s": self.reserve_after_s,
                "quotas": {o: q.as_dict() for o, q in self.quotas.by_owner.items()},
                "default_quota": self.quotas.default.as_dict() if self.quotas.default else None}

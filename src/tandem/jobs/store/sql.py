@@ -388,7 +388,7 @@ class SQLJobStore(JobStore):
         )
 
     @staticmethod
-    def _encode_job_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    def _encode_job_fields(fields: dict[str, Any]) -> dict[str, object]:
         out = dict(fields)
         if "tags" in out:
             out["tags"] = encode_json(list(out["tags"]))

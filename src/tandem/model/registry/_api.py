@@ -259,7 +259,7 @@ def _check(m: Model) -> None:
             f"{type(e).__name__}: {e}); nothing was stored.\n{tb}") from e
 
 
-def _environment() -> dict[str, Any]:
+def _environment() -> dict[str, object]:
     import tandem
 
     env: dict[str, Any] = {"python": platform.python_version(), "tandem": tandem.__version__,

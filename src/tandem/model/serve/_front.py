@@ -41,7 +41,7 @@ def _dumps(obj: object) -> bytes:
         return json.dumps(_finite_or_null(obj), default=str, allow_nan=False).encode()
 
 
-def _finite_or_null(obj: object) -> Any:
+def _finite_or_null(obj: object) -> object:
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, list):
@@ -51,12 +51,12 @@ def _finite_or_null(obj: object) -> Any:
     return obj
 
 
-def _no_constant(name: str) -> Any:
+def _no_constant(name: str) -> object:
     raise HTTPError(422, f"the body holds {name}, which is not a number JSON has; send "
                          f"finite numbers only.")
 
 
-def _loads(data: bytes) -> Any:
+def _loads(data: bytes) -> object:
     if _orjson is not None:
         try:
             return _orjson.loads(data)
@@ -157,7 +157,7 @@ class Front:
                                        for i in range(0, len(inputs), mb)))
         return [y for part in parts for y in part]
 
-    async def _predict_one(self, inputs: list[object], offset: int = 0) -> list[Any]:
+    async def _predict_one(self, inputs: list[object], offset: int = 0) -> list[object]:
         if len(self.queue) >= self.max_queued:
             raise HTTPError(503, f"{len(self.queue)} requests are waiting already (the "
                                  f"limit is max_queued_requests={self.max_queued}); retry later.")
@@ -430,7 +430,7 @@ class ServeApp:
                 f"{self.max_body} (serve_settings max_request_bytes). Send fewer inputs per "
                 f"request.")
 
-    async def _predict(self, scope: dict, receive: Callable[[], Awaitable[dict]]) -> Any:
+    async def _predict(self, scope: dict, receive: Callable[[], Awaitable[dict]]) -> object:
         raw = await self._read_body(scope, receive)
         try:
             body = _loads(raw)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 Loaded = tuple["Model", "tuple[int, ...] | None", bool, "str | None"]
 
 
-def _to_jsonable(y: object) -> list[Any]:
+def _to_jsonable(y: object) -> list[object]:
     if hasattr(y, "detach"):  # a torch tensor
         y = y.detach().cpu().numpy()
     if hasattr(y, "tolist"):
@@ -199,7 +199,7 @@ class ReplicaTask:
     def _answer(self, predict: Any, requests: list[list[Any]],
                 item_shape: tuple[int, ...] | None, numeric: bool = False,
                 kind: str | None = None, offsets: list[int] | None = None
-                ) -> list[tuple[Any, ...]]:
+                ) -> list[tuple[object, ...]]:
         results: list[tuple[Any, ...] | None] = [None] * len(requests)
         good: list[int] = []
         if item_shape is not None or numeric:
@@ -243,7 +243,7 @@ class ReplicaTask:
         return [r if r is not None else ("error", 500, "no answer") for r in results]
 
     @staticmethod
-    def _error(i: int, requests: list[list[object]]) -> tuple[Any, ...]:
+    def _error(i: int, requests: list[list[object]]) -> tuple[object, ...]:
         import sys
 
         e = sys.exc_info()[1]

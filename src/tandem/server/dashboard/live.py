@@ -103,7 +103,7 @@ class Progress:
                 self.spark.append(v)
         self.updated = time.time()
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"iteration": self.iteration, "epoch": self.epoch, "metric": self.metric,
                 "value": self.value,
                 "spark": list(self.spark)}
@@ -374,7 +374,7 @@ class DashboardLive:
             out["group_in_use"] = group_use
         return out
 
-    def holders(self) -> list[dict[str, Any]]:
+    def holders(self) -> list[dict[str, object]]:
         """Running jobs with what they hold and their workers' latest use."""
         latest = dict(getattr(self.server.sampler, "latest", {}) or {})
         from tandem.server.usage import usage_dict

@@ -75,7 +75,7 @@ def read_rows(run_path: str, max_points: int = MAX_POINTS) -> list[dict[str, Any
     return rows
 
 
-def _read_rows(run_path: str, max_points: int) -> list[dict[str, Any]]:
+def _read_rows(run_path: str, max_points: int) -> list[dict[str, object]]:
     rows: list[dict[str, Any]] = []
     try:
         with open(os.path.join(run_path, RESULT_FILE), encoding="utf-8") as f:
@@ -248,7 +248,7 @@ class ResultsIndex:
 
     # ------------------------------------------------------------------ listings
 
-    def list_experiments(self) -> list[dict[str, Any]]:
+    def list_experiments(self) -> list[dict[str, object]]:
         self._scan()
         with self._lock:
             items = list(self._experiments.items())

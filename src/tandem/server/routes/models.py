@@ -158,7 +158,7 @@ def models_router(server: ServerContext) -> APIRouter:
                              f"'version': null}}: {e}"[:2000])
         return await run_in_threadpool(_store_version, name, data, body)
 
-    def _store_version(name: str, data: bytes, body: PutIn) -> Any:
+    def _store_version(name: str, data: bytes, body: PutIn) -> object:
         with tempfile.TemporaryDirectory(prefix="tandem-upload-") as tmp:
             try:
                 unpack_to(data, tmp, unpack_limits)

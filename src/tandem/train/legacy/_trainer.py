@@ -179,7 +179,7 @@ class _TrainFunc:
         return self.fn(config) if self.pass_config else self.fn()
 
 
-def _datasets(dataset: object) -> dict[str, Any]:
+def _datasets(dataset: object) -> dict[str, object]:
     if dataset is None:
         return {}
     if isinstance(dataset, Mapping):

@@ -171,7 +171,7 @@ class TBXLoggerCallback(TrainingCallback):
             self._writer = None
 
 
-def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+def _flatten(d: dict, prefix: str = "") -> dict[str, object]:
     out: dict[str, Any] = {}
     for key, value in d.items():
         name = f"{prefix}{key}"

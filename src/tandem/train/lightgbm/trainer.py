@@ -152,7 +152,7 @@ def join_network(timeout_s: float = 60.0) -> dict[str, Any]:
     return _joined_params()
 
 
-def _joined_params() -> dict[str, Any]:
+def _joined_params() -> dict[str, object]:
     return {"num_machines": int(_NETWORK["num_machines"]), "tree_learner": "data",
             "pre_partition": True}
 
@@ -232,7 +232,7 @@ class LightGBMTrainer(gbdt.BoostedTreeTrainer):
             dataset_config=dataset_config, resume_from_checkpoint=resume_from_checkpoint,
             metadata=metadata, validation_config=validation_config)
 
-    def _params_form_fn(self) -> Callable[[dict[str, Any]], None]:
+    def _params_form_fn(self) -> Callable[[dict[str, object]], None]:
         return lightgbm_params_form
 
     # -- the library's part, on each worker -------------------------------------------------

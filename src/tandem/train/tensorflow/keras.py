@@ -168,7 +168,7 @@ class ReportCheckpointCallback(_Callback):
         finally:
             shutil.rmtree(d, ignore_errors=True)
 
-    def _get_reported_metrics(self, logs: dict[str, object]) -> dict[str, Any]:
+    def _get_reported_metrics(self, logs: dict[str, object]) -> dict[str, object]:
         if self._metrics is None:
             reported = logs
         elif isinstance(self._metrics, str):

@@ -116,7 +116,7 @@ def xgboost_params_form(config: Mapping[str, object]) -> None:
     gbdt.params_form_loop(XGBoostTrainer, config)
 
 
-def _allgather(value: object) -> list[Any]:
+def _allgather(value: object) -> list[object]:
     import xgboost.collective as coll
 
     return [coll.broadcast(value, r) for r in range(coll.get_world_size())]
@@ -180,7 +180,7 @@ class XGBoostTrainer(gbdt.BoostedTreeTrainer):
             dataset_config=dataset_config, resume_from_checkpoint=resume_from_checkpoint,
             metadata=metadata, validation_config=validation_config)
 
-    def _params_form_fn(self) -> Callable[[dict[str, Any]], None]:
+    def _params_form_fn(self) -> Callable[[dict[str, object]], None]:
         return xgboost_params_form
 
     # -- the library's part, on each worker -------------------------------------------------

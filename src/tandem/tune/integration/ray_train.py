@@ -41,7 +41,7 @@ class TuneReportCallback(TrainingCallback):
         self._pending: tuple[int, Checkpoint] | None = None
         self._held: dict | None = None
 
-    def _select(self, row: Mapping[str, object]) -> dict[str, Any]:
+    def _select(self, row: Mapping[str, object]) -> dict[str, object]:
         if self._metrics is None:
             return {k: v for k, v in row.items() if k not in ("training_iteration", "time_total_s")}
         if isinstance(self._metrics, Mapping):

@@ -418,7 +418,7 @@ class PopulationBasedTraining(TrialScheduler):
             return CONTINUE
         return decisions.get(current.trial_id) or CONTINUE
 
-    def _get_new_config(self, trial: Trial, donor_trial: Trial) -> tuple[dict[str, Any], Any]:
+    def _get_new_config(self, trial: Trial, donor_trial: Trial) -> tuple[dict[str, object], object]:
         """The config ``trial`` continues with after cloning ``donor_trial`` and the
         operations applied (PBT: :func:`explore`; PB2 overrides it)."""
         return explore(
@@ -610,7 +610,7 @@ class PopulationBasedTrainingReplay(FIFOScheduler):
         self._policy_iter = iter(self._policy)
         self._next_policy = next(self._policy_iter, None)
 
-    def _load_policy(self, policy_file: str) -> tuple[dict[str, Any], list[tuple[int, dict]]]:
+    def _load_policy(self, policy_file: str) -> tuple[dict[str, object], list[tuple[int, dict]]]:
         raw_policy = []
         with open(policy_file) as fp:
             for row in fp.readlines():

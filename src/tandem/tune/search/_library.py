@@ -90,7 +90,7 @@ class LibrarySearcher(Searcher):
             return params
         return merge_suggestion(self._param_space, params, self._merge_rng)
 
-    def _suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+    def _suggest(self, trial_id: str) -> dict[str, object] | str | None:
         """The library's choice for trial ``trial_id`` (Ray's ``suggest``)."""
         raise NotImplementedError
 

@@ -160,7 +160,7 @@ class BoostedTreeTrainer(DataParallelTrainer):
         self.num_boost_round = rounds
 
     # -- the library's part ----------------------------------------------------------------
-    def _params_form_fn(self) -> Callable[[dict[str, Any]], None]:
+    def _params_form_fn(self) -> Callable[[dict[str, object]], None]:
         """The per-worker function of the params form (module level: it is pickled)."""
         raise NotImplementedError
 

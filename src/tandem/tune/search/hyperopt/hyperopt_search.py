@@ -464,7 +464,7 @@ class HyperOptSearch(Searcher):
                 "to a HyperOpt search space."
             )
 
-        def resolve_value(par: str, domain: Domain) -> Any:
+        def resolve_value(par: str, domain: Domain) -> object:
             quantize = None
 
             sampler = domain.get_sampler()
