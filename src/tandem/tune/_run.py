@@ -20,6 +20,7 @@ from tandem.tune.controller import TuneError
 from tandem.tune.schedulers.base import TrialScheduler
 from tandem.tune.search.searcher import Searcher
 from tandem.tune.trainable import _WithResources, trainable_name, with_resources
+from tandem.tune.trial import Trial
 from tandem.tune.tuner import TuneConfig, Tuner
 
 logger = logging.getLogger(__name__)
@@ -53,8 +54,8 @@ def run(
     time_budget_s: float | None = None,
     raise_on_failed_trial: bool = True,
     reuse_actors: bool = False,
-    trial_name_creator: Callable[[object], str] | None = None,
-    trial_dirname_creator: Callable[[object], str] | None = None,
+    trial_name_creator: Callable[[Trial], str] | None = None,
+    trial_dirname_creator: Callable[[Trial], str] | None = None,
     sync_config: object = None,
     progress_reporter: object = None,
     log_to_file: bool | str | tuple[str, str] = False,
