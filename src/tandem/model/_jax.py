@@ -90,19 +90,19 @@ class JaxModel(Model):
 
     params: Any = None
 
-    def init_params(self, rng: object) -> Any:
+    def init_params(self, rng: Any) -> Any:
         raise ModelDefinitionError(
             f"{type(self).__name__} does not define init_params(rng). Write `def "
             f"init_params(self, rng): return {{'w': jax.random.normal(rng, (n_in, n_out))}}`."
         )
 
-    def apply(self, params: object, x: object) -> Any:
+    def apply(self, params: Any, x: Any) -> Any:
         raise ModelDefinitionError(
             f"{type(self).__name__} does not define apply(params, x). Write a pure function "
             f"of its arguments, e.g. `return x @ params['w']`."
         )
 
-    def loss(self, params: object, x: object, y: object) -> Any:
+    def loss(self, params: Any, x: Any, y: Any) -> Any:
         import jax.numpy as jnp
 
         out = self.apply(params, x)
@@ -116,7 +116,7 @@ class JaxModel(Model):
 
         self.params = self.init_params(jax.random.PRNGKey(int(self.config.get("seed", 0))))
 
-    def forward(self, x: object) -> Any:
+    def forward(self, x: Any) -> Any:
         import numpy as np
 
         return np.asarray(self.apply(self.params, x))

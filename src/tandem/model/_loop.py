@@ -65,9 +65,9 @@ class TorchModel(Protocol):
 
     def parameters(self) -> list[torch.nn.Parameter]: ...
 
-    def training_step(self, batch: object, batch_idx: int) -> object: ...
+    def training_step(self, batch: Any, batch_idx: int) -> object: ...
 
-    def validation_step(self, batch: object, batch_idx: int) -> object: ...
+    def validation_step(self, batch: Any, batch_idx: int) -> object: ...
 
     def configure_optimizers(self) -> object: ...
 
@@ -77,9 +77,9 @@ class TorchModel(Protocol):
 
     def on_epoch_end(self, epoch: int, metrics: dict[str, float | None]) -> _Hook: ...
 
-    def on_batch_start(self, batch: object, batch_idx: int) -> _Hook: ...
+    def on_batch_start(self, batch: Any, batch_idx: int) -> _Hook: ...
 
-    def on_batch_end(self, batch: object, batch_idx: int, output: object) -> _Hook: ...
+    def on_batch_end(self, batch: Any, batch_idx: int, output: object) -> _Hook: ...
 
     def on_fit_end(self) -> _Hook: ...
 
@@ -87,7 +87,7 @@ class TorchModel(Protocol):
 
     def load_weights(self, directory: str) -> None: ...
 
-    def load_weights_state(self, state: object) -> None: ...
+    def load_weights_state(self, state: Any) -> None: ...
 
 
 class NonFiniteLossError(TandemError, FloatingPointError):
@@ -271,7 +271,7 @@ def _add(stats: dict[str, tuple[float, float]], key: str, value: float, n: int) 
     stats[key] = (s + value * n, c + n)
 
 
-async def run_worker(payload_bytes: bytes, config: dict[str, object]) -> None:
+async def run_worker(payload_bytes: bytes, config: dict[str, Any]) -> None:
     """The per-worker function of a ``model.train`` job."""
     import torch
 
@@ -472,7 +472,7 @@ def _write_checkpoint(d: str, model: TorchModel, ident: dict[str, bytes],
                    "seed": payload.seed, "config": _config_key(model)}, f)
 
 
-async def _worker_data(payload: WorkerPayload, config: dict[str, object], rank: int, world: int
+async def _worker_data(payload: WorkerPayload, config: dict[str, Any], rank: int, world: int
                        ) -> WorkerData:
     settings = payload.settings
     if payload.data_source is not None:

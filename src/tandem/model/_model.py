@@ -126,20 +126,20 @@ class Model:
             f"that builds the model (e.g. `self.net = torch.nn.Linear(...)` for a TorchModel)."
         )
 
-    def forward(self, x: object) -> Any:
+    def forward(self, x: Any) -> Any:
         """Model input -> model output."""
         raise ModelDefinitionError(
             f"{type(self).__name__} does not define forward(x). Write `def forward(self, x): "
             f"return ...` (the output for a preprocessed input batch)."
         )
 
-    def preprocess(self, x: object) -> Any:
+    def preprocess(self, x: Any) -> Any:
         """Raw input -> model input. Default: a float32 NumPy array."""
         import numpy as np
 
         return np.asarray(x, dtype=np.float32)
 
-    def postprocess(self, y: object) -> Any:
+    def postprocess(self, y: Any) -> Any:
         """Model output -> answer. Default: as is."""
         return y
 
@@ -196,7 +196,7 @@ class Model:
         run_sync(setup())
         self.is_setup = True
 
-    def predict(self, x: object) -> Any:
+    def predict(self, x: Any) -> Any:
         """``postprocess(forward(preprocess(x)))``, after ``ensure_setup()``."""
         self.ensure_setup()
         return self.postprocess(run_sync(self.forward(self.preprocess(x))))
@@ -340,7 +340,7 @@ class TorchModel(Model):
 
     # -- defaults -----------------------------------------------------------------------
 
-    def preprocess(self, x: object) -> Any:
+    def preprocess(self, x: Any) -> Any:
         """Raw input -> a float32 tensor (a list of inputs is stacked)."""
         import numpy as np
         import torch
@@ -351,7 +351,7 @@ class TorchModel(Model):
             return torch.stack([t.float() for t in x])
         return torch.as_tensor(np.asarray(x, dtype=np.float32))
 
-    def training_step(self, batch: object, batch_idx: int) -> object:
+    def training_step(self, batch: Any, batch_idx: int) -> object:
         """One training batch -> a loss tensor or ``{"loss": ..., **metrics}``."""
         raise ModelDefinitionError(
             f"{type(self).__name__} does not define training_step(batch, batch_idx), which "
@@ -359,7 +359,7 @@ class TorchModel(Model):
             f'"loss"), e.g. `x, y = batch; return F.cross_entropy(self.forward(x), y)`.'
         )
 
-    def validation_step(self, batch: object, batch_idx: int) -> object:
+    def validation_step(self, batch: Any, batch_idx: int) -> object:
         """One validation batch -> a dict of metrics (default: none)."""
         return None
 
@@ -385,10 +385,10 @@ class TorchModel(Model):
     def on_epoch_end(self, epoch: int, metrics: dict[str, float | None]) -> _Hook:
         """After validation, with the metrics about to be reported."""
 
-    def on_batch_start(self, batch: object, batch_idx: int) -> _Hook:
+    def on_batch_start(self, batch: Any, batch_idx: int) -> _Hook:
         """Before each training batch."""
 
-    def on_batch_end(self, batch: object, batch_idx: int, output: object) -> _Hook:
+    def on_batch_end(self, batch: Any, batch_idx: int, output: object) -> _Hook:
         """After each optimizer step, with what ``training_step`` returned."""
 
     def on_fit_end(self) -> _Hook:
@@ -427,7 +427,7 @@ class TorchModel(Model):
             params = self.parameters()
             self.device = params[0].device if params else torch.device("cpu")
 
-    def predict(self, x: object) -> Any:
+    def predict(self, x: Any) -> Any:
         """``postprocess(forward(preprocess(x)))`` in eval mode without gradients (the
         modules' train/eval modes are restored after)."""
         import torch

@@ -75,7 +75,7 @@ class TensorflowModel(Model):
             )
         return found[0]
 
-    def forward(self, x: object) -> Any:
+    def forward(self, x: Any) -> Any:
         import numpy as np
 
         return np.asarray(self.keras_model()(x, training=False))

@@ -87,7 +87,7 @@ class XGBoostModel(_TreeModel):
     weights_file = "model.ubj"
     default_config: ClassVar[dict[str, Any]] = {"max_depth": 6}  # XGBoost's own default
 
-    def forward(self, x: object) -> Any:
+    def forward(self, x: Any) -> Any:
         import xgboost
 
         booster = self._require_booster()
@@ -103,7 +103,7 @@ class LightGBMModel(_TreeModel):
     weights_file = "model.txt"
     default_config: ClassVar[dict[str, Any]] = {"num_leaves": 31}  # LightGBM's own default
 
-    def forward(self, x: object) -> Any:
+    def forward(self, x: Any) -> Any:
         return self._require_booster().predict(x)
 
 

@@ -94,7 +94,7 @@ class Trainable:
             )
         return legacy(self, checkpoint_dir)
 
-    def load_checkpoint(self, checkpoint: object) -> None:
+    def load_checkpoint(self, checkpoint: Any) -> None:
         legacy = getattr(type(self), "_restore", None)
         if legacy is None:
             raise NotImplementedError(
@@ -108,7 +108,7 @@ class Trainable:
         if legacy is not None:
             legacy(self)
 
-    def reset_config(self, new_config: Mapping[str, object]) -> bool:
+    def reset_config(self, new_config: dict[str, Any]) -> bool:
         return False
 
     @classmethod

@@ -530,7 +530,7 @@ class Tuner:
     @classmethod
     def restore(cls, path: str, trainable: object, *, resume_unfinished: bool = True,
                 resume_errored: bool = False, restart_errored: bool = False,
-                param_space: Mapping[str, Any] | None = None,
+                param_space: Mapping[str, object] | None = None,
                 storage_filesystem: object = None,
                 _resume_config: ResumeConfig | None = None,
                 resume_config: ResumeConfig | None = None) -> Tuner:

@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -27,6 +27,9 @@ from sqlalchemy.engine import Connection, Engine
 
 from tandem._core.errors import ConfigError
 from tandem._core.extras import import_optional
+
+if TYPE_CHECKING:
+    import sqlite3
 
 __all__ = ["StoreEngine", "is_lock_error", "normalize_url", "open_engine", "transaction"]
 
@@ -150,7 +153,7 @@ def open_engine(
 
 def _install_sqlite_hooks(engine: Engine, busy_timeout_ms: int, pragmas: tuple[str, ...]) -> None:
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+    def _on_connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
         # We issue BEGIN ourselves (below), so pysqlite must not.
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()

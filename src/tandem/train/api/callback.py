@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tandem.train.api.result import Result
@@ -94,8 +94,8 @@ class UserCallback(Callback):
     :class:`Callback`, so the other hooks are there too.
     """
 
-    def after_report(self, run_context: RunCallbackContext, metrics: list[dict[str, object]],
-                     checkpoint: object) -> None:
+    def after_report(self, run_context: RunCallbackContext, metrics: list[dict[str, Any]],
+                     checkpoint: Any) -> None:
         """Called once every worker has reported an iteration: ``metrics[i]`` is what
         worker ``i`` reported; ``checkpoint`` is the checkpoint committed with it (already
         in the run's storage), or None."""

@@ -52,11 +52,11 @@ class Backend:
     # every worker, with a group whose ``execute(fn, *args)`` runs ``fn`` in this worker and
     # returns every worker's result (by rank), so ``worker_group.execute(...)`` in a hook
     # runs ``fn`` once per worker, as in Ray.
-    def on_start(self, worker_group: object, backend_config: object) -> None:
+    def on_start(self, worker_group: Any, backend_config: Any) -> None:
         """Ray's hook: after the workers start, before the train function."""
 
-    def on_training_start(self, worker_group: object, backend_config: object) -> None:
+    def on_training_start(self, worker_group: Any, backend_config: Any) -> None:
         """Ray's hook: right before the train function (the session is available)."""
 
-    def on_shutdown(self, worker_group: object, backend_config: object) -> None:
+    def on_shutdown(self, worker_group: Any, backend_config: Any) -> None:
         """Ray's hook: after the train function ended (even if it raised)."""

@@ -12,7 +12,7 @@ import contextlib
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from tandem._core.extras import import_optional
@@ -31,14 +31,14 @@ class TrainingCallback(Callback):
     no-op; override the ones you need. (A ``tandem.train.Callback``: in
     ``RunConfig(callbacks=...)`` its run hooks are called too.)"""
 
-    def start_training(self, logdir: str, config: Mapping[str, object], **info: object) -> None:
+    def start_training(self, logdir: str, config: dict[str, Any], **info: object) -> None:
         """Called before the run starts; ``logdir`` is the run folder (``run_NNN``)."""
 
-    def process_results(self, results: list[dict[str, object]], **info: object) -> None:
+    def process_results(self, results: list[dict[str, Any]], **info: object) -> None:
         """Called by the Trainer for every report; passes them on to ``handle_result``."""
         self.handle_result(results, **info)
 
-    def handle_result(self, results: list[dict[str, object]], **info: object) -> None:
+    def handle_result(self, results: list[dict[str, Any]], **info: object) -> None:
         """``results[i]`` is worker ``i``'s report for this step."""
 
     def finish_training(self, error: bool = False, **info: object) -> None:
@@ -94,14 +94,14 @@ class JsonLoggerCallback(TrainingCallback):
     def log_path(self) -> str | None:
         return os.path.join(self._logdir, self._filename) if self._logdir else None
 
-    def start_training(self, logdir: str, config: Mapping[str, object] | None = None, **info: object) -> None:
+    def start_training(self, logdir: str, config: dict[str, Any] | None = None, **info: object) -> None:
         self._logdir = os.path.expanduser(self._given_logdir or logdir)
         os.makedirs(self._logdir, exist_ok=True)
         with open(self.log_path, "w") as f:  # type: ignore[arg-type]
             f.write("[]")
         self._count = 0
 
-    def handle_result(self, results: list[dict[str, object]], **info: object) -> None:
+    def handle_result(self, results: list[dict[str, Any]], **info: object) -> None:
         if self.log_path is None:
             return
         entry = json.dumps(_select(results, self._workers), default=_json_default)
@@ -115,7 +115,7 @@ class JsonLoggerCallback(TrainingCallback):
 class PrintCallback(TrainingCallback):
     """Prints every step's reports (all workers) as indented JSON."""
 
-    def handle_result(self, results: list[dict[str, object]], **info: object) -> None:
+    def handle_result(self, results: list[dict[str, Any]], **info: object) -> None:
         print(json.dumps(results, default=_json_default, indent=4))
 
 
@@ -136,13 +136,13 @@ class TBXLoggerCallback(TrainingCallback):
         self._writer: Any = None
         self.logdir: str | None = None
 
-    def start_training(self, logdir: str, config: Mapping[str, object] | None = None, **info: object) -> None:
+    def start_training(self, logdir: str, config: dict[str, Any] | None = None, **info: object) -> None:
         SummaryWriter = import_optional("tensorboardX", "tensorboard",
                                         "TBXLoggerCallback").SummaryWriter
         self.logdir = os.path.expanduser(self._given_logdir or logdir)
         self._writer = SummaryWriter(self.logdir, flush_secs=30)
 
-    def handle_result(self, results: list[dict[str, object]], **info: object) -> None:
+    def handle_result(self, results: list[dict[str, Any]], **info: object) -> None:
         if self._writer is None:
             return
         result = results[self._worker]
@@ -171,7 +171,7 @@ class TBXLoggerCallback(TrainingCallback):
             self._writer = None
 
 
-def _flatten(d: dict, prefix: str = "") -> dict[str, object]:
+def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in d.items():
         name = f"{prefix}{key}"

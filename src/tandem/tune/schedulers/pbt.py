@@ -302,7 +302,7 @@ class PopulationBasedTraining(TrialScheduler):
             )
         return CONTINUE
 
-    def on_trial_complete(self, trial: Trial, result: dict[str, Any] | None) -> None:
+    def on_trial_complete(self, trial: Trial, result: Mapping[str, object] | None) -> None:
         self._trials.remove(trial)
         self._trial_gone(trial)
 

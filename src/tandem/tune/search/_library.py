@@ -12,6 +12,7 @@ values in place, constants kept and ``sample_from`` values computed.
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -23,7 +24,7 @@ from tandem.tune.search.searcher import Searcher, merge_metric_mode
 __all__ = ["LibrarySearcher", "import_library"]
 
 
-def import_library(module: str, searcher: str, extra: str, pip_name: str) -> Any:
+def import_library(module: str, searcher: str, extra: str, pip_name: str) -> ModuleType:
     """Imports ``module`` or raises ImportError naming the extra that installs it."""
     try:
         return importlib.import_module(module)
@@ -60,7 +61,7 @@ class LibrarySearcher(Searcher):
     # ---------------------------------------------------------------- controller side
 
     def set_search_properties(
-        self, metric: str | None, mode: str | None, config: dict[str, Any] | None, **spec: object
+        self, metric: str | None, mode: str | None, config: dict[str, object] | None, **spec: object
     ) -> bool:
         """Takes TuneConfig's metric/mode and the Tuner's param space (see Searcher).
 

@@ -6,6 +6,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import ConfigError
@@ -33,7 +34,7 @@ __all__ = ["OptunaSearch"]
 logger = logging.getLogger(__name__)
 
 
-def _import_optuna() -> Any:
+def _import_optuna() -> ModuleType:
     return import_optional("optuna", "optuna", "OptunaSearch")
 
 
@@ -365,7 +366,7 @@ class OptunaSearch(Searcher):
             logger.debug("OptunaSearch: could not report step %s of %s", step, trial_id)
 
     def on_trial_complete(
-        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+        self, trial_id: str, result: Mapping[str, object] | None = None, error: bool = False
     ) -> None:
         optuna = _import_optuna()
         ot_trial = self._ot_trials.pop(trial_id, None)

@@ -34,7 +34,7 @@ class SearchAlgorithm:
     def total_samples(self) -> int:
         return 0
 
-    def add_configurations(self, experiments: object) -> None:
+    def add_configurations(self, experiments: Any) -> None:
         raise NotImplementedError
 
     def next_trial(self) -> Any:

@@ -144,7 +144,7 @@ class Searcher(ABC):
         """What :meth:`save` persists; override to drop unpicklable members."""
         return self.__dict__.copy()
 
-    def set_state(self, state: Mapping[str, object]) -> None:
+    def set_state(self, state: dict[str, Any]) -> None:
         """Restores what :meth:`get_state` returned."""
         self.__dict__.update(state)
 

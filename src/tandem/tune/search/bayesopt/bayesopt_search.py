@@ -385,7 +385,7 @@ class BayesOptSearch(Searcher):
             self._register_result(params, report)
 
     def on_trial_complete(
-        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+        self, trial_id: str, result: dict[str, object] | None = None, error: bool = False
     ) -> None:
         """Notification for the completion of trial.
 

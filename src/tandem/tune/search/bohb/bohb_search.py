@@ -264,7 +264,7 @@ class TuneBOHB(Searcher):
             self.bohber.new_result(hbs_wrapper)
 
     def on_trial_complete(
-        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+        self, trial_id: str, result: dict[str, object] | None = None, error: bool = False
     ):
         del self.trial_to_params[trial_id]
         self.paused.discard(trial_id)

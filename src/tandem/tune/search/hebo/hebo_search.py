@@ -317,7 +317,7 @@ class HEBOSearch(Searcher):
         return unflatten_dict(params)
 
     def on_trial_complete(
-        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+        self, trial_id: str, result: dict[str, object] | None = None, error: bool = False
     ):
         """Notification for the completion of trial.
 

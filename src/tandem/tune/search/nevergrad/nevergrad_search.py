@@ -297,7 +297,7 @@ class NevergradSearch(Searcher):
             return unflatten_dict(suggested_config.kwargs)
 
     def on_trial_complete(
-        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+        self, trial_id: str, result: dict[str, object] | None = None, error: bool = False
     ):
         """Notification for the completion of trial.
 

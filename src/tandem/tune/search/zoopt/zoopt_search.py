@@ -313,7 +313,7 @@ class ZOOptSearch(Searcher):
             return unflatten_dict(new_trial)
 
     def on_trial_complete(
-        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+        self, trial_id: str, result: dict[str, object] | None = None, error: bool = False
     ):
         """Notification for the completion of trial."""
         if result:
