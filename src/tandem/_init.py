@@ -22,7 +22,7 @@ def init(
     cluster: str = "local",
     ray_address: str | None = None,
     ignore_reinit_error: bool = False,
-    runtime_env: Mapping[str, Any] | None = None,
+    runtime_env: Mapping[str, object] | None = None,
     configure_logging: bool = True,
     logging_level: int | str = "info",
     logging_format: str | None = None,

@@ -273,7 +273,7 @@ def cmd_jobs_logs(a: argparse.Namespace) -> int:
     return 0
 
 
-def _follow_reports(conn: Any, job_id: str, write: Any, ended: dict[str, Any]) -> None:
+def _follow_reports(conn: Any, job_id: str, write: Any, ended: dict[str, object]) -> None:
     """Writes each report of the job as a ``(report N) key=value ...`` line until it ends."""
     from tandem.jobs.client import parse_sse
     from tandem.train.progress import format_metrics

@@ -40,7 +40,7 @@ class WorkerChannel:
             learner.send_new()  # what the task imported so far goes ahead of its frame
         self._channel.send(obj)
 
-    def on_message(self, handler: Callable[[Any], None]) -> None:
+    def on_message(self, handler: Callable[[object], None]) -> None:
         """Registers the function that receives the driver's frames (on a reader thread)."""
         self._handler = handler
 

@@ -92,7 +92,7 @@ class _Zygote:
         os.set_blocking(self._wake_w, False)
         os.set_blocking(self._wake_r, False)
 
-    def _send(self, obj: Any) -> None:
+    def _send(self, obj: object) -> None:
         data = _wire.encode(obj)
         view = memoryview(data)
         while view:

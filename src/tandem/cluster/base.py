@@ -141,7 +141,7 @@ class Cluster(ABC):
     def prewarm(self, preload: Sequence[str] = ()) -> None:
         """Optional: get ready to start workers that import ``preload`` quickly."""
 
-    def warm_pool_info(self) -> dict[str, Any] | None:
+    def warm_pool_info(self) -> dict[str, object] | None:
         """Optional: the state and memory of the processes kept ready for workers (None:
         this cluster keeps none)."""
         return None
@@ -180,7 +180,7 @@ def _fmt(x: float) -> str:
     return f"{int(x)}" if float(x).is_integer() else f"{x:g}"
 
 
-def validate_bundle(bundle: Mapping[str, Any], what: str = "resources_per_worker") -> dict[str, float]:
+def validate_bundle(bundle: Mapping[str, object], what: str = "resources_per_worker") -> dict[str, float]:
     """Checks a resource bundle given by a user and returns it as floats.
 
     Raises:

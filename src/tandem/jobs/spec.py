@@ -157,7 +157,7 @@ class JobContext:
         job's listener and subscribers."""
         self._job._emit(event)
 
-    def ask(self, kind: str, payload: object, reply: Callable[[bool, Any], None],
+    def ask(self, kind: str, payload: object, reply: Callable[[bool, object], None],
             default: object = None) -> None:
         """Asks the job's submitter (see ``JobCall``); ``reply`` gets the answer, from
         another thread, or ``default`` at once when nobody can answer."""

@@ -225,7 +225,7 @@ class TrainerData:
     payload_splits: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, splits: Mapping[str, Any]) -> TrainerData:
+    def of(cls, splits: Mapping[str, object]) -> TrainerData:
         datasets, to_split, payload = {}, [], {}
         for name, value in splits.items():
             if isinstance(value, Arrays) or is_ray_dataset(value):
@@ -370,7 +370,7 @@ class WorkerData:
             return iter(())
         return self._batches(self._valid, 0, train=False)
 
-    def _batches(self, data: Any, epoch: int, train: bool) -> Iterator[Any]:
+    def _batches(self, data: Any, epoch: int, train: bool) -> Iterator[object]:
         import torch
 
         bs = self.batch_size

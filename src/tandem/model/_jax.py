@@ -291,7 +291,7 @@ def _check_before_start(fn: object, config: Mapping[str, object], datasets: Mapp
 
 
 # -- on each worker --------------------------------------------------------------------------
-def jax_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
+def jax_model_loop(payload_bytes: bytes, config: dict[str, object]) -> None:
     """The per-worker function of ``model.train`` for a ``JaxModel``."""
     import cloudpickle
     import jax

@@ -25,7 +25,7 @@ class ModelResult(Result):
     _model: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_result(cls, result: Result, config: dict[str, Any] | None = None) -> ModelResult:
+    def from_result(cls, result: Result, config: dict[str, object] | None = None) -> ModelResult:
         """The same run as a ``ModelResult`` (e.g. ``tandem.jobs.get(job_id).wait()``'s)."""
         if isinstance(result, ModelResult) and config is None:
             return result

@@ -203,7 +203,7 @@ def _no_autoshard(ds: Any) -> object:
     return ds.with_options(options)
 
 
-def tf_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
+def tf_model_loop(payload_bytes: bytes, config: dict[str, object]) -> None:
     """The per-worker function of ``model.train`` for a ``TensorflowModel``."""
     import cloudpickle
     import numpy as np

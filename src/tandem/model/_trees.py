@@ -64,7 +64,7 @@ class _TreeModel(Model):
         return cast(type, getattr(module, cls.trainer_name))
 
     @classmethod
-    def worker_loop(cls) -> Callable[..., Any]:
+    def worker_loop(cls) -> Callable[..., object]:
         return tree_model_loop
 
     @classmethod
@@ -152,7 +152,7 @@ def _ray_rows(data: Any, rank: int, world: int) -> Any:
     return whole.iloc[rank * n // world:(rank + 1) * n // world]
 
 
-def tree_model_loop(payload_bytes: bytes, config: dict[str, Any]) -> None:
+def tree_model_loop(payload_bytes: bytes, config: dict[str, object]) -> None:
     """The per-worker function of ``model.train`` for a tree model: the library's trainer
     trains the rounds (resuming from the run's checkpoint), reporting ``epoch`` = round."""
     from tandem import train

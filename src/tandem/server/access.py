@@ -13,15 +13,19 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 from starlette.concurrency import run_in_threadpool
 
-from tandem.jobs.store.base import encode_json
+from tandem.jobs.store.base import JobRecord, encode_json
 from tandem.server.auth import USER_KEY
 from tandem.server.context import ServerContext
 from tandem.server.users import ADMIN, AccountStore, User, decide
+
+if TYPE_CHECKING:
+    from starlette.requests import HTTPConnection
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +101,7 @@ def classify(method: str, path: str, query: bytes = b"") -> Action | None:
     return Action(f"{method} {path}"[:64])
 
 
-def current_user(request: Any) -> User:
+def current_user(request: HTTPConnection) -> User:
     """The user a request runs as (the admin when the app has no access control)."""
     from tandem.server.users import Role
 
@@ -105,14 +109,14 @@ def current_user(request: Any) -> User:
     return user if isinstance(user, User) else User(ADMIN, Role.ADMIN)
 
 
-def note_target(request: Any, target: str) -> None:
+def note_target(request: HTTPConnection, target: str) -> None:
     """Called by a route that creates an object: the audit entry names it."""
     audit = request.scope.get(AUDIT_KEY)
     if isinstance(audit, dict):
         audit["target"] = target
 
 
-def job_owner(rec: Any) -> str:
+def job_owner(rec: JobRecord | None) -> str:
     """A job record's owner (jobs recorded before users existed are the admin's)."""
     owner = (rec.spec_json or {}).get("owner") if rec is not None else None
     return str(owner) if owner else ADMIN
@@ -121,7 +125,7 @@ def job_owner(rec: Any) -> str:
 class AccessControl:
     """See the module docstring. ``server``: the ``TrainServer`` (to find owners)."""
 
-    def __init__(self, app: Any, server: ServerContext, accounts: AccountStore) -> None:
+    def __init__(self, app: ASGIApp, server: ServerContext, accounts: AccountStore) -> None:
         self.app = app
         self.server = server
         self.accounts = accounts
@@ -144,7 +148,7 @@ class AccessControl:
             return ADMIN  # registered before users existed
         return None
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         user = scope.get(USER_KEY) if scope["type"] == "http" else None
         if not isinstance(user, User):
             await self.app(scope, receive, send)
@@ -172,14 +176,14 @@ class AccessControl:
             return
         await self._run(scope, receive, send, user, action)
 
-    async def _run(self, scope: Any, receive: Any, send: Any, user: User,
+    async def _run(self, scope: Scope, receive: Receive, send: Send, user: User,
                    action: Action) -> None:
         """Carries out an allowed request; audits it with its outcome."""
-        audit: dict[str, Any] = {}
+        audit: dict[str, str] = {}
         scope = {**scope, AUDIT_KEY: audit}
         status = [500]
 
-        async def watched_send(msg: Any) -> None:
+        async def watched_send(msg: Message) -> None:
             if msg["type"] == "http.response.start":
                 status[0] = int(msg["status"])
             await send(msg)
@@ -190,7 +194,7 @@ class AccessControl:
             if action.audited:
                 await run_in_threadpool(self._after, user, action, status[0], audit)
 
-    def _after(self, user: User, action: Action, status: int, audit: dict[str, Any]) -> None:
+    def _after(self, user: User, action: Action, status: int, audit: dict[str, str]) -> None:
         if action.name == "models.put" and status < 400 and action.key:
             try:
                 self.accounts.claim("model", action.key, user.name)
@@ -207,7 +211,7 @@ class AccessControl:
             logger.exception("could not write the audit log (%s %s %s)", user, action, target)
 
 
-async def _respond(send: Any, status: int, reason: str) -> None:
+async def _respond(send: Send, status: int, reason: str) -> None:
     body = encode_json({"detail": reason}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),

@@ -16,9 +16,9 @@ COOKIE = "tandem_token"
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
-ASGIApp = Callable[
-    [Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]
-]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def new_token() -> str:
@@ -28,7 +28,7 @@ def new_token() -> str:
 class Authenticator(Protocol):
     """Who a token belongs to (``tandem.server.users.AccountStore``)."""
 
-    def authenticate(self, token: str | bytes | None) -> Any: ...
+    def authenticate(self, token: str | bytes | None) -> object: ...
 
 
 USER_KEY = "tandem.user"  # the scope key holding the authenticated ``User`` (or None)
@@ -84,7 +84,7 @@ class TokenAuth:
     def allowed(self, scope: Scope) -> bool:
         return any(self._ok(t) for t in self.candidates(scope))
 
-    async def user_of(self, scope: Scope) -> Any:
+    async def user_of(self, scope: Scope) -> object:
         """The authenticated user (``accounts``), True (the one token), or None."""
         for t in self.candidates(scope):
             if self._ok(t):
@@ -97,7 +97,7 @@ class TokenAuth:
                     return user
         return None
 
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

@@ -353,7 +353,7 @@ class TrainServer:
             del self._run_folders[key]
 
     @staticmethod
-    def _spec_json(spec: JobSpec, env: dict[str, Any]) -> dict[str, Any]:
+    def _spec_json(spec: JobSpec, env: dict[str, Any]) -> dict[str, object]:
         meta = {k: v for k, v in dict(spec.metadata).items()
                 if isinstance(v, (str, int, float, bool)) or v is None}
         return {

@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tandem._core.errors import ConfigError, TandemError
@@ -182,7 +182,7 @@ def load_or_make_token(storage: str) -> str:
     return token
 
 
-def write_server_file(info: dict[str, Any]) -> None:
+def write_server_file(info: Mapping[str, object]) -> None:
     path = server_file_path()
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -313,7 +313,7 @@ def run_foreground(config: ServerConfig, ready_message: bool = True) -> int:
     return 0
 
 
-def _write_pid_file(storage: str, info: dict[str, Any]) -> None:
+def _write_pid_file(storage: str, info: dict[str, object]) -> None:
     path = pid_file_path(storage)
     tmp = f"{path}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -447,7 +447,7 @@ def _is_server_process(pid: int) -> bool:
         return False
 
 
-def stop_daemon(timeout_s: float = 30.0, storage: str = DEFAULT_STORAGE) -> dict[str, Any] | None:
+def stop_daemon(timeout_s: float = 30.0, storage: str = DEFAULT_STORAGE) -> dict[str, object] | None:
     """SIGTERMs the local server (running jobs stay recorded and are re-queued at its next
     start); returns what is known of it (server.json, else its pid file), or None if none
     was running.

@@ -19,7 +19,6 @@ import re
 import sys
 import threading
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 import cloudpickle
 
@@ -210,7 +209,7 @@ def check_tags(loc: tuple[str | int, ...], tags: object) -> None:
                                        f"{MAX_TAG} characters without NUL bytes")
 
 
-def check_env_vars(env_vars: Mapping[str, Any], loc: tuple[str | int, ...]) -> None:
+def check_env_vars(env_vars: Mapping[str, object], loc: tuple[str | int, ...]) -> None:
     """Environment variables every worker could really be given: POSIX names, string
     values without NUL bytes, bounded sizes."""
     if len(env_vars) > MAX_ENV_VARS:

@@ -65,7 +65,7 @@ def sqlite_path(url: str) -> str | None:
     return os.path.abspath(path)
 
 
-def _describe(owner: dict[str, Any]) -> str:
+def _describe(owner: dict[str, object]) -> str:
     since = owner.get("started_at")
     when = (f", since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}"
             if isinstance(since, (int, float)) else "")
@@ -249,7 +249,7 @@ class StoreLock:
                 f"This one writes nothing more to the store and starts no job: stop it "
                 f"(`tandem server stop`).")
 
-    def _owned_message(self, owner: dict[str, Any], how: str) -> str:
+    def _owned_message(self, owner: dict[str, object], how: str) -> str:
         return (
             f"the job store {self.url} is in use by {_describe(owner)} (held through {how}). "
             f"Two servers on one store would run the same jobs twice. Stop that server with "
@@ -280,7 +280,7 @@ class StoreLock:
             self._conn = None
 
 
-def read_lock_owner(lock_path: str) -> dict[str, Any] | None:
+def read_lock_owner(lock_path: str) -> dict[str, object] | None:
     """Who holds a SQLite store's lock file (None when nobody does)."""
     try:
         fd = os.open(lock_path, os.O_RDONLY)
@@ -355,7 +355,7 @@ class HistoryMarker:
     def __init__(self, storage_path: str) -> None:
         self.path = os.path.join(storage_path, "history.json")
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> dict[str, object]:
         try:
             with open(self.path) as f:
                 data = json.load(f)

@@ -14,7 +14,7 @@ import threading
 import time
 import traceback
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, assert_never
 
 import cloudpickle
@@ -63,7 +63,7 @@ class EventProjection:
 
     # ----------------------------------------------------------------- tracking
 
-    def track(self, job_id: str, summary: dict[str, Any]) -> None:
+    def track(self, job_id: str, summary: Mapping[str, object]) -> None:
         with self._lock:
             self._summaries[job_id] = dict(summary)
 
@@ -213,7 +213,7 @@ def _end_reason(status: JobStatus, error: str | None, stopped_by: str | None,
     return "finished: the job's function returned"
 
 
-def jsonable(d: dict[str, Any]) -> dict[str, Any]:
+def jsonable(d: Mapping[str, object]) -> dict[str, object]:
     from tandem.jobs.store.base import normalize_json
 
     try:

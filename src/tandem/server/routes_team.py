@@ -70,7 +70,7 @@ def apply_stored_groups(server: ServerContext, accounts: AccountStore) -> None:
 
 
 def groups_view(server: ServerContext, accounts: AccountStore,
-                in_use: dict[str, dict[str, float]] | None = None) -> dict[str, Any]:
+                in_use: dict[str, dict[str, float]] | None = None) -> dict[str, object]:
     """``{group: {"members", "quota", "in_use"}}``: every group with a member or a quota,
     however its members were put in it (``--quotas``' ``"group:NAME": {"members"}``, a
     user added with a group, ``users set-group``) — what the admission policy applies."""
@@ -92,7 +92,7 @@ def groups_view(server: ServerContext, accounts: AccountStore,
 
 
 def group_quotas_in_force(server: ServerContext,
-                          accounts: AccountStore) -> dict[str, dict[str, Any]]:
+                          accounts: AccountStore) -> dict[str, dict[str, object]]:
     """``{group: quota}`` the admission policy applies (the config's and those set over
     HTTP); a FIFO server's are the stored ones (it has no quotas to apply)."""
     quotas = getattr(server.service.scheduler, "quotas", None)

@@ -160,6 +160,6 @@ def _gpu_of(proc: psutil.Process, gpu: dict[int, tuple[float, int]]) -> tuple[fl
     return (max(f[0] for f in found), sum(f[1] for f in found))
 
 
-def usage_dict(s: UsageSample) -> dict[str, Any]:
+def usage_dict(s: UsageSample) -> dict[str, object]:
     return {"rank": s.rank, "time": s.time, "cpu_percent": s.cpu_percent,
             "rss_bytes": s.rss_bytes, "gpu_util": s.gpu_util, "gpu_mem_bytes": s.gpu_mem_bytes}

@@ -25,7 +25,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -353,7 +353,7 @@ class AccountStore:
         self._run(fn, write=True)
         return token
 
-    def revoke(self, name: str) -> dict[str, Any]:
+    def revoke(self, name: str) -> dict[str, object]:
         """Revokes a user's token at once (its objects keep their owner).
 
         Raises:
@@ -375,7 +375,7 @@ class AccountStore:
             self._cache.clear()
         return {"name": name, "revoked": True}
 
-    def set_role(self, name: str, role: Role | str) -> dict[str, Any]:
+    def set_role(self, name: str, role: Role | str) -> dict[str, object]:
         """Changes an active user's role in place (its token stays); takes effect at once.
 
         Raises:
@@ -552,7 +552,7 @@ class AccountStore:
 
     # ----------------------------------------------------------------- quotas
 
-    def set_quota(self, owner: str, quota: dict[str, Any] | None) -> None:
+    def set_quota(self, owner: str, quota: Mapping[str, object] | None) -> None:
         """Stores (None: removes) an owner's quota, so a restarted server applies it."""
         def fn(conn: Connection) -> None:
             conn.execute(quotas_table.delete().where(quotas_table.c.owner == owner))
@@ -567,7 +567,7 @@ class AccountStore:
                          write=False)
         return {r.owner: json.loads(r.quota) for r in rows}
 
-    def set_group_quota(self, group: str, quota: dict[str, Any] | None) -> None:
+    def set_group_quota(self, group: str, quota: Mapping[str, object] | None) -> None:
         """Stores (None: removes) a group's quota, so a restarted server applies it."""
         check_group(group)
 

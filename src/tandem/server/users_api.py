@@ -62,12 +62,12 @@ class QuotaIn(BaseModel):
     queued_jobs: int | None = Field(None, ge=0, le=10**9)
 
 
-def _quota_view(q: object) -> dict[str, Any]:
+def _quota_view(q: object) -> dict[str, object]:
     return {k: getattr(q, k) for k in ("cpus", "gpus", "memory", "queued_jobs")
             if getattr(q, k) is not None}
 
 
-def quotas_in_force(server: ServerContext) -> dict[str, dict[str, Any]]:
+def quotas_in_force(server: ServerContext) -> dict[str, dict[str, object]]:
     """``{owner: quota}`` of the server's admission policy (``"*"``: the default)."""
     quotas = getattr(server.service.scheduler, "quotas", None)
     if quotas is None:

@@ -12,7 +12,7 @@ are the same words in both.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tandem.jobs.store import JobRecord
@@ -23,7 +23,7 @@ __all__ = ["TRIAL_END_WORDS", "shown_job_state", "stored_preemptions"]
 TRIAL_END_WORDS = {"FINISHED": "TERMINATED", "STOPPED": "TERMINATED", "FAILED": "ERROR"}
 
 
-def shown_job_state(state: str, metadata: Mapping[str, Any] | None) -> str:
+def shown_job_state(state: str, metadata: Mapping[str, object] | None) -> str:
     """The word ``state`` is shown with for a job whose spec metadata is ``metadata``: the
     trial's word for a Tune trial's job (its metadata names a ``trial_id``), else itself."""
     if metadata and metadata.get("trial_id"):

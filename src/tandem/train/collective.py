@@ -14,7 +14,7 @@ __all__ = ["barrier", "broadcast_from_rank_zero"]
 _calls = itertools.count(1)
 
 
-def _gather(value: object) -> list[Any]:
+def _gather(value: object) -> list[object]:
     session = session_mod._require("collective")
     ctx = session.context
     key = ("collective", next(_calls))

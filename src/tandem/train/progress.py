@@ -42,7 +42,7 @@ def _fmt(value: object) -> str:
     return text if len(text) <= 24 else text[:21] + "..."
 
 
-def format_metrics(row: Mapping[str, Any], skip: Iterable[str] = ()) -> str:
+def format_metrics(row: Mapping[str, object], skip: Iterable[str] = ()) -> str:
     """``key=value`` for the first few scalar metrics of a report."""
     skip = set(skip) | _HIDDEN
     parts = []
@@ -113,7 +113,7 @@ class RunProgress:
                               transient=False, redirect_stdout=True, redirect_stderr=True)
             self._live.start()
 
-    def on_report(self, row: Mapping[str, Any]) -> None:
+    def on_report(self, row: Mapping[str, object]) -> None:
         with self._lock:
             self.count += 1
             self.last = dict(row)
@@ -135,7 +135,7 @@ class RunProgress:
         self._print(f"tandem: run {self.name} {what} after {took:.1f} s{metrics}. "
                     f"Results: {self.run_path}")
 
-    def follow(self, reports: Iterable[Mapping[str, Any]]) -> None:
+    def follow(self, reports: Iterable[Mapping[str, object]]) -> None:
         for row in reports:
             self.on_report(row)
 

@@ -51,7 +51,7 @@ def _require(fn: str) -> WorkerSession:
 
 
 def report(
-    metrics: Mapping[str, Any] | None = None,
+    metrics: Mapping[str, object] | None = None,
     checkpoint: Checkpoint | None = None,
     checkpoint_dir_name: str | None = None,
     checkpoint_upload_mode: CheckpointUploadMode = CheckpointUploadMode.SYNC,
@@ -129,8 +129,8 @@ def report(
 
 
 def _keyword_metrics(
-    metrics: object, checkpoint: object, kwargs: dict[str, Any]
-) -> tuple[dict[str, Any], Checkpoint | None]:
+    metrics: object, checkpoint: object, kwargs: dict[str, object]
+) -> tuple[dict[str, object], Checkpoint | None]:
     """``report(**metrics)`` (the 1.x API) as ``(metrics, checkpoint)``."""
     if metrics is not None:
         raise TypeError(

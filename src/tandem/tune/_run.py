@@ -20,6 +20,7 @@ from tandem.tune.controller import TuneError
 from tandem.tune.schedulers.base import TrialScheduler
 from tandem.tune.search.searcher import Searcher
 from tandem.tune.trainable import _WithResources, trainable_name, with_resources
+from tandem.tune.trial import Trial
 from tandem.tune.tuner import TuneConfig, Tuner
 
 logger = logging.getLogger(__name__)
@@ -28,10 +29,10 @@ _RESUME_MODES = ("AUTO", "LOCAL", "REMOTE", "ERRORED_ONLY")
 
 
 def run(
-    run_or_experiment: Any,
+    run_or_experiment: object,
     *,
     config: Mapping[str, object] | None = None,
-    stop: Mapping[str, Any] | Callable[..., bool] | Any | None = None,
+    stop: Mapping[str, object] | Callable[..., bool] | object | None = None,
     num_samples: int = 1,
     checkpoint_freq: int = 0,
     checkpoint_at_end: bool = False,
@@ -53,10 +54,10 @@ def run(
     time_budget_s: float | None = None,
     raise_on_failed_trial: bool = True,
     reuse_actors: bool = False,
-    trial_name_creator: Callable[[Any], str] | None = None,
-    trial_dirname_creator: Callable[[Any], str] | None = None,
-    sync_config: Any = None,
-    progress_reporter: Any = None,
+    trial_name_creator: Callable[[Trial], str] | None = None,
+    trial_dirname_creator: Callable[[Trial], str] | None = None,
+    sync_config: object = None,
+    progress_reporter: object = None,
     log_to_file: bool | str | tuple[str, str] = False,
     checkpoint_config: CheckpointConfig | None = None,
     storage_filesystem: object = None,
@@ -64,7 +65,7 @@ def run(
     restore: str | None = None,
     resume_config: Any = None,
     export_formats: Sequence[str] | None = None,
-    chdir_to_trial_dir: Any = "DEPRECATED",
+    chdir_to_trial_dir: object = "DEPRECATED",
 ) -> ExperimentAnalysis:
     """Runs an experiment the older way; returns an ``ExperimentAnalysis``.
 
@@ -268,9 +269,9 @@ def run_experiments(
     experiments: Any,
     scheduler: TrialScheduler | None = None,
     verbose: int | None = None,
-    progress_reporter: Any = None,
+    progress_reporter: object = None,
     resume: bool | str | None = None,
-    resume_config: Any = None,
+    resume_config: object = None,
     reuse_actors: bool = False,
     raise_on_failed_trial: bool = True,
     concurrent: bool = True,

@@ -37,7 +37,7 @@ Gate = VerdictGate | bool
 GateOf = Callable[[Any], Gate]
 
 
-def verdict_gate(stopper: Any, scheduler: TrialScheduler, callbacks: Sequence[Callback],
+def verdict_gate(stopper: object, scheduler: TrialScheduler, callbacks: Sequence[Callback],
                  strict_metric: Any) -> GateOf | None:
     """``trial -> gate`` for the trials of a tuner, or None when no report needs a verdict
     (no stopper, FIFO, no callback that may change a result)."""

@@ -357,7 +357,7 @@ class ExperimentAnalysis:
         )
 
     @staticmethod
-    def _checkpoints_with_metrics(r: Result) -> list[tuple[Checkpoint, dict[str, Any]]]:
+    def _checkpoints_with_metrics(r: Result) -> list[tuple[Checkpoint, dict[str, object]]]:
         """The trial's kept checkpoints with the metrics reported with each; metrics a
         checkpoint lacks (e.g. one kept from before a restart) come from ``result.json``."""
         kept = list(r.best_checkpoints) or [(Checkpoint(p), {}) for p in sorted(list_checkpoints(r.path))]

@@ -17,7 +17,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 import cloudpickle
@@ -244,7 +244,7 @@ class CSVLoggerCallback(_FileLogger):
         super()._close(trial)
 
 
-def pretty_print(result: dict[str, Any], exclude: set[str] | None = None) -> str:
+def pretty_print(result: Mapping[str, object], exclude: set[str] | None = None) -> str:
     """A result dict as YAML text, without ``config``, ``hist_stats``, None values and the
     keys in ``exclude`` (Ray's ``pretty_print``); values YAML cannot hold are shown as
     strings."""
@@ -260,7 +260,7 @@ def pretty_print(result: dict[str, Any], exclude: set[str] | None = None) -> str
 _FLAT_TYPES = frozenset({int, float, str, bool, type(None)})
 
 
-def _json_fallback(value: Any) -> Any:
+def _json_fallback(value: object) -> object:
     """Ray's ``SafeFallbackEncoder``: arrays as lists, numpy scalars as numbers, the rest as
     ``str``."""
     tolist = getattr(value, "tolist", None)
@@ -276,7 +276,7 @@ def _json_fallback(value: Any) -> Any:
 _ENCODER = json.JSONEncoder(default=_json_fallback)
 
 
-def _fallback(value: Any) -> Any:
+def _fallback(value: object) -> object:
     item = getattr(value, "item", None)
     if callable(item):
         try:

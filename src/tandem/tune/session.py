@@ -14,7 +14,7 @@ from tandem.train import session as train_session
 from tandem.train.api.checkpoint import Checkpoint
 
 
-def report(metrics: Mapping[str, Any] | None = None, *, checkpoint: Checkpoint | None = None,
+def report(metrics: Mapping[str, object] | None = None, *, checkpoint: Checkpoint | None = None,
            **kwargs: object) -> None:
     """Reports a trial's metrics: ``tune.report({"loss": 0.1})`` or ``tune.report(loss=0.1)``.
 

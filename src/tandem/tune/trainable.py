@@ -577,10 +577,10 @@ class FunctionTrainable(Trainable):
         )
 
     @staticmethod
-    def _train_func(config: dict[str, Any]) -> object:
+    def _train_func(config: dict[str, object]) -> object:
         raise NotImplementedError
 
-    def _trainable_func(self, config: dict[str, Any]) -> object:
+    def _trainable_func(self, config: dict[str, object]) -> object:
         """Runs the function on ``config`` (what a trial of this class runs)."""
         return FunctionTrainableRunner(type(self)._train_func)(config)
 
@@ -648,7 +648,7 @@ def with_resources(trainable: type[Trainable] | Callable[..., object],
     return _WithResources(trainable, resources)
 
 
-def normalize_resources(resources: object, config: Mapping[str, Any] | None = None
+def normalize_resources(resources: object, config: Mapping[str, object] | None = None
                         ) -> dict[str, float] | ScalingConfig | PlacementGroupFactory | None:
     """A resources spec → a per-worker bundle dict, or a ScalingConfig or
     PlacementGroupFactory (returned as is)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ class Trial:
         return {name: getattr(self, name) for cls in type(self).__mro__
                 for name in getattr(cls, "__slots__", ()) if hasattr(self, name)}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    def __setstate__(self, state: Mapping[str, object]) -> None:
         for name, value in state.items():
             setattr(self, name, value)
 

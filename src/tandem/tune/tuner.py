@@ -408,7 +408,7 @@ class Tuner:
             return f"{CLEAN_REUSE_PREFIX}tune-{exp_uid}"
         return None
 
-    def _resources_of(self) -> Callable[[dict], Any] | None:
+    def _resources_of(self) -> Callable[[dict], object] | None:
         """config -> a trial's resources, for a function/class trainable: what
         ``tune.with_resources`` (or ``Trainable.default_resource_request``) says, else one
         CPU. None for a Trainer (its ScalingConfig decides)."""
@@ -421,7 +421,7 @@ class Tuner:
                     Trainable.default_resource_request, "__func__", None):
                 spec = hook  # Ray's hook: config -> resources
 
-        def resources_of(config: dict) -> Any:
+        def resources_of(config: dict) -> object:
             res = normalize_resources(spec, config)
             return res if isinstance(res, ScalingConfig) else as_placement_group_factory(res)
 
@@ -566,7 +566,7 @@ class Tuner:
     @classmethod
     def restore(cls, path: str, trainable: object, *, resume_unfinished: bool = True,
                 resume_errored: bool = False, restart_errored: bool = False,
-                param_space: Mapping[str, Any] | None = None,
+                param_space: Mapping[str, object] | None = None,
                 storage_filesystem: object = None,
                 _resume_config: ResumeConfig | None = None,
                 resume_config: ResumeConfig | None = None) -> Tuner:

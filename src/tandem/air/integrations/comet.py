@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from tandem._core.extras import install_command
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from tandem.tune.trial import TuneTrial
 
 
-def _import_comet() -> Any:
+def _import_comet() -> ModuleType:
     """``comet_ml``, or an error saying how to install it."""
     if "COMET_DISABLE_AUTO_LOGGING" not in os.environ:
         os.environ["COMET_DISABLE_AUTO_LOGGING"] = "1"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from types import ModuleType
 from typing import Any
 
 from tandem._core.errors import ConfigError
@@ -12,7 +13,7 @@ from tandem._core.extras import import_optional
 logger = logging.getLogger(__name__)
 
 
-def import_ray() -> Any:
+def import_ray() -> ModuleType:
     """The ``ray`` module, or an error with the install hint."""
     return import_optional("ray", "ray", "The Ray backend")
 

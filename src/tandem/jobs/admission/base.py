@@ -210,11 +210,11 @@ class Capacity(Protocol):
         """What is not held (by running jobs or by reservations made in this decision)."""
         ...
 
-    def place(self, bundles: Sequence[Mapping[str, float]], strategy: str) -> Any | None:
+    def place(self, bundles: Sequence[Mapping[str, float]], strategy: str) -> object | None:
         """Reserves the gang now, or returns None when it does not fit."""
         ...
 
-    def release(self, placement: Any) -> None:
+    def release(self, placement: object) -> None:
         """Gives a reservation of this decision back."""
         ...
 
@@ -376,7 +376,7 @@ def _over_quota(whose: str, need: Mapping[str, float], quota: Quota | None,
     return None
 
 
-def place_gang(capacity: Capacity, job: QueuedJob) -> Any | None:
+def place_gang(capacity: Capacity, job: QueuedJob) -> object | None:
     """Places ``job``'s whole gang; an elastic job (``min_bundles``, optional attribute)
     gets the most of its bundles that fit, down to ``min_bundles``."""
     placement = capacity.place(job.bundles, job.strategy)
@@ -436,6 +436,6 @@ class AdmissionPolicy(ABC):
         """Called by the service before queuing ``job``: raises ``QuotaExceededError`` when
         its owner may not queue more. The default accepts everything."""
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """What the dashboard / ``/api/cluster`` shows of the policy."""
         return {"policy": self.name}

@@ -28,7 +28,7 @@ class ClusterCapacity:
     def free(self) -> Mapping[str, float]:
         return self.cluster.available()
 
-    def place(self, bundles: Sequence[Mapping[str, float]], strategy: str) -> Any | None:
+    def place(self, bundles: Sequence[Mapping[str, float]], strategy: str) -> object | None:
         return self.cluster.place(bundles, strategy)
 
     def release(self, placement: Any) -> None:

@@ -208,7 +208,7 @@ class FairSharePolicy(AdmissionPolicy):
                 heapq.heappush(heap, entry(owner))
         return None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         out = {"policy": self.name, "reserve_after_s": self.reserve_after_s,
                "quotas": {o: q.as_dict() for o, q in self.quotas.by_owner.items()},
                "default_quota": self.quotas.default.as_dict() if self.quotas.default else None}
@@ -218,7 +218,7 @@ class FairSharePolicy(AdmissionPolicy):
         return out
 
 
-def as_quotas(quotas: Quotas | Mapping[str, Quota | Mapping[str, Any]] | None) -> Quotas:
+def as_quotas(quotas: Quotas | Mapping[str, Quota | Mapping[str, object]] | None) -> Quotas:
     """``Quotas`` from a ``Quotas``, a dict ``{owner: Quota | dict}`` (key ``"*"``: the
     default; ``"group:NAME"``: group NAME's, whose dict may list its ``"members"``) or
     None."""

@@ -73,5 +73,5 @@ class FifoGangPolicy(AdmissionPolicy):
             out.append(Wait(job, f"waits: resources ({why})"))
         return out
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {"policy": self.name, "reserve_after_s": self.reserve_after_s}

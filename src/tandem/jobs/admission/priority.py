@@ -201,7 +201,7 @@ class PriorityPreemptionPolicy(AdmissionPolicy):
         names = ", ".join(r.job_id for r in chosen)
         return chosen, f"waits: preempting {names} to make room"
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         d = self.admit.describe()
         d.update(policy=self.name, min_run_s=self.min_run_s)
         return d

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -27,6 +27,9 @@ from sqlalchemy.engine import Connection, Engine
 
 from tandem._core.errors import ConfigError
 from tandem._core.extras import import_optional
+
+if TYPE_CHECKING:
+    import sqlite3
 
 __all__ = ["StoreEngine", "is_lock_error", "normalize_url", "open_engine", "transaction"]
 
@@ -107,7 +110,7 @@ def open_engine(
     busy_timeout_s: float,
     what: str = "The job store URL",
     sqlite_pragmas: Sequence[str] = (),
-    engine_kwargs: dict[str, Any] | None = None,
+    engine_kwargs: Mapping[str, object] | None = None,
 ) -> StoreEngine:
     """Creates the engine for ``url`` (already :func:`normalize_url`-ed).
 
@@ -150,7 +153,7 @@ def open_engine(
 
 def _install_sqlite_hooks(engine: Engine, busy_timeout_ms: int, pragmas: tuple[str, ...]) -> None:
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+    def _on_connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
         # We issue BEGIN ourselves (below), so pysqlite must not.
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()

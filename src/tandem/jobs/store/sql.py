@@ -369,7 +369,7 @@ class SQLJobStore(JobStore):
     # ----------------------------------------------------------------- row mapping
 
     @staticmethod
-    def _job_from_row(row: Row[Any], *, with_spec: bool) -> JobRecord:
+    def _job_from_row(row: Row[object], *, with_spec: bool) -> JobRecord:
         m = row._mapping
         return JobRecord(
             job_id=m["job_id"],
@@ -388,7 +388,7 @@ class SQLJobStore(JobStore):
         )
 
     @staticmethod
-    def _encode_job_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    def _encode_job_fields(fields: dict[str, Any]) -> dict[str, object]:
         out = dict(fields)
         if "tags" in out:
             out["tags"] = encode_json(list(out["tags"]))

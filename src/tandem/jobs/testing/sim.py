@@ -132,7 +132,7 @@ class SimCluster:
         return True
 
     # -- internals ------------------------------------------------------------------------
-    def _pick(self, g: float, c: float, exclude: Mapping[int, Any] | None = None) -> int | None:
+    def _pick(self, g: float, c: float, exclude: Mapping[int, object] | None = None) -> int | None:
         start = int(-(-g // 1))  # whole GPUs needed (a fraction needs a node with one free)
         for level in range(start, self.gpus + 1):
             for node in self._bucket[level]:

@@ -50,7 +50,7 @@ class RegistryBackend(Protocol):
     in the train server; ``RemoteRegistry`` over HTTP)."""
 
     def where(self) -> str: ...
-    def add(self, name: str, src_dir: str, meta: dict[str, Any],
+    def add(self, name: str, src_dir: str, meta: dict[str, object],
             version: int | None = None) -> VersionRecord: ...
     def resolve(self, ref: ModelRef | str) -> VersionRecord: ...
     def versions(self, name: str) -> builtins.list[VersionRecord]: ...
@@ -262,7 +262,7 @@ def _check(m: Model) -> None:
             f"{type(e).__name__}: {e}); nothing was stored.\n{tb}") from e
 
 
-def _environment() -> dict[str, Any]:
+def _environment() -> dict[str, object]:
     import tandem
 
     env: dict[str, Any] = {"python": platform.python_version(), "tandem": tandem.__version__,

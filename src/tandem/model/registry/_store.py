@@ -236,7 +236,7 @@ class ModelStore:
             return pack_dir(tmp)
 
     # ----------------------------------------------------------------- writes
-    def add(self, name: str, src_dir: str, meta: dict[str, Any],
+    def add(self, name: str, src_dir: str, meta: dict[str, object],
             version: int | None = None) -> VersionRecord:
         """Stores ``src_dir``'s files as a new version of ``name`` (the next number unless
         ``version`` is given) and returns its record."""

@@ -185,7 +185,7 @@ def _check_gpus(settings: ServeSettings, total: Mapping[str, float]) -> None:
         f"train server that has them: TANDEM_ADDRESS=...).")
 
 
-def _is_model(x: Any) -> bool:
+def _is_model(x: object) -> bool:
     try:
         from tandem.model._model import Model
     except ImportError:  # pragma: no cover

@@ -29,7 +29,7 @@ Send = Callable[[dict], Awaitable[None]]
 MAX_TRIES = 3
 
 
-def _dumps(obj: Any) -> bytes:
+def _dumps(obj: object) -> bytes:
     if _orjson is not None:
         try:
             return _orjson.dumps(obj, option=_orjson.OPT_SERIALIZE_NUMPY)
@@ -41,7 +41,7 @@ def _dumps(obj: Any) -> bytes:
         return json.dumps(_finite_or_null(obj), default=str, allow_nan=False).encode()
 
 
-def _finite_or_null(obj: Any) -> Any:
+def _finite_or_null(obj: object) -> object:
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, list):
@@ -51,12 +51,12 @@ def _finite_or_null(obj: Any) -> Any:
     return obj
 
 
-def _no_constant(name: str) -> Any:
+def _no_constant(name: str) -> object:
     raise HTTPError(422, f"the body holds {name}, which is not a number JSON has; send "
                          f"finite numbers only.")
 
 
-def _loads(data: bytes) -> Any:
+def _loads(data: bytes) -> object:
     if _orjson is not None:
         try:
             return _orjson.loads(data)
@@ -65,14 +65,14 @@ def _loads(data: bytes) -> Any:
     return json.loads(data, parse_constant=_no_constant)
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     """A short, safe rendering of part of a request (never recursive)."""
     if isinstance(value, (list, dict)):
         return f"a JSON {'array' if isinstance(value, list) else 'object'} of {len(value)}"
     return repr(value)[:100]
 
 
-def _find_bool(inputs: list[Any]) -> str | None:
+def _find_bool(inputs: list[object]) -> str | None:
     """Where the first boolean in the inputs is (``inputs[3][0]``), or None."""
     todo: list[tuple[Any, str]] = [(x, f"inputs[{i}]") for i, x in enumerate(inputs)]
     todo.reverse()
@@ -147,7 +147,7 @@ class Front:
         self.task = loop.create_task(self._dispatch())
 
     # -- from HTTP ------------------------------------------------------------------------
-    async def predict(self, inputs: list[Any]) -> list[Any]:
+    async def predict(self, inputs: list[object]) -> list[Any]:
         """The outputs for ``inputs``; a request of more than ``max_batch_size`` inputs is
         split into batches of that size (queued together, answered in order)."""
         mb = self.max_batch
@@ -157,7 +157,7 @@ class Front:
                                        for i in range(0, len(inputs), mb)))
         return [y for part in parts for y in part]
 
-    async def _predict_one(self, inputs: list[Any], offset: int = 0) -> list[Any]:
+    async def _predict_one(self, inputs: list[object], offset: int = 0) -> list[object]:
         if len(self.queue) >= self.max_queued:
             raise HTTPError(503, f"{len(self.queue)} requests are waiting already (the "
                                  f"limit is max_queued_requests={self.max_queued}); retry later.")
@@ -289,7 +289,7 @@ class Front:
             if self.queued_inputs >= self.max_batch:
                 self._full.set()
 
-    def attach(self, index: int, worker: Any, generation: int) -> None:
+    def attach(self, index: int, worker: object, generation: int) -> None:
         rep = self.replicas[index]
         rep.worker = worker
         rep.generation = generation
@@ -430,7 +430,7 @@ class ServeApp:
                 f"{self.max_body} (serve_settings max_request_bytes). Send fewer inputs per "
                 f"request.")
 
-    async def _predict(self, scope: dict, receive: Callable[[], Awaitable[dict]]) -> Any:
+    async def _predict(self, scope: dict, receive: Callable[[], Awaitable[dict]]) -> object:
         raw = await self._read_body(scope, receive)
         try:
             body = _loads(raw)
@@ -461,7 +461,7 @@ class ServeApp:
         return await front.predict(inputs)
 
 
-def _check_shapes(inputs: list[Any], shape: list[int]) -> None:
+def _check_shapes(inputs: list[object], shape: list[int]) -> None:
     """A cheap structural check of each input against the model's per-input shape."""
     for j, x in enumerate(inputs):
         got = _nested_shape(x, len(shape))
@@ -471,7 +471,7 @@ def _check_shapes(inputs: list[Any], shape: list[int]) -> None:
                 f"the model expects each input to have shape {shape} (from its example_input)."))
 
 
-def _nested_shape(x: Any, depth: int) -> list[int] | None:
+def _nested_shape(x: object, depth: int) -> list[int] | None:
     """The shape of a nested list, following first elements only (the replica checks all)."""
     dims: list[int] = []
     cur = x

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 Loaded = tuple["Model", "tuple[int, ...] | None", bool, "str | None"]
 
 
-def _to_jsonable(y: Any) -> list[Any]:
+def _to_jsonable(y: object) -> list[object]:
     if hasattr(y, "detach"):  # a torch tensor
         y = y.detach().cpu().numpy()
     if hasattr(y, "tolist"):
@@ -36,7 +36,7 @@ def _to_jsonable(y: Any) -> list[Any]:
                     f"array or a tensor with one row per input) is needed to answer requests.")
 
 
-def _shape(x: Any, numeric: bool = False) -> tuple[int, ...] | None:
+def _shape(x: object, numeric: bool = False) -> tuple[int, ...] | None:
     """The array shape of ``x``; None if it is ragged (or, with ``numeric``, not numbers)."""
     try:
         import numpy as np
@@ -49,7 +49,7 @@ def _shape(x: Any, numeric: bool = False) -> tuple[int, ...] | None:
     return tuple(a.shape)
 
 
-def _is_numeric(x: Any) -> bool:
+def _is_numeric(x: object) -> bool:
     try:
         import numpy as np
 
@@ -58,7 +58,7 @@ def _is_numeric(x: Any) -> bool:
         return False
 
 
-def _dtype_kind(x: Any) -> str | None:
+def _dtype_kind(x: object) -> str | None:
     try:
         import numpy as np
 
@@ -74,7 +74,7 @@ _KIND_NAME = {"f": "numbers", "c": "numbers", "i": "whole numbers", "u": "whole 
               "b": "0 or 1"}
 
 
-def _check_input(x: Any, item_shape: tuple[int, ...] | None, kind: str | None) -> str | None:
+def _check_input(x: object, item_shape: tuple[int, ...] | None, kind: str | None) -> str | None:
     """Why one input does not fit the model (None when it does): not an array of numbers,
     a number of the wrong kind, not finite (1e999 reads as infinity), the wrong shape."""
     import numpy as np
@@ -199,7 +199,7 @@ class ReplicaTask:
     def _answer(self, predict: Any, requests: list[list[Any]],
                 item_shape: tuple[int, ...] | None, numeric: bool = False,
                 kind: str | None = None, offsets: list[int] | None = None
-                ) -> list[tuple[Any, ...]]:
+                ) -> list[tuple[object, ...]]:
         results: list[tuple[Any, ...] | None] = [None] * len(requests)
         good: list[int] = []
         if item_shape is not None or numeric:
@@ -243,7 +243,7 @@ class ReplicaTask:
         return [r if r is not None else ("error", 500, "no answer") for r in results]
 
     @staticmethod
-    def _error(i: int, requests: list[list[Any]]) -> tuple[Any, ...]:
+    def _error(i: int, requests: list[list[object]]) -> tuple[object, ...]:
         import sys
 
         e = sys.exc_info()[1]

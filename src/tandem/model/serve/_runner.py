@@ -77,7 +77,7 @@ class ServeRunner(JobRunner):
                 ("name", "version", "config", "location", "settings", "prefix",
                  "owns_location")}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
         self._init_runtime()
 
@@ -184,7 +184,7 @@ class ServeRunner(JobRunner):
             task = cloudpickle.dumps(ReplicaTask(self.location, self._what(),
                                                  keep=reuse is not None, gpus=gpus))
 
-            def sink(worker: Any, frame: Any, _i: int = index, _g: int = generation) -> None:
+            def sink(worker: object, frame: Any, _i: int = index, _g: int = generation) -> None:
                 if frame[0] == "hello":
                     return
                 loop.call_soon_threadsafe(front.on_frame, _i, _g, frame)

@@ -39,8 +39,11 @@ import time
 from collections.abc import Awaitable, Callable
 from http.cookies import SimpleCookie
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
+
+if TYPE_CHECKING:
+    from tandem.server.users import AccountStore
 
 TOKEN_COOKIE = "tandem_token"  # the name TokenAuth reads on GET requests
 CSRF_COOKIE = "tandem_csrf"
@@ -205,7 +208,7 @@ class DashboardGate:
     that token, and the CSRF value is derived from it)."""
 
     def __init__(self, app: Any, token: str, limiter: LoginLimiter | None = None,
-                 accounts: Any = None) -> None:
+                 accounts: AccountStore | None = None) -> None:
         self.app = app
         self._token = token
         self._csrf = csrf_value(token)

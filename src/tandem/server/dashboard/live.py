@@ -20,7 +20,7 @@ import math
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
@@ -55,7 +55,7 @@ FINE_S, FINE_N = 1.0, 3600
 COARSE_S, COARSE_N = 30.0, 2880
 
 
-def main_metric(row: dict[str, Any]) -> str | None:
+def main_metric(row: Mapping[str, object]) -> str | None:
     """The key the jobs view shows for a run: a loss or accuracy if reported, else the
     first numeric key that is not bookkeeping."""
     for k in PREFERRED:
@@ -67,7 +67,7 @@ def main_metric(row: dict[str, Any]) -> str | None:
     return None
 
 
-def _num(v: Any) -> float | None:
+def _num(v: object) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     f = float(v)
@@ -86,7 +86,7 @@ class Progress:
     updated: float = 0.0
     last: dict[str, Any] = field(default_factory=dict)  # the latest report as it came
 
-    def add(self, rows: Sequence[dict[str, Any]]) -> None:
+    def add(self, rows: Sequence[dict[str, object]]) -> None:
         if rows:
             self.last = dict(rows[-1])
         for row in rows:
@@ -103,7 +103,7 @@ class Progress:
                 self.spark.append(v)
         self.updated = time.time()
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"iteration": self.iteration, "epoch": self.epoch, "metric": self.metric,
                 "value": self.value,
                 "spark": list(self.spark)}
@@ -129,7 +129,7 @@ class _Stream:
         self.queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue(maxsize=2000)
         self.closed = False
 
-    def push(self, item: tuple[str, Any]) -> None:
+    def push(self, item: tuple[str, object]) -> None:
         def put() -> None:
             try:
                 self.queue.put_nowait(item)
@@ -214,7 +214,7 @@ class DashboardLive:
         with self._lock:
             self._streams.discard(s)
 
-    def _broadcast(self, item: tuple[str, Any]) -> None:
+    def _broadcast(self, item: tuple[str, object]) -> None:
         with self._lock:
             streams = list(self._streams)
         for s in streams:
@@ -374,7 +374,7 @@ class DashboardLive:
             out["group_in_use"] = group_use
         return out
 
-    def holders(self) -> list[dict[str, Any]]:
+    def holders(self) -> list[dict[str, object]]:
         """Running jobs with what they hold and their workers' latest use."""
         latest = dict(getattr(self.server.sampler, "latest", {}) or {})
         from tandem.server.usage import usage_dict
@@ -399,7 +399,7 @@ class DashboardLive:
         return out
 
 
-def _ray_nodes(cluster: Any) -> list[dict[str, Any]] | None:
+def _ray_nodes(cluster: object) -> list[dict[str, Any]] | None:
     """Ray's alive nodes with their capacity; None for a cluster that is not Ray's."""
     if type(cluster).__name__ != "RayCluster":
         return None

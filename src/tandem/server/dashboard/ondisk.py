@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
 STATE_FILE = "experiment_state.json"
@@ -28,7 +29,7 @@ MAX_LOG_BYTES = 1 << 20
 SCAN_TTL_S = 2.0
 
 
-def trial_state(trial: dict[str, Any]) -> str:
+def trial_state(trial: Mapping[str, object]) -> str:
     """The state the dashboard shows for a trial record of ``experiment_state.json``: the
     trial's own, in Ray Tune's words (``TERMINATED``, ``ERROR``, ``PAUSED``, ...), the words
     ``tandem jobs list`` names a trial's job with (``tandem.server.vocabulary``)."""
@@ -74,7 +75,7 @@ def read_rows(run_path: str, max_points: int = MAX_POINTS) -> list[dict[str, Any
     return rows
 
 
-def _read_rows(run_path: str, max_points: int) -> list[dict[str, Any]]:
+def _read_rows(run_path: str, max_points: int) -> list[dict[str, object]]:
     rows: list[dict[str, Any]] = []
     try:
         with open(os.path.join(run_path, RESULT_FILE), encoding="utf-8") as f:
@@ -97,12 +98,12 @@ def _read_rows(run_path: str, max_points: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _is_num(v: Any) -> bool:
+def _is_num(v: object) -> bool:
     return (isinstance(v, (int, float)) and not isinstance(v, bool)
             and math.isfinite(float(v)))
 
 
-def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+def flatten(d: object, prefix: str = "") -> dict[str, Any]:
     """``{"a": {"b": 1}}`` -> ``{"a/b": 1}``; values that are not scalars become text."""
     out: dict[str, Any] = {}
     if not isinstance(d, dict):
@@ -247,7 +248,7 @@ class ResultsIndex:
 
     # ------------------------------------------------------------------ listings
 
-    def list_experiments(self) -> list[dict[str, Any]]:
+    def list_experiments(self) -> list[dict[str, object]]:
         self._scan()
         with self._lock:
             items = list(self._experiments.items())

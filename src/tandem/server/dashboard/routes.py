@@ -58,7 +58,7 @@ def _documented(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 class _JSON(JSONResponse):
-    def render(self, content: Any) -> bytes:
+    def render(self, content: object) -> bytes:
         return encode_json(content).encode("utf-8")
 
 
@@ -85,7 +85,7 @@ def disk_router(index: ResultsIndex, owners: Any = None) -> APIRouter:
     ``owners`` (the server's): ``paths -> {path: owner}``, shown as each one's owner."""
     r = APIRouter()
 
-    def with_owners(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def with_owners(items: list[dict[str, Any]]) -> list[dict[str, object]]:
         if owners is None or not items:
             return items
         found = owners([str(i["path"]) for i in items])
@@ -300,7 +300,7 @@ def server_router(server: ServerContext, live: DashboardLive, index: ResultsInde
     return r
 
 
-def _folder_owners(server: ServerContext) -> Any:
+def _folder_owners(server: ServerContext) -> object:
     """``paths -> {path: owner}`` of experiment/run folders (the user whose job first
     wrote there; see ``users.claim_run_folder``)."""
     def owners(paths: list[str]) -> dict[str, str]:
@@ -348,7 +348,7 @@ def mount(app: Any, server: ServerContext) -> DashboardLive:
     return live
 
 
-def _why(server: Any, job_id: str, state: str, preemptions: int = 0) -> dict[str, Any]:
+def _why(server: Any, job_id: str, state: str, preemptions: int = 0) -> dict[str, object]:
     """Why an active job waits, or what happened to it last (preempted, resized), from the
     scheduler's live view; for an ended job (or one no longer in memory), how often it was
     preempted, as its record says."""

@@ -161,7 +161,7 @@ class PackageOut(BaseModel):
     created: bool
 
 
-def _job_out(rec: JobRecord, live: str | None = None) -> dict[str, Any]:
+def _job_out(rec: JobRecord, live: str | None = None) -> dict[str, object]:
     state = shown_job_state(live or rec.state, (rec.spec_json or {}).get("metadata"))
     return {
         "job_id": rec.job_id, "name": rec.name, "owner": job_owner(rec), "state": state,
@@ -175,7 +175,7 @@ class ErrorOut(BaseModel):
     detail: Any
 
 
-def _answers(*codes: int) -> dict[int | str, dict[str, Any]]:
+def _answers(*codes: int) -> dict[int | str, dict[str, object]]:
     """The error answers a route really gives, for the OpenAPI document."""
     what = {
         400: "the request body could not be read",
@@ -202,7 +202,7 @@ def _finite(value: object) -> object:
     return repr(value)
 
 
-def _sse(kind: str, data: dict[str, Any]) -> str:
+def _sse(kind: str, data: dict[str, object]) -> str:
     return f"event: {kind}\ndata: {encode_json(data)}\n\n"
 
 

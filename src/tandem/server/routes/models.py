@@ -42,7 +42,7 @@ MAX_VERSION = 2**31 - 1  # versions are INTEGER columns in the store (32-bit on 
 MAX_META_DEPTH = 32  # how deeply a version's meta may nest
 
 
-def json_depth(value: Any, stop: int) -> int:
+def json_depth(value: object, stop: int) -> int:
     """How deeply a parsed JSON value nests (counting stops at ``stop``), without recursion."""
     deepest = 0
     todo: list[tuple[Any, int]] = [(value, 1)]
@@ -158,7 +158,7 @@ def models_router(server: ServerContext) -> APIRouter:
                              f"'version': null}}: {e}"[:2000])
         return await run_in_threadpool(_store_version, name, data, body)
 
-    def _store_version(name: str, data: bytes, body: PutIn) -> Any:
+    def _store_version(name: str, data: bytes, body: PutIn) -> object:
         with tempfile.TemporaryDirectory(prefix="tandem-upload-") as tmp:
             try:
                 unpack_to(data, tmp, unpack_limits)

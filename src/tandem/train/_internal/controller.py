@@ -493,7 +493,7 @@ class TrainController(JobRunner):
         for cb in self._user_callbacks:
             cb.after_exception(context, errors)
 
-    def reported_checkpoints(self, iteration: int, reply: Callable[[bool, Any], None],
+    def reported_checkpoints(self, iteration: int, reply: Callable[[bool, object], None],
                              validated: bool = False) -> None:
         """Answers ``train.get_all_reported_checkpoints()``: the kept checkpoints (oldest
         first) with their metrics and validation status, once every rank's report
@@ -541,7 +541,7 @@ class TrainController(JobRunner):
         if started:
             self._record_checkpoints()  # pending, for a run that resumes this one
 
-    def _submit_validation(self, it: int, path: str, spec: Any) -> bool:
+    def _submit_validation(self, it: int, path: str, spec: object) -> bool:
         if self._validation is None:
             plan = self.spec.validation
             if plan is None:  # the worker refuses validation= without a config

@@ -21,6 +21,7 @@ import pickle
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from tandem._core.errors import ConfigError
@@ -74,7 +75,7 @@ def split(name: str, data: Any, n: int) -> list[Any]:
     )
 
 
-def require_ray_data(what: str) -> Any:
+def require_ray_data(what: str) -> ModuleType:
     """``ray`` with ``ray.data`` imported, or a ``ConfigError`` naming the extra."""
     try:
         import ray

@@ -140,7 +140,7 @@ class RunStorage:
 
     def write_checkpoint_state(self, kept: Iterable[tuple[int, Any, dict]],
                                latest: tuple[int, Any, dict] | None,
-                               pending: Mapping[int, tuple[str, Any]] | None = None) -> None:
+                               pending: Mapping[int, tuple[str, object]] | None = None) -> None:
         """Writes ``checkpoints.json``: the committed checkpoints, the latest, and those
         whose validation is ``pending`` (iteration -> (path, validation spec), the spec
         cloudpickled) so that a run resuming this one runs those validations again."""

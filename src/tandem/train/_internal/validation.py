@@ -83,7 +83,7 @@ class ValidationRunner:
         self._idle = threading.Condition(self._lock)
 
     # -- controller side ---------------------------------------------------------------
-    def submit(self, iteration: int, path: str, spec: Any) -> None:
+    def submit(self, iteration: int, path: str, spec: object) -> None:
         with self._lock:
             if self._aborted:
                 return
@@ -127,7 +127,7 @@ class ValidationRunner:
                                          name=f"tandem-validation-{job[0]}")
         self._running.start()
 
-    def _run(self, job: tuple[int, str, Any]) -> None:
+    def _run(self, job: tuple[int, str, object]) -> None:
         iteration, path, spec = job
         try:
             outcome = self._validate(iteration, path, spec)
@@ -153,7 +153,7 @@ class ValidationRunner:
             self._idle.notify_all()
         self._notify()
 
-    def _validate(self, iteration: int, path: str, spec: Any) -> Outcome:
+    def _validate(self, iteration: int, path: str, spec: object) -> Outcome:
         timeout = _timeout(self.plan, spec)
         deadline = time.monotonic() + timeout if timeout is not None else None
         retries = self.plan.max_retries
@@ -201,7 +201,7 @@ class ValidationRunner:
                             f"before returning a result")
 
 
-def _timeout(plan: ValidationPlan, spec: Any) -> float | None:
+def _timeout(plan: ValidationPlan, spec: object) -> float | None:
     from tandem.train.v2.api.validation_config import ValidationTaskConfig
 
     if isinstance(spec, ValidationTaskConfig):

@@ -206,7 +206,7 @@ class _LocalWorkerGroup:
     def num_workers(self) -> int:
         return self._size
 
-    def _gather(self, value: object) -> list[Any]:
+    def _gather(self, value: object) -> list[object]:
         self._calls += 1
         return list(self._session.call("rendezvous_gather", (self._calls, self._rank, value)))
 

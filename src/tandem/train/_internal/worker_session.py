@@ -128,7 +128,7 @@ class WorkerSession:
         if self._await_verdict and self._needs_verdict(clean, t):
             self._wait_for_verdict()
 
-    def _needs_verdict(self, clean: dict[str, Any], t: float) -> bool:
+    def _needs_verdict(self, clean: dict[str, object], t: float) -> bool:
         gate = self._verdict_gate
         if gate is None:
             return True
@@ -261,7 +261,7 @@ class WorkerSession:
             raise value
         return value
 
-    def on(self, kind: str, handler: Callable[[Any], None]) -> None:
+    def on(self, kind: str, handler: Callable[[object], None]) -> None:
         """Registers a handler for driver frames ``(kind, payload)``."""
         self._handlers[kind] = handler
 

@@ -70,10 +70,10 @@ class Callback:
     def on_run_start(self, context: RunCallbackContext) -> None:
         """The run was submitted (before its workers start)."""
 
-    def on_report(self, rows: list[dict[str, Any]]) -> None:
+    def on_report(self, rows: list[dict[str, object]]) -> None:
         """Rank 0's new report rows, in order."""
 
-    def on_checkpoint(self, entry: tuple[int, Any, dict[str, Any]]) -> None:
+    def on_checkpoint(self, entry: tuple[int, object, dict[str, object]]) -> None:
         """A checkpoint was committed: ``(iteration, Checkpoint, metrics)``."""
 
     def on_end(self, result: Result) -> None:
@@ -126,11 +126,11 @@ class CallbackDispatcher:
         for cb in self.callbacks:
             cb.on_run_start(context)
 
-    def report(self, rows: list[dict[str, Any]]) -> None:
+    def report(self, rows: list[dict[str, object]]) -> None:
         for cb in self.callbacks:
             cb.on_report(rows)
 
-    def checkpoint(self, entry: tuple[int, Any, dict[str, Any]]) -> None:
+    def checkpoint(self, entry: tuple[int, object, dict[str, object]]) -> None:
         for cb in self.callbacks:
             cb.on_checkpoint(entry)
 

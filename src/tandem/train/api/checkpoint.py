@@ -6,7 +6,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tandem._core.errors import ConfigError
@@ -111,7 +111,7 @@ class Checkpoint:
         except FileNotFoundError:
             return {}
 
-    def set_metadata(self, metadata: dict[str, Any]) -> None:
+    def set_metadata(self, metadata: Mapping[str, object]) -> None:
         """Stores ``metadata`` (JSON-serializable) with this checkpoint, replacing any.
 
         Raises:
@@ -132,7 +132,7 @@ class Checkpoint:
             with open(target, "w") as f:
                 f.write(text)
 
-    def update_metadata(self, metadata: dict[str, Any]) -> None:
+    def update_metadata(self, metadata: Mapping[str, object]) -> None:
         """Merges ``metadata`` into the stored metadata."""
         merged = self.get_metadata()
         merged.update(metadata)

@@ -566,7 +566,7 @@ class DataConfig:
                 f"the dataset's DataContext instead, or remove execution_options."
             )
 
-    def check_names(self, datasets: Mapping[str, Any]) -> None:
+    def check_names(self, datasets: Mapping[str, object]) -> None:
         if self.datasets_to_split == "all":
             return
         unknown = [n for n in self.datasets_to_split if n not in datasets]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tandem._core.errors import TandemError
@@ -38,7 +39,7 @@ class TrainingFailedError(TandemError, RuntimeError):
         self.cause = cause
         self.num_failures = num_failures
 
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:  # fields survive pickling (server, nested)
+    def __reduce__(self) -> tuple[Callable[..., object], tuple[object, ...]]:  # fields survive pickling (server, nested)
         return (
             _rebuild,
             (str(self), self.rank, self.exc_type, self.exc_message, self.worker_traceback,
@@ -73,7 +74,7 @@ class WorkerGroupError(TrainingFailedError):
         self._error_message = error_message
         self.worker_failures = dict(worker_failures)
 
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+    def __reduce__(self) -> tuple[Callable[..., object], tuple[object, ...]]:
         # the workers' exception objects may not pickle: they travel as their type and text
         failures = {rank: RuntimeError(f"{type(e).__name__}: {e}")
                     for rank, e in self.worker_failures.items()}
@@ -104,7 +105,7 @@ class ControllerError(TrainingFailedError):
         self.controller_failure = controller_failure
         self.with_traceback(controller_failure.__traceback__)
 
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+    def __reduce__(self) -> tuple[Callable[..., object], tuple[object, ...]]:
         failure = self.controller_failure
         try:
             import pickle

@@ -24,7 +24,7 @@ def figure(nrows: int = 1, ncols: int = 1) -> Any:
     return Figure(figsize=(6.4 * ncols, 4.2 * nrows), layout="constrained")
 
 
-def pick_metric(rows_list: Sequence[Sequence[dict[str, Any]]], metric: str | None) -> str:
+def pick_metric(rows_list: Sequence[Sequence[dict[str, object]]], metric: str | None) -> str:
     """``metric`` if given and reported; else a loss/accuracy, else the first numeric key."""
     keys: dict[str, None] = {}
     for rows in rows_list:

@@ -94,7 +94,7 @@ class Result:
         if mode not in ("max", "min"):
             raise ValueError(f'Unsupported mode: {mode}. Please choose from ["min", "max"]!')
 
-        def lookup(metrics: dict[str, Any]) -> Any:
+        def lookup(metrics: dict[str, object]) -> Any:
             value: Any = metrics
             for key in metric.split("/"):
                 if not isinstance(value, dict) or key not in value:
@@ -181,7 +181,7 @@ _REPR_HIDDEN = frozenset({
                 "_report_on"})
 
 
-def kept_checkpoints(path: str, rows: list[dict[str, Any]] | None = None
+def kept_checkpoints(path: str, rows: list[dict[str, object]] | None = None
                      ) -> list[tuple[Checkpoint, dict[str, Any]]]:
     """The checkpoints a run folder keeps (oldest first), each with the metrics reported
     with it: those ``checkpoints.json`` lists (the committed ones), else every

@@ -43,7 +43,7 @@ class DataParallelTrainer:
 
     def __init__(
         self,
-        train_loop_per_worker: Callable[..., Any],
+        train_loop_per_worker: Callable[..., object],
         *,
         train_loop_config: Mapping[str, Any] | None = None,
         backend_config: BackendConfig | None = None,

@@ -20,7 +20,7 @@ from tandem.train.api.checkpoint import Checkpoint
 DICT_FILE = "dict_checkpoint.pkl"
 
 
-def write_dict(state: dict[str, Any], directory: str) -> None:
+def write_dict(state: dict[str, object], directory: str) -> None:
     """Pickles ``state`` into ``directory`` (created if needed)."""
     os.makedirs(directory, exist_ok=True)
     tmp = os.path.join(directory, DICT_FILE + ".tmp")

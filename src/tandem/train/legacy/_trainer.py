@@ -179,7 +179,7 @@ class _TrainFunc:
         return self.fn(config) if self.pass_config else self.fn()
 
 
-def _datasets(dataset: object) -> dict[str, Any]:
+def _datasets(dataset: object) -> dict[str, object]:
     if dataset is None:
         return {}
     if isinstance(dataset, Mapping):
@@ -438,11 +438,11 @@ class Trainer:
     # -- running -----------------------------------------------------------------------
     def run(
         self,
-        train_func: Callable[..., Any],
-        config: Mapping[str, Any] | None = None,
+        train_func: Callable[..., object],
+        config: Mapping[str, object] | None = None,
         callbacks: Sequence[TrainingCallback] | None = None,
-        dataset: Any = None,
-        checkpoint: Any = None,
+        dataset: object = None,
+        checkpoint: object = None,
         checkpoint_strategy: CheckpointStrategy | None = None,
     ) -> list[Any]:
         """Runs ``train_func`` on every worker and returns their return values (rank order).
@@ -490,10 +490,10 @@ class Trainer:
 
     def run_iterator(
         self,
-        train_func: Callable[..., Any],
-        config: Mapping[str, Any] | None = None,
-        dataset: Any = None,
-        checkpoint: Any = None,
+        train_func: Callable[..., object],
+        config: Mapping[str, object] | None = None,
+        dataset: object = None,
+        checkpoint: object = None,
         checkpoint_strategy: CheckpointStrategy | None = None,
     ) -> TrainingIterator:
         """Starts ``train_func`` on every worker and returns an iterator over its reports:
@@ -619,8 +619,8 @@ class Trainer:
         return _as_path(best.path)
 
     # -- other shapes --------------------------------------------------------------------
-    def to_tune_trainable(self, train_func: Callable[..., Any],
-                          dataset: Any = None) -> Callable[[dict], Any]:
+    def to_tune_trainable(self, train_func: Callable[..., object],
+                          dataset: object = None) -> Callable[[dict], Any]:
         """A function trainable ``f(config)`` for the Tuner: each trial runs ``train_func`` on
         this Trainer's workers (a nested train job) and reports rank 0's metrics to Tune.
 

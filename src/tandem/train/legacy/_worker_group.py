@@ -139,7 +139,7 @@ class GroupWorkerTask:
                 self.backend.on_worker_shutdown(self.context)
 
     @staticmethod
-    def _execute(instance: object, payload: bytes) -> tuple[bool, Any]:
+    def _execute(instance: object, payload: bytes) -> tuple[bool, object]:
         try:
             method, args, kwargs = cloudpickle.loads(payload)
             if isinstance(method, str):

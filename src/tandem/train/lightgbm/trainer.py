@@ -149,12 +149,12 @@ def join_network(timeout_s: float = 60.0) -> dict[str, Any]:
     return _joined_params()
 
 
-def _joined_params() -> dict[str, Any]:
+def _joined_params() -> dict[str, object]:
     return {"num_machines": int(_NETWORK["num_machines"]), "tree_learner": "data",
             "pre_partition": True}
 
 
-def worker_params(params: Mapping[str, Any]) -> dict[str, Any]:
+def worker_params(params: Mapping[str, object]) -> dict[str, Any]:
     """The params a worker trains with: the user's, quiet by default, this worker's CPU
     share as ``num_threads``, and (with several workers) the gang's network joined
     (data-parallel tree learner on pre-partitioned shards, unless params say otherwise)."""
@@ -172,7 +172,7 @@ def worker_params(params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def lightgbm_params_form(config: dict[str, Any]) -> None:
+def lightgbm_params_form(config: Mapping[str, object]) -> None:
     """The per-worker function of ``LightGBMTrainer(params=...)``."""
     gbdt.params_form_loop(LightGBMTrainer, config)
 
@@ -199,7 +199,7 @@ class LightGBMTrainer(gbdt.BoostedTreeTrainer):
     config_keyword = "lightgbm_config"
     docs_url = "https://lightgbm.readthedocs.io/en/stable/Parameters.html"
 
-    def _params_form_fn(self) -> Callable[[dict[str, Any]], None]:
+    def _params_form_fn(self) -> Callable[[dict[str, object]], None]:
         return lightgbm_params_form
 
     # -- the library's part, on each worker -------------------------------------------------
@@ -214,7 +214,7 @@ class LightGBMTrainer(gbdt.BoostedTreeTrainer):
         return int(booster.current_iteration())
 
     @classmethod
-    def unify_categories(cls, shards: dict[str, Any]) -> None:
+    def unify_categories(cls, shards: Mapping[str, object]) -> None:
         link = gang_link()
         if link is not None:
             gbdt.unify_categories(shards, link.allgather)

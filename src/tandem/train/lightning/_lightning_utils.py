@@ -196,7 +196,7 @@ class RayTrainReportCallback(Callback):
         if os.path.isdir(self.tmpdir_prefix):
             shutil.rmtree(self.tmpdir_prefix)
 
-    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_epoch_end(self, trainer: Any, pl_module: object) -> None:
         tmpdir = Path(self.tmpdir_prefix, str(trainer.current_epoch)).as_posix()
         os.makedirs(tmpdir, exist_ok=True)
 

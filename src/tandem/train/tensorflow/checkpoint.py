@@ -22,7 +22,7 @@ class TensorflowCheckpoint(Checkpoint):
     MODEL_FILENAME_KEY = MODEL_FILENAME_KEY
 
     @classmethod
-    def from_model(cls, model: Any, *, preprocessor: Any = None) -> TensorflowCheckpoint:
+    def from_model(cls, model: Any, *, preprocessor: object = None) -> TensorflowCheckpoint:
         """Saves ``model`` (``model.save``) into a new temporary folder."""
         tempdir = tempfile.mkdtemp(prefix="tandem-tf-ckpt-")
         filename = "model.keras"
@@ -30,7 +30,7 @@ class TensorflowCheckpoint(Checkpoint):
         return cls._with_filename(tempdir, filename)
 
     @classmethod
-    def from_h5(cls, file_path: str, *, preprocessor: Any = None) -> TensorflowCheckpoint:
+    def from_h5(cls, file_path: str, *, preprocessor: object = None) -> TensorflowCheckpoint:
         if not os.path.isfile(file_path) or not file_path.endswith(".h5"):
             raise ValueError("Please supply a h5 file path to `TensorflowCheckpoint.from_h5()`.")
         tempdir = tempfile.mkdtemp(prefix="tandem-tf-ckpt-")
@@ -38,7 +38,7 @@ class TensorflowCheckpoint(Checkpoint):
         return cls._with_filename(tempdir, os.path.basename(file_path))
 
     @classmethod
-    def from_saved_model(cls, dir_path: str, *, preprocessor: Any = None) -> TensorflowCheckpoint:
+    def from_saved_model(cls, dir_path: str, *, preprocessor: object = None) -> TensorflowCheckpoint:
         if not os.path.isdir(dir_path):
             raise ValueError(
                 "Please supply a directory to `TensorflowCheckpoint.from_saved_model`")

@@ -151,10 +151,10 @@ class ReportCheckpointCallback(_Callback):
             self._report_metrics(metrics)
 
     # Ray's hooks (RayReportCallback): where the metrics and checkpoint go
-    def _save_and_report_checkpoint(self, metrics: dict[str, Any], checkpoint: Checkpoint) -> None:
+    def _save_and_report_checkpoint(self, metrics: dict[str, object], checkpoint: Checkpoint) -> None:
         train.report(metrics, checkpoint=checkpoint)
 
-    def _report_metrics(self, metrics: dict[str, Any]) -> None:
+    def _report_metrics(self, metrics: dict[str, object]) -> None:
         train.report(metrics)
 
     def _save_elsewhere(self) -> None:
@@ -168,7 +168,7 @@ class ReportCheckpointCallback(_Callback):
         finally:
             shutil.rmtree(d, ignore_errors=True)
 
-    def _get_reported_metrics(self, logs: dict[str, Any]) -> dict[str, Any]:
+    def _get_reported_metrics(self, logs: dict[str, object]) -> dict[str, object]:
         if self._metrics is None:
             reported = logs
         elif isinstance(self._metrics, str):
@@ -181,7 +181,7 @@ class ReportCheckpointCallback(_Callback):
                     else v) for k, v in reported.items()}
 
 
-def check_model_in_strategy_scope(model: Any) -> None:
+def check_model_in_strategy_scope(model: object) -> None:
     """Raises ``ValueError`` when this worker belongs to a gang of several but ``model`` was
     not built in a ``MultiWorkerMirroredStrategy`` scope (its variables are not mirrored,
     so each worker would train alone). Called at ``fit``'s start by the callback."""

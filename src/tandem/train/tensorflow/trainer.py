@@ -37,7 +37,7 @@ class TensorflowTrainer(DataParallelTrainer):
 
     def __init__(
         self,
-        train_loop_per_worker: Callable[..., Any],
+        train_loop_per_worker: Callable[..., object],
         *,
         train_loop_config: Mapping[str, Any] | None = None,
         tensorflow_config: TensorflowConfig | None = None,

@@ -4,6 +4,7 @@ Ray recommends ``Checkpoint`` with ``torch.save``, kept for programs that use it
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ class TorchCheckpoint(FrameworkCheckpoint):
     MODEL_FILENAME = "model.pt"
 
     @classmethod
-    def from_state_dict(cls, state_dict: dict[str, Any], *,
+    def from_state_dict(cls, state_dict: Mapping[str, object], *,
                         preprocessor: object = None) -> TorchCheckpoint:
         """Saves ``state_dict`` (a ``module.`` prefix left by DDP is removed, as Ray does)."""
         import torch
@@ -30,7 +31,7 @@ class TorchCheckpoint(FrameworkCheckpoint):
         return cls._finish(d, preprocessor)
 
     @classmethod
-    def from_model(cls, model: Any, *, preprocessor: object = None) -> TorchCheckpoint:
+    def from_model(cls, model: object, *, preprocessor: object = None) -> TorchCheckpoint:
         """Saves the whole module (pickled; loading it runs its code: prefer
         ``from_state_dict`` for checkpoints others may load)."""
         import torch

@@ -109,7 +109,7 @@ class _DeviceLoader:
         stream = torch.cuda.Stream(device=self._device)
         batches = iter(self._loader)
 
-        def prefetch() -> tuple[Any, bool]:
+        def prefetch() -> tuple[object, bool]:
             try:
                 batch = next(batches)
             except StopIteration:

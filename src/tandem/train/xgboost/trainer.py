@@ -96,7 +96,7 @@ def _dmatrix(x: object, y: object = None) -> object:
                            nthread=gbdt.worker_threads() or None)
 
 
-def worker_params(params: Mapping[str, Any]) -> dict[str, Any]:
+def worker_params(params: Mapping[str, object]) -> dict[str, Any]:
     """The params a worker trains with: the user's, this worker's CPU share as ``nthread``,
     and ``device="cuda"`` when the gang gave this worker a GPU (unless params name a
     device)."""
@@ -108,12 +108,12 @@ def worker_params(params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def xgboost_params_form(config: dict[str, Any]) -> None:
+def xgboost_params_form(config: Mapping[str, object]) -> None:
     """The per-worker function of ``XGBoostTrainer(params=...)``."""
     gbdt.params_form_loop(XGBoostTrainer, config)
 
 
-def _allgather(value: object) -> list[Any]:
+def _allgather(value: object) -> list[object]:
     import xgboost.collective as coll
 
     return [coll.broadcast(value, r) for r in range(coll.get_world_size())]
@@ -147,7 +147,7 @@ class XGBoostTrainer(gbdt.BoostedTreeTrainer):
     config_keyword = "xgboost_config"
     docs_url = "https://xgboost.readthedocs.io/en/stable/parameter.html"
 
-    def _params_form_fn(self) -> Callable[[dict[str, Any]], None]:
+    def _params_form_fn(self) -> Callable[[dict[str, object]], None]:
         return xgboost_params_form
 
     # -- the library's part, on each worker -------------------------------------------------
@@ -162,15 +162,15 @@ class XGBoostTrainer(gbdt.BoostedTreeTrainer):
         return int(booster.num_boosted_rounds())
 
     @classmethod
-    def unify_categories(cls, shards: dict[str, Any]) -> None:
+    def unify_categories(cls, shards: Mapping[str, object]) -> None:
         import xgboost
 
         if xgboost.collective.get_world_size() > 1:
             gbdt.unify_categories(shards, _allgather)
 
     @classmethod
-    def train_booster(cls, params: Mapping[str, Any], splits: Mapping[str, Any], rounds: int,
-                      start: Any, callback: Any) -> None:
+    def train_booster(cls, params: Mapping[str, object], splits: Mapping[str, Any], rounds: int,
+                      start: object, callback: object) -> None:
         import xgboost
 
         mats = {name: _dmatrix(x, y) for name, (x, y) in splits.items()}
@@ -180,7 +180,7 @@ class XGBoostTrainer(gbdt.BoostedTreeTrainer):
 
     # -- on the driver ----------------------------------------------------------------------
     @classmethod
-    def _probe(cls, params: Mapping[str, object], head: tuple[Any, Any]) -> str | None:
+    def _probe(cls, params: Mapping[str, object], head: tuple[object, object]) -> str | None:
         import xgboost
 
         probe = {**params, "nthread": 1, "device": "cpu", "verbosity": 0}

@@ -107,7 +107,7 @@ class PlacementGroupFactory:
     def strategy(self) -> str:
         return self._strategy
 
-    def _key(self) -> tuple[Any, ...]:
+    def _key(self) -> tuple[object, ...]:
         return (json.dumps(self._bundles, sort_keys=True), self._strategy, self._args,
                 json.dumps(self._kwargs, sort_keys=True, default=repr),
                 self._head_bundle_is_empty)

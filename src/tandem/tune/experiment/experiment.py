@@ -13,7 +13,7 @@ __all__ = ["Experiment", "get_trainable", "register_trainable"]
 _REGISTRY: dict[str, Any] = {}
 
 
-def register_trainable(name: str, trainable: Callable[..., Any] | type,
+def register_trainable(name: str, trainable: Callable[..., object] | type,
                        warn: bool = True) -> None:
     """Registers ``trainable`` under ``name`` in this process, so that ``tune.run(name)``,
     ``Experiment(name, run=name)`` and ``Tuner(name)`` find it (Ray's registry).
@@ -39,7 +39,7 @@ def register_trainable(name: str, trainable: Callable[..., Any] | type,
 _ENVS: dict[str, Callable[..., Any]] = {}
 
 
-def register_env(name: str, env_creator: Callable[..., Any]) -> None:
+def register_env(name: str, env_creator: Callable[..., object]) -> None:
     """Registers an environment creator under ``name`` (Ray's ``tune.register_env``):
     ``env_creator(env_config)`` builds the environment; :func:`get_env_creator` finds it.
     tandem has no RLlib, so nothing here builds environments by itself: a trainable that

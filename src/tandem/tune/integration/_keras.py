@@ -26,7 +26,7 @@ class TuneReportCheckpointCallback(ReportCheckpointCallback):
 
         tune.report(metrics, checkpoint=checkpoint)
 
-    def _report_metrics(self, metrics: dict[str, Any]) -> None:
+    def _report_metrics(self, metrics: dict[str, object]) -> None:
         from tandem import tune
 
         tune.report(metrics)

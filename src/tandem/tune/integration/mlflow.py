@@ -405,7 +405,7 @@ class _Writer(threading.Thread):
         pending.clear()
 
     @staticmethod
-    def _guard(fn: Callable[[], Any]) -> None:
+    def _guard(fn: Callable[[], object]) -> None:
         try:
             fn()
         except Exception as e:  # noqa: BLE001 - a tracking failure must not stop trials
@@ -413,7 +413,7 @@ class _Writer(threading.Thread):
 
 
 def setup_mlflow(
-    config: dict[str, Any] | None = None,
+    config: Mapping[str, object] | None = None,
     tracking_uri: str | None = None,
     registry_uri: str | None = None,
     experiment_id: str | None = None,
@@ -422,7 +422,7 @@ def setup_mlflow(
     artifact_location: str | None = None,
     run_name: str | None = None,
     create_experiment_if_not_exists: bool = False,
-    tags: dict[str, Any] | None = None,
+    tags: Mapping[str, object] | None = None,
     rank_zero_only: bool = True,
 ) -> ModuleType | _NoopModule:
     """Starts an MLflow run in this trial or train worker and returns the ``mlflow`` module

@@ -41,7 +41,7 @@ class TuneReportCallback(TrainingCallback):
         self._pending: tuple[int, Checkpoint] | None = None
         self._held: dict | None = None
 
-    def _select(self, row: Mapping[str, object]) -> dict[str, Any]:
+    def _select(self, row: Mapping[str, object]) -> dict[str, object]:
         if self._metrics is None:
             return {k: v for k, v in row.items() if k not in ("training_iteration", "time_total_s")}
         if isinstance(self._metrics, Mapping):
@@ -55,7 +55,7 @@ class TuneReportCallback(TrainingCallback):
     def on_checkpoint(self, entry: tuple[int, Any, dict[str, Any]]) -> None:
         self._pending = (entry[0], entry[1])
 
-    def on_report(self, rows: list[dict[str, Any]]) -> None:
+    def on_report(self, rows: list[dict[str, object]]) -> None:
         if not tune_session.is_session_enabled():
             return
         for row in rows:
@@ -76,7 +76,7 @@ class TuneReportCallback(TrainingCallback):
         tune_session.report(self._select(row), checkpoint=checkpoint)
 
     # the older Trainer API: handle_result(list of each worker's report)
-    def handle_result(self, results: list[dict[str, Any]], **info: Any) -> None:
+    def handle_result(self, results: list[dict[str, object]], **info: object) -> None:
         if results and tune_session.is_session_enabled():
             tune_session.report(self._select(results[0]))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -142,7 +143,7 @@ class TrialSuggestion:
 
     @staticmethod
     def restart(
-        trial_id: str, config: dict[str, Any], checkpoint: Checkpoint | None, reason: str
+        trial_id: str, config: Mapping[str, object], checkpoint: Checkpoint | None, reason: str
     ) -> TrialSuggestion:
         if not isinstance(config, dict):
             raise ConfigError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 from tandem._core.errors import ConfigError
@@ -250,7 +251,7 @@ class HyperBandScheduler(TrialScheduler):
             return CONTINUE
         return self._process_bracket(bracket, trial.trial_id)
 
-    def on_trial_complete(self, trial: Trial, result: dict[str, Any] | None) -> None:
+    def on_trial_complete(self, trial: Trial, result: Mapping[str, object] | None) -> None:
         self.on_trial_remove(trial)
 
     def on_trial_error(self, trial: Trial) -> None:

@@ -302,7 +302,7 @@ class PopulationBasedTraining(TrialScheduler):
             )
         return CONTINUE
 
-    def on_trial_complete(self, trial: Trial, result: dict[str, Any] | None) -> None:
+    def on_trial_complete(self, trial: Trial, result: Mapping[str, object] | None) -> None:
         self._trials.remove(trial)
         self._trial_gone(trial)
 
@@ -418,7 +418,7 @@ class PopulationBasedTraining(TrialScheduler):
             return CONTINUE
         return decisions.get(current.trial_id) or CONTINUE
 
-    def _get_new_config(self, trial: Trial, donor_trial: Trial) -> tuple[dict[str, Any], Any]:
+    def _get_new_config(self, trial: Trial, donor_trial: Trial) -> tuple[dict[str, object], object]:
         """The config ``trial`` continues with after cloning ``donor_trial`` and the
         operations applied (PBT: :func:`explore`; PB2 overrides it)."""
         return explore(
@@ -437,7 +437,7 @@ class PopulationBasedTraining(TrialScheduler):
         self._experiment_path = getattr(view, "experiment_path", None)
 
     def _log_policy(self, state: _PBTTrialState, donor: _PBTTrialState,
-                    new_config: dict[str, Any]) -> None:
+                    new_config: dict[str, object]) -> None:
         """Ray's policy log: one JSON row ``[trial tag, donor tag, trial iteration, donor
         iteration, donor config, new config]`` in ``pbt_global.txt``; the donor's policy
         file copied to the trial's, then the row appended to it (what
@@ -610,7 +610,7 @@ class PopulationBasedTrainingReplay(FIFOScheduler):
         self._policy_iter = iter(self._policy)
         self._next_policy = next(self._policy_iter, None)
 
-    def _load_policy(self, policy_file: str) -> tuple[dict[str, Any], list[tuple[int, dict]]]:
+    def _load_policy(self, policy_file: str) -> tuple[dict[str, object], list[tuple[int, dict]]]:
         raw_policy = []
         with open(policy_file) as fp:
             for row in fp.readlines():

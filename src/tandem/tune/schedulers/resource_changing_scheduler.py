@@ -759,7 +759,7 @@ class ResourceChangingScheduler(TrialScheduler):
         state["_tune_controller"] = None  # a live view of this run's controller
         return state
 
-    def set_trial_resources(self, trial: Trial, new_resources: Any) -> bool:
+    def set_trial_resources(self, trial: Trial, new_resources: object) -> bool:
         """Records ``new_resources`` for ``trial`` (the controller applies them when it
         resumes the trial); True if there were any."""
         if new_resources:

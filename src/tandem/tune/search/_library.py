@@ -12,6 +12,7 @@ values in place, constants kept and ``sample_from`` values computed.
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -23,7 +24,7 @@ from tandem.tune.search.searcher import Searcher, merge_metric_mode
 __all__ = ["LibrarySearcher", "import_library"]
 
 
-def import_library(module: str, searcher: str, extra: str, pip_name: str) -> Any:
+def import_library(module: str, searcher: str, extra: str, pip_name: str) -> ModuleType:
     """Imports ``module`` or raises ImportError naming the extra that installs it."""
     try:
         return importlib.import_module(module)
@@ -60,7 +61,7 @@ class LibrarySearcher(Searcher):
     # ---------------------------------------------------------------- controller side
 
     def set_search_properties(
-        self, metric: str | None, mode: str | None, config: dict[str, Any] | None, **spec: object
+        self, metric: str | None, mode: str | None, config: dict[str, object] | None, **spec: object
     ) -> bool:
         """Takes TuneConfig's metric/mode and the Tuner's param space (see Searcher).
 
@@ -77,7 +78,7 @@ class LibrarySearcher(Searcher):
         return self._set_search_properties(metric, mode, dict(config or {}), **spec)
 
     def _set_search_properties(
-        self, metric: str | None, mode: str | None, config: dict[str, Any], **spec: object
+        self, metric: str | None, mode: str | None, config: dict[str, object], **spec: object
     ) -> bool:
         """Ray's ``set_search_properties`` body: convert ``config`` for the library."""
         return super().set_search_properties(metric, mode, config, **spec)
@@ -90,13 +91,13 @@ class LibrarySearcher(Searcher):
             return params
         return merge_suggestion(self._param_space, params, self._merge_rng)
 
-    def _suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+    def _suggest(self, trial_id: str) -> dict[str, object] | str | None:
         """The library's choice for trial ``trial_id`` (Ray's ``suggest``)."""
         raise NotImplementedError
 
     def add_evaluated_point(
         self,
-        parameters: dict[str, Any],
+        parameters: dict[str, object],
         value: float,
         error: bool = False,
         pruned: bool = False,

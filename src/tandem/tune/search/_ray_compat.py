@@ -104,7 +104,7 @@ class Domain:
     def is_function(self) -> bool:
         return False
 
-    def sample(self, config: Any = None, size: int = 1, random_state: Any = None) -> Any:
+    def sample(self, config: object = None, size: int = 1, random_state: Any = None) -> Any:
         return self.source.sample(np.random.default_rng(random_state))
 
     def __repr__(self) -> str:
@@ -171,7 +171,7 @@ def _is_unresolved(value: object) -> bool:
     return isinstance(value, (_space.Domain, Domain)) or is_grid_search(value)
 
 
-def _split(spec: Mapping[Any, Any]) -> tuple[dict[tuple, Any], dict[tuple, Any]]:
+def _split(spec: Mapping[object, object]) -> tuple[dict[tuple, Any], dict[tuple, Any]]:
     """Ray's ``_split_resolved_unresolved_values`` over tandem values."""
     resolved: dict[tuple, Any] = {}
     unresolved: dict[tuple, Any] = {}
@@ -193,7 +193,7 @@ def _split(spec: Mapping[Any, Any]) -> tuple[dict[tuple, Any], dict[tuple, Any]]
 
 
 def parse_spec_vars(
-    spec: Mapping[Any, Any],
+    spec: Mapping[object, object],
 ) -> tuple[list[tuple[tuple, Any]], list[tuple[tuple, Domain]], list[tuple[tuple, Domain]]]:
     """Ray's ``parse_spec_vars``: (resolved, domain, grid) variables with their paths.
 
@@ -210,7 +210,7 @@ def parse_spec_vars(
     return list(resolved.items()), domain_vars, grid_vars
 
 
-def assign_value(spec: dict[Any, Any], path: tuple, value: object) -> None:
+def assign_value(spec: dict[object, object], path: tuple, value: object) -> None:
     """Ray's ``assign_value``: sets ``spec[path...] = value`` (rebuilding tuples)."""
     parent_spec: Any = None
     parent_key: Any = None
@@ -313,8 +313,8 @@ def is_nan_or_inf(value: Any) -> bool:
 
 def validate_warmstart(
     parameter_names: list[str],
-    points_to_evaluate: list[list[Any] | dict[str, Any]] | None,
-    evaluated_rewards: list[Any] | None,
+    points_to_evaluate: list[list[object] | dict[str, object]] | None,
+    evaluated_rewards: list[object] | None,
     validate_point_name_lengths: bool = True,
 ) -> None:
     """Ray's ``validate_warmstart``: type and length checks of a searcher's warm start."""

@@ -140,7 +140,7 @@ class BasicVariantGenerator(Searcher):
         return variant.config
 
     def on_trial_complete(
-        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+        self, trial_id: str, result: Mapping[str, object] | None = None, error: bool = False
     ) -> None:
         self._live.discard(trial_id)
 

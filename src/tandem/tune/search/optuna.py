@@ -6,6 +6,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import ConfigError
@@ -33,7 +34,7 @@ __all__ = ["OptunaSearch"]
 logger = logging.getLogger(__name__)
 
 
-def _import_optuna() -> Any:
+def _import_optuna() -> ModuleType:
     return import_optional("optuna", "optuna", "OptunaSearch")
 
 
@@ -205,7 +206,7 @@ class OptunaSearch(Searcher):
         self._ot_trials: dict[str, Any] = {}
 
     @staticmethod
-    def convert_search_space(spec: Mapping[str, Any]) -> dict[str, Any]:
+    def convert_search_space(spec: Mapping[str, object]) -> dict[str, Any]:
         """Ray's ``OptunaSearch.convert_search_space``: the search-space objects of ``spec``
         as Optuna distributions, keyed by their ``"a/b"`` path (constants are left out); the
         result can be passed as ``OptunaSearch(space=...)``."""
@@ -236,7 +237,7 @@ class OptunaSearch(Searcher):
         self._setup(config)
         return True
 
-    def _setup(self, config: dict[str, Any]) -> None:
+    def _setup(self, config: dict[str, object]) -> None:
         optuna = _import_optuna()
         if self._metric is None or self._mode is None:
             raise ConfigError(
@@ -365,7 +366,7 @@ class OptunaSearch(Searcher):
             logger.debug("OptunaSearch: could not report step %s of %s", step, trial_id)
 
     def on_trial_complete(
-        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+        self, trial_id: str, result: Mapping[str, object] | None = None, error: bool = False
     ) -> None:
         optuna = _import_optuna()
         ot_trial = self._ot_trials.pop(trial_id, None)

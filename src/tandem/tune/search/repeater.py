@@ -160,7 +160,7 @@ class Repeater(Searcher):
         self._trial_id_to_group[trial_id] = self._current_group
         return config
 
-    def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, **kwargs):
+    def on_trial_complete(self, trial_id: str, result: dict[str, object] | None = None, **kwargs):
         """Stores the score for and keeps track of a completed trial.
 
         Stores the metric of a trial as nan if any of the following conditions
@@ -197,6 +197,6 @@ class Repeater(Searcher):
         self.searcher.restore(checkpoint_path)
 
     def set_search_properties(
-        self, metric: str | None, mode: str | None, config: dict[str, Any], **spec
+        self, metric: str | None, mode: str | None, config: dict[str, object], **spec
     ) -> bool:
         return self.searcher.set_search_properties(metric, mode, config, **spec)

@@ -62,7 +62,7 @@ class SearchGenerator(SearchAlgorithm):
         self._total_samples = state["total_samples"]
         self._finished = state["finished"]
 
-    def add_configurations(self, experiments: Any) -> None:
+    def add_configurations(self, experiments: object) -> None:
         raise ConfigError(
             "SearchGenerator.add_configurations(): tandem's tune loop takes the param space "
             "from Tuner(param_space=...) and asks the searcher itself; give "

@@ -6,6 +6,7 @@ import logging
 import os
 import pickle
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
 import cloudpickle
@@ -317,7 +318,7 @@ class ConcurrencyLimiter(Searcher):
 
     def add_evaluated_point(
         self,
-        parameters: dict[str, Any],
+        parameters: Mapping[str, object],
         value: float,
         error: bool = False,
         pruned: bool = False,

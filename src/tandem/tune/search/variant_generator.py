@@ -239,7 +239,7 @@ def _set_path(root: Any, path: Path, value: Any) -> None:
     node[path[-1]] = value
 
 
-def count_variants(param_space: Mapping[str, Any] | None) -> int:
+def count_variants(param_space: Mapping[str, object] | None) -> int:
     """The number of variants one grid pass yields (1 when there is no grid)."""
     total = 1
     for _, value in _unresolved(dict(param_space or {}), ()):
@@ -251,7 +251,7 @@ def count_variants(param_space: Mapping[str, Any] | None) -> int:
 # --------------------------------------------------------------------------- resolution
 
 
-def _expand_grid(spec: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+def _expand_grid(spec: dict[str, object]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     """Yields ``(spec with every grid replaced, {path: grid value})`` for each grid point."""
     grids = [(p, v[GRID_SEARCH_KEY]) for p, v in _unresolved(spec, ()) if is_grid_search(v)]
     if not grids:
@@ -310,10 +310,10 @@ class _AttrView(Mapping[str, Any]):
 
 
 def resolve_config(
-    spec: dict[str, Any],
+    spec: Mapping[str, object],
     rng: np.random.Generator | None,
     *,
-    fixed: Mapping[Path, Any] | None = None,
+    fixed: Mapping[Path, object] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Resolves every Domain and ``sample_from`` in a grid-free ``spec``.
 
@@ -359,7 +359,7 @@ def resolve_config(
 
 
 def _resolve_functions(
-    config: dict[str, Any], pending: list[tuple[Path, Function]], resolved: dict[str, Any]
+    config: dict[str, Any], pending: list[tuple[Path, Function]], resolved: dict[str, object]
 ) -> None:
     # Ray 2.x passes the config itself (``lambda config: config["a"]``); the older
     # ``lambda spec: spec.config.a`` form is tried when that raises KeyError/AttributeError.
@@ -395,7 +395,7 @@ def _resolve_functions(
         pending = waiting
 
 
-def merge_point(param_space: Mapping[str, Any], point: Mapping[str, Any]) -> dict[str, Any]:
+def merge_point(param_space: Mapping[str, object], point: Mapping[str, object]) -> dict[str, Any]:
     """``param_space`` with the values of ``point`` (a partial nested config) put in place.
 
     Raises:
@@ -406,7 +406,7 @@ def merge_point(param_space: Mapping[str, Any], point: Mapping[str, Any]) -> dic
     return merged
 
 
-def _merge_into(spec: dict[str, Any], point: Mapping[str, object], path: Path) -> None:
+def _merge_into(spec: dict[str, object], point: Mapping[str, object], path: Path) -> None:
     if not isinstance(point, Mapping):
         raise ConfigError(
             f"points_to_evaluate: each point must be a dict (a partial config), got "
@@ -433,7 +433,7 @@ def _merge_into(spec: dict[str, Any], point: Mapping[str, object], path: Path) -
 
 
 def generate_variants(
-    param_space: Mapping[str, Any] | None, rng: np.random.Generator | None,
+    param_space: Mapping[str, object] | None, rng: np.random.Generator | None,
     *, constant_grid_search: bool = False,
 ) -> Iterator[Variant]:
     """One pass over the grid: yields :func:`count_variants` variants, sampled with ``rng``.
@@ -461,11 +461,11 @@ def generate_variants(
 
 
 def iter_variants(
-    param_space: Mapping[str, Any] | None,
+    param_space: Mapping[str, object] | None,
     num_samples: int = 1,
     *,
     seed: int | np.random.Generator | None = None,
-    points_to_evaluate: Sequence[Mapping[str, Any]] | None = None,
+    points_to_evaluate: Sequence[Mapping[str, object]] | None = None,
     constant_grid_search: bool = False,
 ) -> Iterator[Variant]:
     """Every variant of an experiment, lazily: ``num_samples`` passes over the grid.
@@ -510,7 +510,7 @@ def _check_num_samples(num_samples: object) -> None:
 
 
 def flatten_dict(
-    config: Mapping[str, Any], delimiter: str = "/", prefix: str = ""
+    config: Mapping[str, object], delimiter: str = "/", prefix: str = ""
 ) -> dict[str, Any]:
     """``{"a": {"b": 1}, "c": 2} -> {"a/b": 1, "c": 2}``; lists and other values are leaves.
 
@@ -527,7 +527,7 @@ def flatten_dict(
     return out
 
 
-def unflatten_dict(flat: Mapping[str, Any], delimiter: str = "/") -> dict[str, Any]:
+def unflatten_dict(flat: Mapping[str, object], delimiter: str = "/") -> dict[str, Any]:
     """The inverse of :func:`flatten_dict`."""
     out: dict[str, Any] = {}
     for key, value in flat.items():
@@ -539,7 +539,7 @@ def unflatten_dict(flat: Mapping[str, Any], delimiter: str = "/") -> dict[str, A
     return out
 
 
-def format_vars(resolved_vars: Mapping[str, Any]) -> str:
+def format_vars(resolved_vars: Mapping[str, object]) -> str:
     """A short tag such as ``"lr=0.0012,bs=32"`` for trial names (last key part, 4 digits)."""
     parts = []
     for path, value in resolved_vars.items():

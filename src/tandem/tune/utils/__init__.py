@@ -25,6 +25,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import cloudpickle
@@ -254,7 +255,7 @@ class UtilMonitor(threading.Thread):
         self.stopped = True
 
 
-def _nvml() -> Any:
+def _nvml() -> ModuleType | None:
     try:
         import pynvml
 
@@ -264,7 +265,7 @@ def _nvml() -> Any:
         return None
 
 
-def _gpu_stats(nvml: Any) -> list[tuple[float, float]]:
+def _gpu_stats(nvml: ModuleType) -> list[tuple[float, float]]:
     """(load, memory used fraction) of each GPU, both in [0, 1]."""
     out = []
     for i in range(nvml.nvmlDeviceGetCount()):

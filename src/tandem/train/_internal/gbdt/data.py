@@ -78,7 +78,7 @@ def _expand_paths(paths: Sequence[str]) -> list[str]:
     return out
 
 
-def describe(name: str, value: Any, num_workers: int, label_column: Any) -> Any:
+def describe(name: str, value: Any, num_workers: int, label_column: object) -> Any:
     """The form of ``datasets[name]`` a params-form trainer sends to its workers; checks the
     label column, column types and row count on the driver (before any worker starts).
     In-memory data is split into one piece per worker; a tuning trial with fewer workers
@@ -144,7 +144,7 @@ def _check_rows(name: str, rows: int, num_workers: int) -> None:
         )
 
 
-def to_frame(name: str, value: Any, label_column: Any) -> Any:
+def to_frame(name: str, value: Any, label_column: object) -> Any:
     """A pandas DataFrame view of an in-memory dataset (for the driver's checks)."""
     import pandas as pd
 

@@ -175,7 +175,7 @@ class BoostedTreeTrainer(DataParallelTrainer):
         self.num_boost_round = rounds
 
     # -- the library's part ----------------------------------------------------------------
-    def _params_form_fn(self) -> Callable[[dict[str, Any]], None]:
+    def _params_form_fn(self) -> Callable[[dict[str, object]], None]:
         """The per-worker function of the params form (module level: it is pickled)."""
         raise NotImplementedError
 
@@ -190,7 +190,7 @@ class BoostedTreeTrainer(DataParallelTrainer):
         raise NotImplementedError
 
     @classmethod
-    def unify_categories(cls, shards: dict[str, Any]) -> None:
+    def unify_categories(cls, shards: dict[str, object]) -> None:
         """Gives category columns the same categories on every worker (see
         ``unify_categories``), through the library's collective."""
         raise NotImplementedError
@@ -204,12 +204,12 @@ class BoostedTreeTrainer(DataParallelTrainer):
         raise NotImplementedError
 
     @classmethod
-    def _probe(cls, params: Mapping[str, object], head: tuple[Any, Any]) -> str | None:
+    def _probe(cls, params: Mapping[str, object], head: tuple[object, object]) -> str | None:
         """The library's message when it rejects ``params`` on a few rows, else None."""
         raise NotImplementedError
 
     # -- shared ----------------------------------------------------------------------------
-    def _check_params(self, params: dict[str, Any], described: Mapping[str, object],
+    def _check_params(self, params: dict[str, object], described: Mapping[str, object],
                       label_column: str | int | None) -> None:
         """Raises ConfigError with the library's message when it rejects ``params`` (tried
         on a few rows of the training data, in the driver; skipped for ray.data)."""

@@ -52,7 +52,7 @@ class RayTrainReportCallback(TrainerCallback):
             raise TRANSFORMERS_IMPORT_ERROR
         super().__init__(*args, **kwargs)
 
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: object) -> None:
+    def on_save(self, args: Any, state: Any, control: object, **kwargs: object) -> None:
         """Called by the Trainer after it saved a checkpoint."""
         with TemporaryDirectory() as tmpdir:
             metrics: dict[str, Any] = {}
@@ -91,7 +91,7 @@ def _ray_iterable_class() -> type | None:
     return _IterableFromIterator
 
 
-def _first(batch: list[Any]) -> object:
+def _first(batch: list[object]) -> object:
     return batch[0]
 
 

@@ -398,7 +398,7 @@ class AxSearch(Searcher):
         self._ax.complete_trial(trial_index=ax_trial_index, raw_data=metric_dict)
 
     @staticmethod
-    def convert_search_space(spec: dict[str, Any]):
+    def convert_search_space(spec: dict[str, object]):
         resolved_vars, domain_vars, grid_vars = parse_spec_vars(spec)
 
         if grid_vars:

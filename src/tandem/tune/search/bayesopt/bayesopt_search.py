@@ -385,7 +385,7 @@ class BayesOptSearch(Searcher):
             self._register_result(params, report)
 
     def on_trial_complete(
-        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+        self, trial_id: str, result: dict[str, object] | None = None, error: bool = False
     ) -> None:
         """Notification for the completion of trial.
 
@@ -453,7 +453,7 @@ class BayesOptSearch(Searcher):
             ) = save_object
 
     @staticmethod
-    def convert_search_space(spec: dict[str, Any], join: bool = False) -> dict[str, Any]:
+    def convert_search_space(spec: dict[str, object], join: bool = False) -> dict[str, Any]:
         resolved_vars, domain_vars, grid_vars = parse_spec_vars(spec)
 
         if grid_vars:

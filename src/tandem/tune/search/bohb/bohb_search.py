@@ -264,13 +264,13 @@ class TuneBOHB(Searcher):
             self.bohber.new_result(hbs_wrapper)
 
     def on_trial_complete(
-        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+        self, trial_id: str, result: dict[str, object] | None = None, error: bool = False
     ):
         del self.trial_to_params[trial_id]
         self.paused.discard(trial_id)
         self.running.discard(trial_id)
 
-    def to_wrapper(self, trial_id: str, result: dict[str, Any]) -> _BOHBJobWrapper:
+    def to_wrapper(self, trial_id: str, result: dict[str, object]) -> _BOHBJobWrapper:
         return _BOHBJobWrapper(
             self._metric_op * result[self.metric],
             result["hyperband_info"]["budget"],
@@ -288,7 +288,7 @@ class TuneBOHB(Searcher):
         self.running.add(trial_id)
 
     @staticmethod
-    def convert_search_space(spec: dict[str, Any]) -> "ConfigSpace.ConfigurationSpace":
+    def convert_search_space(spec: dict[str, object]) -> "ConfigSpace.ConfigurationSpace":
         resolved_vars, domain_vars, grid_vars = parse_spec_vars(spec)
 
         if grid_vars:

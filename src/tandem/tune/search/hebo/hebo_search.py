@@ -317,7 +317,7 @@ class HEBOSearch(Searcher):
         return unflatten_dict(params)
 
     def on_trial_complete(
-        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+        self, trial_id: str, result: dict[str, object] | None = None, error: bool = False
     ):
         """Notification for the completion of trial.
 
@@ -336,7 +336,7 @@ class HEBOSearch(Searcher):
 
     def add_evaluated_point(
         self,
-        parameters: dict[str, Any],
+        parameters: dict[str, object],
         value: float,
         error: bool = False,
         pruned: bool = False,
@@ -405,7 +405,7 @@ class HEBOSearch(Searcher):
             torch.random.set_rng_state(torch_random_state)
 
     @staticmethod
-    def convert_search_space(spec: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    def convert_search_space(spec: dict[str, object], prefix: str = "") -> dict[str, Any]:
         resolved_vars, domain_vars, grid_vars = parse_spec_vars(spec)
 
         params = []

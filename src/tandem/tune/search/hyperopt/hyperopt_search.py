@@ -385,7 +385,7 @@ class HyperOptSearch(Searcher):
         ho_trial["refresh_time"] = now
 
     def on_trial_complete(
-        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+        self, trial_id: str, result: dict[str, object] | None = None, error: bool = False
     ) -> None:
         """Notification for the completion of trial.
 
@@ -451,7 +451,7 @@ class HyperOptSearch(Searcher):
             self.__dict__.update(save_object)
 
     @staticmethod
-    def convert_search_space(spec: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    def convert_search_space(spec: dict[str, object], prefix: str = "") -> dict[str, Any]:
         spec = copy.deepcopy(spec)
         resolved_vars, domain_vars, grid_vars = parse_spec_vars(spec)
 
@@ -464,7 +464,7 @@ class HyperOptSearch(Searcher):
                 "to a HyperOpt search space."
             )
 
-        def resolve_value(par: str, domain: Domain) -> Any:
+        def resolve_value(par: str, domain: Domain) -> object:
             quantize = None
 
             sampler = domain.get_sampler()

@@ -297,7 +297,7 @@ class NevergradSearch(Searcher):
             return unflatten_dict(suggested_config.kwargs)
 
     def on_trial_complete(
-        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+        self, trial_id: str, result: dict[str, object] | None = None, error: bool = False
     ):
         """Notification for the completion of trial.
 
@@ -325,7 +325,7 @@ class NevergradSearch(Searcher):
         self.__dict__.update(save_object)
 
     @staticmethod
-    def convert_search_space(spec: dict[str, Any]) -> Parameter:
+    def convert_search_space(spec: dict[str, object]) -> Parameter:
         resolved_vars, domain_vars, grid_vars = parse_spec_vars(spec)
 
         if grid_vars:

@@ -313,7 +313,7 @@ class ZOOptSearch(Searcher):
             return unflatten_dict(new_trial)
 
     def on_trial_complete(
-        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+        self, trial_id: str, result: dict[str, object] | None = None, error: bool = False
     ):
         """Notification for the completion of trial."""
         if result:
@@ -337,7 +337,7 @@ class ZOOptSearch(Searcher):
         self.__dict__.update(save_object)
 
     @staticmethod
-    def convert_search_space(spec: dict[str, Any], join: bool = False) -> dict[str, tuple]:
+    def convert_search_space(spec: dict[str, object], join: bool = False) -> dict[str, tuple]:
         spec = copy.deepcopy(spec)
         resolved_vars, domain_vars, grid_vars = parse_spec_vars(spec)
 
