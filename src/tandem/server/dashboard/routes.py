@@ -352,7 +352,7 @@ def _why(server: Any, job_id: str, state: str, preemptions: int = 0) -> dict[str
     """Why an active job waits, or what happened to it last (preempted, resized), from the
     scheduler's live view; for an ended job (or one no longer in memory), how often it was
     preempted, as its record says."""
-    stored = {"preemptions": preemptions} if preemptions else {}
+    stored: dict[str, object] = {"preemptions": preemptions} if preemptions else {}
     if state not in ("PENDING", "RUNNING", "RESTARTING"):
         return stored
     try:
