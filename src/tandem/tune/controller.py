@@ -798,7 +798,7 @@ def load_searcher(data: bytes) -> Searcher:
     return searcher
 
 
-def trial_from_state(d: dict) -> TuneTrial:
+def trial_from_state(d: Mapping[str, Any]) -> TuneTrial:
     t = TuneTrial(d["trial_id"], d["config"], name=d["name"], path=d["path"], index=d["index"],
                   experiment_tag=d.get("experiment_tag", ""))
     t.status = TrialStatus(d["status"])
