@@ -198,10 +198,19 @@ def _run_reused(channel: SocketChannel, msg: Any) -> int:
             return 0
 
 
+#: Frameworks whose process-wide state (random generators, default dtype, grad mode, thread
+#: pools, device contexts) a task can change and no reset can put back as a fresh process has
+#: it: a process that holds one is not reused for another task without ``reuse_actors``.
+STATEFUL_FRAMEWORKS = ("torch", "tensorflow", "jax")
+
+
 def _left_running() -> bool:
     """Whether the task left something running that a fresh process would not have: a
     thread not of tandem's own (a user's daemon thread too), a ``multiprocessing`` child,
-    or a CUDA context (GPU memory held)."""
+    a CUDA context (GPU memory held), or a framework with process-wide state loaded
+    (``STATEFUL_FRAMEWORKS``)."""
+    if any(name in sys.modules for name in STATEFUL_FRAMEWORKS):
+        return True
     for t in threading.enumerate():
         if t is not threading.main_thread() and not t.name.startswith("tandem-"):
             return True

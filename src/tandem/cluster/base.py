@@ -62,8 +62,8 @@ class WorkerSpec:
 CLEAN_REUSE_PREFIX = "clean:"
 """A ``WorkerSpec.reuse_key`` with this prefix: the process is reused only when its task
 left nothing running behind it (no thread but tandem's, no ``multiprocessing`` child, no
-CUDA context), and
-it is put back as a fresh process would start (environment, working directory, ``sys.path``,
+CUDA context) and holds no framework with process-wide state (torch, TensorFlow, JAX: their
+generators and settings cannot be put back as a fresh process has them), and it is put back as a fresh process would start (environment, working directory, ``sys.path``,
 ``sys.argv``, the user's modules dropped, ``random``/``numpy.random`` reseeded from the OS,
 no ``TANDEM_REUSED_WORKER`` set): a tuner's function trainables run this way by default,
 without ``reuse_actors``, so trial after trial runs without a process start."""

@@ -57,3 +57,26 @@ def test_a_sweep_of_trivial_trials_reuses_its_worker_processes(tmp_path):
         assert len(lines) == 2 and lines[0].split(",")[0] == "x"
         assert os.path.exists(os.path.join(folder, "params.pkl"))
     assert os.path.exists(os.path.join(str(tmp_path), "sweep", "experiment_state.json"))
+
+
+def _uses_torch(config):
+    import torch
+
+    tune.report({"pid": os.getpid(), "draw": float(torch.rand(1)), "i": config["i"]})
+    torch.manual_seed(0)  # a next trial in this process would draw what seed 0 gives
+
+
+def test_trials_that_use_torch_each_get_a_fresh_process(tmp_path):
+    """torch's global generator and settings cannot be reset as a fresh process has them,
+    so a process that loaded torch runs no other trial (without ``reuse_actors``)."""
+    import pytest
+
+    pytest.importorskip("torch")
+    grid = tune.Tuner(
+        _uses_torch, param_space={"i": tune.grid_search([0, 1, 2])},
+        tune_config=tune.TuneConfig(max_concurrent_trials=1),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="torch", verbose=0),
+    ).fit()
+    rows = sorted((r.metrics["i"], r.metrics["pid"], r.metrics["draw"]) for r in grid)
+    assert [i for i, _, _ in rows] == [0, 1, 2]
+    assert len({pid for _, pid, _ in rows}) == 3, rows
