@@ -16,26 +16,15 @@ import subprocess
 import sys
 import textwrap
 
-import psutil
 import pytest
 
 from tandem.cluster.local import discard_early_zygote, early_zygote_modules, early_zygote_pid
 from tandem.jobs import runtime
 from tandem.jobs.early import early_import_enabled, start_early
+from tests.helpers.zygotes import zygotes
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                  reason="needs torch")
-
-
-def _zygotes() -> list[psutil.Process]:
-    out = []
-    for p in psutil.Process().children():
-        try:
-            if "tandem.cluster._zygote" in " ".join(p.cmdline()):
-                out.append(p)
-        except psutil.Error:
-            pass
-    return out
 
 
 def test_switches_and_remote_jobs_start_no_zygote(monkeypatch):
@@ -47,10 +36,10 @@ def test_switches_and_remote_jobs_start_no_zygote(monkeypatch):
     monkeypatch.setenv("TANDEM_EARLY_IMPORT", "1")  # the new name wins over the old
     assert early_import_enabled()
     monkeypatch.setenv("TANDEM_EARLY_IMPORT", "off")
-    assert not start_early(("json",)) and not _zygotes()
+    assert not start_early(("json",)) and not zygotes()
     monkeypatch.setenv("TANDEM_EARLY_IMPORT", "1")
     monkeypatch.setenv("TANDEM_ADDRESS", "http://127.0.0.1:9")  # jobs go to a server
-    assert not start_early(("json",)) and not _zygotes()
+    assert not start_early(("json",)) and not zygotes()
     assert early_zygote_modules() is None
 
 
@@ -65,14 +54,14 @@ def test_an_unused_early_zygote_is_ended_when_jobs_go_to_a_server(monkeypatch):
         # a second framework adds its modules to the same zygote (no second process)
         assert start_early(("json", "csv"))
         assert early_zygote_modules() == ("json", "csv")
-        [early] = _zygotes()
+        [early] = zygotes()
         assert early.pid == early_zygote_pid()
         # the program then turns to a train server: the zygote would wait unused until exit
         monkeypatch.setenv("TANDEM_ADDRESS", "http://127.0.0.1:9")
         service = runtime.get_service()
         assert type(service).__name__ == "RemoteJobService"
         early.wait(timeout=60)  # ended, not left behind
-        assert early_zygote_pid() is None and not _zygotes()
+        assert early_zygote_pid() is None and not zygotes()
         assert not start_early(("json",))  # and no new one starts for remote jobs
     finally:
         runtime.set_service(None)
@@ -87,7 +76,7 @@ def test_an_early_zygote_no_cluster_adopts_is_ended_after_its_idle_time(monkeypa
     monkeypatch.setenv("TANDEM_EARLY_IDLE_S", "0.5")
     try:
         assert start_early(("json",))
-        [early] = _zygotes()
+        [early] = zygotes()
         early.wait(timeout=60)  # its idle time passed with no cluster adopting it
         assert early_zygote_pid() is None
     finally:

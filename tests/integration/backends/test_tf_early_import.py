@@ -14,27 +14,16 @@ import subprocess
 import sys
 import textwrap
 
-import psutil
 import pytest
 
 import tandem
 from tandem import train
 from tandem.cluster.local import discard_early_zygote, early_zygote_modules, start_zygote_early
 from tandem.train import DataParallelTrainer, RunConfig, ScalingConfig
+from tests.helpers.zygotes import zygotes
 
 needs_tf = pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
                               reason="needs the tensorflow extra")
-
-
-def _zygotes() -> list[psutil.Process]:
-    out = []
-    for p in psutil.Process().children():
-        try:
-            if "tandem.cluster._zygote" in " ".join(p.cmdline()):
-                out.append(p)
-        except psutil.Error:
-            pass
-    return out
 
 
 def _parent_of_worker(storage: str) -> tuple[int, str | None]:
@@ -52,7 +41,7 @@ def test_a_zygote_started_early_is_adopted_unless_the_environment_changed(storag
 
     # adopted: the run's worker is forked from the zygote started before tandem.init
     assert start_zygote_early(("json",))
-    early = _zygotes()
+    early = zygotes()
     assert len(early) == 1 and early_zygote_modules() == ("json",)
     tandem.init(num_cpus=2)
     ppid, _ = _parent_of_worker(storage)
@@ -62,7 +51,7 @@ def test_a_zygote_started_early_is_adopted_unless_the_environment_changed(storag
 
     # the environment changed after it started: a fresh zygote, whose workers see the change
     assert start_zygote_early(("json",))
-    stale = _zygotes()[0]
+    stale = zygotes()[0]
     monkeypatch.setenv("TANDEM_TEST_EARLY_X", "set after the early start")
     tandem.init(num_cpus=2)
     ppid, x = _parent_of_worker(storage)
@@ -72,7 +61,7 @@ def test_a_zygote_started_early_is_adopted_unless_the_environment_changed(storag
 
     # never adopted: tandem.shutdown ends it
     assert start_zygote_early(("json",))
-    unused = _zygotes()[0]
+    unused = zygotes()[0]
     tandem.shutdown()
     unused.wait(timeout=30)
     assert early_zygote_modules() is None
@@ -83,32 +72,32 @@ def test_import_tensorflow_early_follows_settings_and_keras(monkeypatch):
     from tandem.train.backends.tensorflow import import_tensorflow_early
 
     monkeypatch.setenv("TANDEM_TF_EARLY_IMPORT", "0")
-    assert not import_tensorflow_early() and not _zygotes()
+    assert not import_tensorflow_early() and not zygotes()
     monkeypatch.setenv("TANDEM_TF_EARLY_IMPORT", "1")
     monkeypatch.setenv("TANDEM_ADDRESS", "http://127.0.0.1:9")  # jobs go to a server
-    assert not import_tensorflow_early() and not _zygotes()
+    assert not import_tensorflow_early() and not zygotes()
     monkeypatch.delenv("TANDEM_ADDRESS")
     monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
     try:
         assert import_tensorflow_early(legacy_keras=True)
-        first = _zygotes()
+        first = zygotes()
         assert early_zygote_modules()[-1] == "tandem.train.tensorflow._preload_keras2"
         # a trainer that wants the other Keras replaces it (TensorFlow binds Keras at import)
         assert import_tensorflow_early(legacy_keras=False)
         assert early_zygote_modules()[-1] == "tandem.train.tensorflow._preload"
         first[0].wait(timeout=30)
-        assert len(_zygotes()) == 1
+        assert len(zygotes()) == 1
         # the same once tandem.init ran but before the cluster started its zygote
         assert import_tensorflow_early(legacy_keras=True)
-        keras2 = _zygotes()
+        keras2 = zygotes()
         tandem.init(num_cpus=2)
         assert import_tensorflow_early(legacy_keras=False)
         keras2[0].wait(timeout=30)
-        assert len(_zygotes()) == 1 and early_zygote_modules() is None  # adopted
+        assert len(zygotes()) == 1 and early_zygote_modules() is None  # adopted
     finally:
         discard_early_zygote()
         tandem.shutdown()
-    assert not _zygotes()
+    assert not zygotes()
 
 
 PROGRAM = textwrap.dedent("""

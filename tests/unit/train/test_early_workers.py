@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 
-import psutil
 import pytest
 
 import tandem
@@ -17,19 +16,9 @@ from tandem import train, tune
 from tandem.cluster.local import early_zygote_modules
 from tandem.train.early import WORKER_MODULES
 from tandem.tune._early import TRIAL_MODULES
+from tests.helpers.zygotes import zygotes
 
 TRIAL_PRELOAD = (*WORKER_MODULES, *TRIAL_MODULES)
-
-
-def _zygotes() -> list[psutil.Process]:
-    out = []
-    for p in psutil.Process().children():
-        try:
-            if "tandem.cluster._zygote" in " ".join(p.cmdline()):
-                out.append(p)
-        except psutil.Error:
-            pass
-    return out
 
 
 def _trial(config):
@@ -44,10 +33,10 @@ def _trial(config):
 def test_a_tuner_starts_the_zygote_that_its_trial_forks_from(storage, monkeypatch):
     monkeypatch.setenv("TANDEM_EARLY_IMPORT", "1")
     tandem.shutdown()
-    assert _zygotes() == [] and early_zygote_modules() is None
+    assert zygotes() == [] and early_zygote_modules() is None
     tuner = tune.Tuner(_trial, param_space={"mods": list(TRIAL_PRELOAD)},
                        run_config=tune.RunConfig(storage_path=storage, verbose=0))
-    (early,) = _zygotes()  # started by the Tuner, before fit()
+    (early,) = zygotes()  # started by the Tuner, before fit()
     assert early_zygote_modules() == TRIAL_PRELOAD
     (result,) = list(tuner.fit())
     # the trial ran in a worker forked from that zygote, which had the worker code imported
@@ -63,7 +52,7 @@ def test_a_tuner_starts_the_zygote_that_its_trial_forks_from(storage, monkeypatc
     # with a job service running, a new Tuner or trainer starts nothing
     tune.Tuner(_trial, param_space={"mods": []})
     train.DataParallelTrainer(lambda: None)
-    assert [p.pid for p in _zygotes()] == [early.pid]
+    assert [p.pid for p in zygotes()] == [early.pid]
     tandem.shutdown()
     early.wait(timeout=30)
 
@@ -74,15 +63,15 @@ def test_nothing_starts_early_when_jobs_go_elsewhere_or_it_is_off(monkeypatch):
     monkeypatch.setenv("TANDEM_ADDRESS", "127.0.0.1:1")  # a train server runs the jobs
     tune.Tuner(_trial)
     train.DataParallelTrainer(lambda: None)
-    assert _zygotes() == [] and early_zygote_modules() is None
+    assert zygotes() == [] and early_zygote_modules() is None
     monkeypatch.delenv("TANDEM_ADDRESS")
     monkeypatch.setenv("TANDEM_EARLY_IMPORT", "0")
     tune.Tuner(_trial)
-    assert _zygotes() == [] and early_zygote_modules() is None
+    assert zygotes() == [] and early_zygote_modules() is None
     # a trainer built in a program that will fit() it: started, and ended by shutdown
     monkeypatch.setenv("TANDEM_EARLY_IMPORT", "1")
     train.DataParallelTrainer(lambda: None)
-    (unused,) = _zygotes()
+    (unused,) = zygotes()
     assert early_zygote_modules() == WORKER_MODULES
     tandem.shutdown()
     unused.wait(timeout=30)
