@@ -257,3 +257,14 @@ def ray_train_env() -> dict[str, str]:
 def log(msg: str) -> None:
     """Progress line from a measurement subprocess (goes to its log file)."""
     print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def pickle_by_value(module_name: str) -> None:
+    """Pickle a benchmark module's trial functions by value, as a function defined in the
+    user's script travels; otherwise every fresh worker re-imports the benchmark module.
+    tandem and Ray both pickle with cloudpickle, so both get the same treatment."""
+    import sys
+
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[module_name])

@@ -26,19 +26,10 @@ from benchmarks.cases._common import (
     Target,
     baseline_variant,
     log,
+    pickle_by_value,
     quiet_ray_env,
     subprocess_variant,
 )
-
-
-def _as_script_function() -> None:
-    """Pickle this module's trial functions by value, as a function defined in the user's
-    script travels (see ``trial_throughput``)."""
-    import sys
-
-    import cloudpickle
-
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _tandem_trial(config: dict[str, Any]) -> None:
@@ -75,7 +66,7 @@ def _run_tune(framework: str, params: dict[str, Any], workdir: str, n: int) -> d
         from ray import tune  # type: ignore[no-redef]
 
         fn = _ray_trial
-    _as_script_function()
+    pickle_by_value(__name__)
     trial_s, conc = float(params["trial_s"]), int(params["concurrency"])
     tuner = tune.Tuner(
         fn,

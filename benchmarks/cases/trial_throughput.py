@@ -28,20 +28,10 @@ from benchmarks.cases._common import (
     Target,
     baseline_variant,
     log,
+    pickle_by_value,
     quiet_ray_env,
     subprocess_variant,
 )
-
-
-def _as_script_function() -> None:
-    """Pickle this module's trial functions by value, as a function defined in the user's
-    script travels; otherwise every fresh worker re-imports this benchmark module. Both
-    systems pickle with cloudpickle, so both get the same treatment."""
-    import sys
-
-    import cloudpickle
-
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _tandem_trial(config: dict[str, Any]) -> None:
@@ -53,7 +43,7 @@ def _tandem_trial(config: dict[str, Any]) -> None:
 def run_tandem(params: dict[str, Any], workdir: str, reuse_actors: bool = False) -> dict[str, Any]:
     from tandem import tune
 
-    _as_script_function()
+    pickle_by_value(__name__)
     n = int(params["trials"])
     tuner = tune.Tuner(
         _tandem_trial,
@@ -82,7 +72,7 @@ def _ray_trial(config: dict[str, Any]) -> None:
 def _run_ray(params: dict[str, Any], workdir: str, reuse_actors: bool) -> dict[str, Any]:
     from ray import tune
 
-    _as_script_function()
+    pickle_by_value(__name__)
     n = int(params["ray_trials"])
     tuner = tune.Tuner(
         _ray_trial,
