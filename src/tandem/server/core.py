@@ -40,6 +40,7 @@ from tandem.jobs.store import (
     JobStore,
     JobStoreError,
     JobStoreUnavailableError,
+    TransitionRecord,
     open_store,
 )
 from tandem.server.config import ServerConfig
@@ -440,15 +441,21 @@ class TrainServer:
             )
         return rec
 
-    def get_settled(self, job_id: str) -> tuple[JobRecord, str | None]:
-        """The stored job and its live state; a job whose state changed (it just ended,
-        was preempted, resumed) is stored first, so the record (transitions, result,
-        error) agrees with the state shown."""
-        rec = self.get(job_id)
+    def get_settled(self, job_id: str
+                    ) -> tuple[JobRecord, list[TransitionRecord], str | None]:
+        """The stored job, its transitions and its live state; a job whose state changed
+        (it just ended, was preempted, resumed) is stored first, so the record
+        (transitions, result, error) agrees with the state shown.
+
+        The live state is read after the record: a state shown is never older than the
+        last transition shown (read the other way round, a preemption stored between the
+        two reads showed ``RUNNING`` beside its own ``RESTARTING`` transition)."""
+        rec, transitions = self.get(job_id), self.store.transitions(job_id)
         live = self.live_state(job_id)
         if live is not None and live != rec.state and self.writer.flush(10.0):
-            rec = self.get(job_id)
-        return rec, live
+            rec, transitions = self.get(job_id), self.store.transitions(job_id)
+            live = self.live_state(job_id)
+        return rec, transitions, live
 
     def stop(self, job_id: str, by: str = "api") -> None:
         """Stops a job; ``by`` (api, cli, dashboard) is recorded as the stop's reason."""

@@ -73,7 +73,7 @@ def jobs_router(server: TrainServer, accounts: AccountStore) -> APIRouter:
 
     @app.get("/api/jobs/{job_id}", response_model=JobDetail, responses=_answers(404, 422, 503))
     def get_job(request: Request, job_id: str = JobIdPath) -> Any:
-        rec, live = server.get_settled(job_id)
+        rec, transitions, live = server.get_settled(job_id)
         out = _job_out(rec, live)
         spec = rec.spec_json or {}
         user = current_user(request)
@@ -85,7 +85,7 @@ def jobs_router(server: TrainServer, accounts: AccountStore) -> APIRouter:
             traceback=rec.traceback, result=rec.result, spec=spec,
             transitions=[{"from_state": t.from_state, "to_state": t.to_state, "time": t.time,
                           "reason": t.reason or ("submitted" if t.from_state is None else None)}
-                         for t in server.store.transitions(job_id)],
+                         for t in transitions],
         )
         return out
 
