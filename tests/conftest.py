@@ -111,6 +111,20 @@ def worker_processes() -> list[psutil.Process]:
     return out
 
 
+def no_workers_left(timeout_s: float = 30.0) -> list[psutil.Process]:
+    """``worker_processes()`` once it is empty, or what it still holds after ``timeout_s``.
+
+    A killed worker ends a moment later (longer on a loaded machine), and each look is a
+    fresh scan: a warm worker the zygote forks meanwhile is seen under the zygote's name
+    for an instant before it names itself ``tandem-warm``, and is not a leftover."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = worker_processes()
+        if not left or time.monotonic() >= deadline:
+            return left
+        psutil.wait_procs(left, timeout=min(1.0, max(0.0, deadline - time.monotonic())))
+
+
 def pytest_unconfigure(config):
     shutil.rmtree(SESSION_HOME, ignore_errors=True)
 

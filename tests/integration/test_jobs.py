@@ -16,7 +16,7 @@ import tandem
 from tandem import train
 from tandem._core.errors import ResourcesUnavailableError
 from tandem.train import DataParallelTrainer, RunConfig, ScalingConfig
-from tests.conftest import worker_processes
+from tests.conftest import no_workers_left, worker_processes
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -65,7 +65,7 @@ def test_impossible_job_is_refused_at_once(storage):
     with pytest.raises(ResourcesUnavailableError, match="accelerator_x=2"):
         DataParallelTrainer(lambda: None, scaling_config=ScalingConfig(
             num_workers=2, resources_per_worker={"accelerator_x": 1})).fit()
-    assert worker_processes() == []
+    assert no_workers_left() == []
 
 
 def test_custom_resources_gate_concurrency(storage, tmp_path):
@@ -168,7 +168,7 @@ def test_stop_kills_the_gang(storage):
     result = handle.wait(timeout=10)
     assert handle.status() == "STOPPED"
     assert result.metrics == {"started": 1}
-    assert worker_processes() == []
+    assert no_workers_left() == []
 
 
 def test_worker_output_is_echoed_with_rank_prefix_and_kept_in_files(storage, capfd):

@@ -12,7 +12,7 @@ import tandem
 from tandem import train
 from tandem.train import Checkpoint, CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from tandem.train.torch import TorchTrainer
-from tests.conftest import worker_processes
+from tests.conftest import no_workers_left
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -139,7 +139,7 @@ def test_failure_budget_spent_raises_with_worker_traceback(storage):
     assert err.num_failures == 2
     assert isinstance(err.cause, ValueError)
     assert "max_failures=1" in str(err)
-    assert worker_processes() == []  # the sleeping rank 0 was killed too
+    assert no_workers_left() == []  # the sleeping rank 0 was killed too
     assert "bad batch shape" in open(os.path.join(storage, "fails", "error.txt")).read()
 
 

@@ -197,6 +197,9 @@ class _Zygote:
 
     def _become_worker(self, spec: dict) -> None:
         code = 1
+        warm = "warm_id" in spec
+        if warm:  # first thing: the moment a scan sees it under the zygote's name is short
+            _set_process_name(WARM_NAME)
         try:
             os.setsid()  # own process group: killpg reaches the user's subprocesses too
             signal.set_wakeup_fd(-1)
@@ -213,8 +216,7 @@ class _Zygote:
             os.close(devnull)
             from tandem.cluster import _worker_main
 
-            if "warm_id" in spec:  # forked ahead of demand: takes on a job when assigned
-                _set_process_name(WARM_NAME)
+            if warm:  # forked ahead of demand: takes on a job when assigned
                 code = _worker_main.run_warm(spec, on_assign=lambda: _set_process_name(_NAME))
             else:
                 _worker_main.enter_job(spec)

@@ -6,14 +6,13 @@ from __future__ import annotations
 import os
 import signal
 
-import psutil
 import pytest
 
 import tandem
 from tandem import train
 from tandem.train import Trainer
 from tandem.train.legacy import WorkerGroupError
-from tests.conftest import worker_processes
+from tests.conftest import no_workers_left
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -60,7 +59,7 @@ def test_worker_group_executes_on_every_worker(tmp_path):
     finally:
         workers.shutdown()
     assert jobs[0].status() == "FINISHED"
-    assert worker_processes() == []
+    assert no_workers_left() == []
     with pytest.raises(WorkerGroupError, match="has been shut down"):
         workers.execute("whoami")
 
@@ -78,10 +77,8 @@ def test_worker_group_init_failure_is_reported(tmp_path):
     # Both ranks had joined the process group (they build the instance only after it), so
     # both exist; the failed group's job killed them (SIGKILL) before the error was raised,
     # and the kernel ends a killed process a moment later (longer on a loaded machine):
-    # wait for exactly that, then check nothing is left.
-    _, alive = psutil.wait_procs(worker_processes(), timeout=30)
-    assert alive == []
-    assert worker_processes() == []
+    # no_workers_left waits for exactly that.
+    assert no_workers_left() == []
 
 
 def killed_once(config):

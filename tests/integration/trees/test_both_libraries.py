@@ -17,7 +17,7 @@ from tandem._core.errors import ConfigError
 from tandem.train import FailureConfig, RunConfig, ScalingConfig
 from tandem.tune import TuneConfig, Tuner
 from tandem.tune.schedulers import ASHAScheduler
-from tests.conftest import worker_processes
+from tests.conftest import no_workers_left, worker_processes
 from tests.integration.trees.conftest import read, rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -102,7 +102,7 @@ def test_bad_input_is_refused_before_workers_start(lib, cancer):
     with pytest.raises(TypeError, match=r"unexpected keyword argument 'nope_config'"):
         lib.trainer(params=lib.params, label_column="target", datasets={"train": cancer},
                     nope_config=1)
-    assert worker_processes() == []
+    assert no_workers_left() == []
 
 
 def test_tuned_num_workers_with_in_memory_data(storage, lib, cancer):

@@ -14,7 +14,7 @@ from tandem import train, tune
 from tandem._core.errors import ConfigError, ResourcesUnavailableError
 from tandem.train import Checkpoint, FailureConfig, RunConfig, ScalingConfig
 from tandem.tune.schedulers import ASHAScheduler, PopulationBasedTraining
-from tests.conftest import worker_processes
+from tests.conftest import no_workers_left
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -260,7 +260,7 @@ def test_stop_criteria_and_time_budget(storage):
                     tune_config=tune.TuneConfig(time_budget_s=1.0),
                     run_config=RunConfig(storage_path=storage, verbose=0)).fit()
     assert len(rg) == 2 and all(r.metrics["i"] > 1 for r in rg)
-    assert worker_processes() == []
+    assert no_workers_left() == []
 
 
 def test_with_parameters_and_with_resources(storage):
@@ -328,7 +328,7 @@ def test_bad_inputs(storage):
                    run_config=rc).fit()
     with pytest.raises(ConfigError, match="num_samples=0"):
         tune.TuneConfig(num_samples=0)
-    assert worker_processes() == []
+    assert no_workers_left() == []
 
 
 def test_metric_never_reported(storage):
