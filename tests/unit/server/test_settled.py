@@ -36,26 +36,32 @@ def test_a_record_behind_its_live_state_is_stored_before_it_is_shown():
         assert rec.state == stored[0] and not flushed
 
 
+def _preempted_during_the_reads(lands_after: int) -> SimpleNamespace:
+    """A server whose job is preempted (live RESTARTING, its transition stored at once)
+    right after its ``lands_after``-th read of record, transitions or live state."""
+    reads = 0
+    world = {"live": "RUNNING", "transitions": ["PENDING", "RUNNING"]}
+
+    def read(value):
+        nonlocal reads
+        reads += 1
+        if reads == lands_after + 1:
+            world["live"] = "RESTARTING"
+            world["transitions"] = [*world["transitions"], "RESTARTING"]
+        return value
+
+    return SimpleNamespace(
+        get=lambda job_id: read(SimpleNamespace(state=world["transitions"][-1])),
+        store=SimpleNamespace(transitions=lambda job_id: read(list(world["transitions"]))),
+        live_state=lambda job_id: read(world["live"]),
+        writer=SimpleNamespace(flush=lambda t: True))
+
+
 def test_a_change_that_lands_while_the_job_is_read_never_shows_a_state_older_than_its_transitions():
     """A preemption stored at any point during the reads: the state shown is never behind
     the last transition shown (CI once saw RUNNING beside its own RESTARTING transition,
     when the live state was read before the transitions)."""
-    for lands_after in range(4):  # reads before the preemption lands: record, transitions…
-        reads = 0
-        world = {"live": "RUNNING", "transitions": ["PENDING", "RUNNING"]}
-
-        def read(value):
-            nonlocal reads
-            reads += 1
-            if reads == lands_after + 1:  # preempted, and its transition stored at once
-                world["live"] = "RESTARTING"
-                world["transitions"] = [*world["transitions"], "RESTARTING"]
-            return value
-
-        srv = SimpleNamespace(
-            get=lambda job_id: read(SimpleNamespace(state=world["transitions"][-1])),
-            store=SimpleNamespace(transitions=lambda job_id: read(list(world["transitions"]))),
-            live_state=lambda job_id: read(world["live"]),
-            writer=SimpleNamespace(flush=lambda t: True))
+    for lands_after in range(4):
+        srv = _preempted_during_the_reads(lands_after)
         rec, transitions, live = TrainServer.get_settled(srv, "job_1")  # type: ignore[arg-type]
         assert live == transitions[-1], (lands_after, live, transitions)
