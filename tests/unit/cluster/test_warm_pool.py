@@ -5,6 +5,7 @@ pool empties itself, and a new heavy import retires the warm workers forked befo
 from __future__ import annotations
 
 import queue
+import time
 
 import cloudpickle
 import psutil
@@ -94,7 +95,10 @@ def probe_task(channel):
 
 
 def test_gangs_start_on_warm_workers_each_from_a_clean_state(tmp_path):
-    cluster = LocalCluster(num_cpus=2, warm_pool=WarmPoolConfig(max_workers=2, idle_s=1.0))
+    # idle_s long enough that the warm worker waits for the second task however loaded
+    # the machine (with 1 s it was let go first once); its going is checked by moving the
+    # pool's clock past idle_s below, not by waiting it out
+    cluster = LocalCluster(num_cpus=2, warm_pool=WarmPoolConfig(max_workers=2, idle_s=60))
     try:
         placement = cluster.place([{"CPU": 1.0}])
         io = cluster._io_thread()
@@ -109,7 +113,11 @@ def test_gangs_start_on_warm_workers_each_from_a_clean_state(tmp_path):
         # The job's env and cwd; nothing of the earlier task (module, env, path, globals).
         assert out2 == [("state", warm_pid, "t2", str(tmp_path), False, False, False, False)]
         assert _gone(w1.pid)
-        # Idle for idle_s: the pool lets its warm workers go.
+        _wait(lambda: len(cluster.warm_worker_pids()) >= 1)  # refilled again
+        # Idle for idle_s (the pool's clock moved past it): the pool lets its warm workers go.
+        policy = io._policy
+        start = policy.now()
+        policy._clock = lambda: start + 61.0 + (time.monotonic() - start)
         _wait(lambda: cluster.warm_worker_pids() == [] and not _warm_children())
     finally:
         cluster.shutdown()
@@ -154,8 +162,6 @@ def _gone(pid: int) -> bool:
 
 
 def _wait(cond, timeout_s: float = 30.0) -> None:
-    import time
-
     deadline = time.monotonic() + timeout_s
     while not cond():
         if time.monotonic() > deadline:

@@ -108,6 +108,7 @@ def test_bayesopt_beats_random_search():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # BoTorch fits a GP per suggestion: 60-100 s on a loaded 2-core CI
 def test_ax_beats_random_search():
     pytest.importorskip("ax")
     from tandem.tune.search.ax import AxSearch
