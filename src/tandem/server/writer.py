@@ -571,10 +571,10 @@ class StoreWriter:
             return False
         n = self._pending_events
         since = self._down_since or time.time()
+        if self._journal is not None:  # before the backlog reads 0: no journal once it does
+            self._journal.clear()
         self._pending = []
         self._pending_events = 0
-        if self._journal is not None:
-            self._journal.clear()
         self._down = None
         self._down_since = None
         self._draining = False
