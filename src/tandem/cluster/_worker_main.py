@@ -152,6 +152,7 @@ def _run_reused(channel: SocketChannel, msg: Any) -> int:
     wc.idle = control  # frames with no task to hear them: the next assignment, or retire
     threading.Thread(target=wc._read_forever, name="tandem-control", daemon=True).start()
     first = True
+    learner: ImportLearner | None = None
     while True:
         job, task_bytes = msg[1], msg[2]
         wc.worker_id = job["worker_id"]
@@ -161,7 +162,9 @@ def _run_reused(channel: SocketChannel, msg: Any) -> int:
         working_dir = os.environ.get("TANDEM_WORKING_DIR")
         if working_dir and working_dir not in sys.path:
             sys.path.insert(0, working_dir)
-        learner = ImportLearner(channel)
+        if learner is None:  # one for every task of this process: what an earlier task
+            learner = ImportLearner(channel)  # imported was told already (or is the
+            # user's, dropped below and never told), so nothing is told twice
         wc.learner = learner if learner.enabled else None
         # the timed looks (a task silent for long) on the first task only: a later one
         # tells with its frames and its end, and starts no thread
