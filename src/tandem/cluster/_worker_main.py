@@ -152,6 +152,7 @@ def _run_reused(channel: SocketChannel, msg: Any) -> int:
     wc.idle = control  # frames with no task to hear them: the next assignment, or retire
     threading.Thread(target=wc._read_forever, name="tandem-control", daemon=True).start()
     first = True
+    learner: ImportLearner | None = None
     while True:
         job, task_bytes = msg[1], msg[2]
         wc.worker_id = job["worker_id"]
@@ -161,7 +162,9 @@ def _run_reused(channel: SocketChannel, msg: Any) -> int:
         working_dir = os.environ.get("TANDEM_WORKING_DIR")
         if working_dir and working_dir not in sys.path:
             sys.path.insert(0, working_dir)
-        learner = ImportLearner(channel)
+        if learner is None:  # one for every task of this process: what an earlier task
+            learner = ImportLearner(channel)  # imported was told already (or is the
+            # user's, dropped below and never told), so nothing is told twice
         wc.learner = learner if learner.enabled else None
         # the timed looks (a task silent for long) on the first task only: a later one
         # tells with its frames and its end, and starts no thread
@@ -185,8 +188,7 @@ def _run_reused(channel: SocketChannel, msg: Any) -> int:
         # said first, so the driver ends the job and hands over the next task while this
         # process cleans up; the next assignment waits in ``control`` until it is done
         channel.send(("__reusable__", code))
-        os.environ.clear()
-        os.environ.update(env)
+        _restore_environ(env)
         os.chdir(cwd)
         sys.path[:] = path
         sys.argv[:] = argv
@@ -238,27 +240,56 @@ def _reseed() -> None:
             pass
 
 
+def _restore_environ(env: dict[str, str]) -> None:
+    """``os.environ`` back to ``env``, changing only what differs (``os.environ.clear()``
+    walks the mapping once per key: ~1 ms between two trials for nothing)."""
+    current = os.environ
+    for key in [k for k in current if k not in env]:
+        del current[key]
+    for key, value in env.items():
+        if current.get(key) != value:
+            current[key] = value
+
+
 def _rss_mb() -> float:
     try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        fd = os.open("/proc/self/statm", os.O_RDONLY)
+        try:
+            data = os.read(fd, 256)
+        finally:
+            os.close(fd)
+        return int(data.split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     except (OSError, ValueError, IndexError):
         return 0.0
+
+
+_INSTALLED_ROOTS: tuple[str, ...] | None = None
+
+
+def _installed_roots() -> tuple[str, ...]:
+    """The standard library's and installed packages' folders (``sysconfig.get_paths()``
+    expands its templates on every call, ~1 ms: looked up once per process)."""
+    global _INSTALLED_ROOTS
+    if _INSTALLED_ROOTS is None:
+        import sysconfig
+
+        paths = sysconfig.get_paths()
+        _INSTALLED_ROOTS = tuple({paths[k] for k in ("stdlib", "platstdlib", "purelib",
+                                                     "platlib")})
+    return _INSTALLED_ROOTS
 
 
 def _drop_user_modules(baseline: set[str]) -> None:
     """Forgets the modules a task imported from the user's code (not tandem's, not
     installed packages or the standard library, which cannot always be imported twice):
     the next task imports them afresh, with fresh module state."""
-    import sysconfig
-
-    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots = _installed_roots()
     for name in [n for n in sys.modules if n not in baseline]:
         if name == "tandem" or name.startswith("tandem."):
             continue
         module = sys.modules.get(name)
         file = getattr(module, "__file__", None)
-        if file is None or any(file.startswith(r) for r in roots):
+        if file is None or file.startswith(roots):
             continue  # built in, a namespace package, or installed
         del sys.modules[name]
 

@@ -180,6 +180,8 @@ class TuneController:
         self._last_state_save = 0.0
         self._state_save_s = 0.0  # how long the last write of the state took
         self._last_searcher_save = 0.0
+        # ended trials' entries of the state file, encoded: trial id -> (_ended_key, JSON)
+        self._state_json: dict[str, tuple[tuple, str]] = {}
         self._stopping_all = False
         self._fatal: BaseException | None = None
         self._start_time = time.monotonic()
@@ -692,10 +694,10 @@ class TuneController:
             "metric": self.metric,
             "mode": self.mode,
             "timestamp": time.time(),
-            "trials": [_trial_state(t) for t in self.trials],
+            "trials": [],
         }
         write_file(join_path(self.experiment_path, STATE_FILE),
-                   json.dumps(state, default=repr).encode())
+                   _spliced(json.dumps(state, default=repr), self._trials_json()).encode())
         self._state_save_s = time.monotonic() - now
         if force or now - self._last_searcher_save > 5.0:
             self._last_searcher_save = now
@@ -706,6 +708,27 @@ class TuneController:
                            cloudpickle.dumps(self.scheduler))
             except Exception as e:  # noqa: BLE001 - restore then starts them afresh
                 logger.warning("could not save the searcher/scheduler state: %s", e)
+
+
+    def _trials_json(self) -> list[str]:
+        """Each trial's entry of the state file, JSON-encoded; an ended trial's is encoded
+        once and kept while what it shows is unchanged, so a write of the state costs
+        O(running trials) of encoding, not O(trials)."""
+        cache = self._state_json
+        out = []
+        for t in self.trials:
+            if t.job is None and t.status.is_terminal:
+                key = _ended_key(t)
+                hit = cache.get(t.trial_id)
+                if hit is not None and hit[0] == key:
+                    out.append(hit[1])
+                    continue
+                text = json.dumps(_trial_state(t), default=repr)
+                cache[t.trial_id] = (key, text)
+                out.append(text)
+            else:
+                out.append(json.dumps(_trial_state(t), default=repr))
+        return out
 
 
 class ControllerView:
@@ -770,6 +793,21 @@ def _created_name(creator: Callable[[Any], str], trial: TuneTrial, option: str) 
             f"return a non-empty name without '/'."
         )
     return name
+
+
+def _spliced(head: str, trials: list[str]) -> str:
+    """``head`` (the state encoded with ``"trials": []`` last) with the trials' encoded
+    entries in that list: the same text as encoding the whole state at once."""
+    assert head.endswith("[]}")
+    return head[:-2] + ", ".join(trials) + "]}"
+
+
+def _ended_key(t: TuneTrial) -> tuple:
+    """What an ended trial's state entry is made of: a change makes the cached entry
+    stale (a restarted trial is no longer ended, so it is re-encoded). The objects
+    themselves, held: compared by identity first, so a hit costs no deep comparison."""
+    return (t.status, t.name, t.index, t.path, t.experiment_tag, t.num_failures,
+            len(t.decisions), t.job_state, t.config, t.last_result, t.checkpoint, t.error)
 
 
 def _trial_state(t: TuneTrial) -> dict:
