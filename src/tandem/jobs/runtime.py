@@ -6,8 +6,8 @@ import atexit
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from tandem._core.records import record
 from tandem.cluster.base import Cluster
 from tandem.jobs.client.discovery import (
     ADDRESS_ENV,
@@ -155,7 +155,7 @@ def log_to_driver() -> bool | None:
     return _log_to_driver
 
 
-@dataclass(frozen=True)
+@record
 class JobDefaults:
     """``tandem.init(owner=..., priority=...)``: what a job gets when its ``RunConfig``
     names no owner / priority (None: the service's default owner, priority 0)."""
