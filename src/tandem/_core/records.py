@@ -24,8 +24,9 @@ there. Type checkers see a frozen dataclass (``typing.dataclass_transform``).
 from __future__ import annotations
 
 import dataclasses
+import types
 from collections.abc import Callable
-from typing import Any, TypeVar, dataclass_transform, overload
+from typing import TypeVar, dataclass_transform, overload
 
 __all__ = ["record"]
 
@@ -35,47 +36,54 @@ _T = TypeVar("_T", bound=type)
 _FACTORY = object()
 
 
-def _repr(self: Any) -> str:
-    names = self.__record_repr__
-    inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
+def _names(self: object, kind: str) -> tuple[str, ...]:
+    names: tuple[str, ...] = getattr(type(self), kind)
+    return names
+
+
+def _repr(self: object) -> str:
+    inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in _names(self, "__record_repr__"))
     return f"{type(self).__qualname__}({inner})"
 
 
-def _eq(self: Any, other: Any) -> bool:
+def _eq(self: object, other: object) -> bool:
     if other.__class__ is not self.__class__:
         return NotImplemented
-    names = self.__record_compare__
+    names = _names(self, "__record_compare__")
     return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
 
 
-def _hash(self: Any) -> int:
-    return hash(tuple(getattr(self, n) for n in self.__record_hash__))
+def _hash(self: object) -> int:
+    return hash(tuple(getattr(self, n) for n in _names(self, "__record_hash__")))
 
 
-def _setattr(self: Any, name: str, value: Any) -> None:
+def _frozen_field(self: object, name: str) -> bool:
     cls = type(self)
-    if "__record_fields__" in cls.__dict__ or name in cls.__record_fields__:
+    return "__record_fields__" in cls.__dict__ or name in _names(self, "__record_fields__")
+
+
+def _setattr(self: object, name: str, value: object) -> None:
+    if _frozen_field(self, name):
         raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
     object.__setattr__(self, name, value)  # a plain subclass's own attribute, as dataclasses
 
 
-def _delattr(self: Any, name: str) -> None:
-    cls = type(self)
-    if "__record_fields__" in cls.__dict__ or name in cls.__record_fields__:
+def _delattr(self: object, name: str) -> None:
+    if _frozen_field(self, name):
         raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
     object.__delattr__(self, name)
 
 
-def _getstate(self: Any) -> list[Any]:
-    return [getattr(self, f.name) for f in dataclasses.fields(self)]
+def _getstate(self: object) -> list[object]:
+    return [getattr(self, n) for n in _names(self, "__record_fields__")]
 
 
-def _setstate(self: Any, state: list[Any]) -> None:
-    for f, value in zip(dataclasses.fields(self), state, strict=True):
-        object.__setattr__(self, f.name, value)
+def _setstate(self: object, state: list[object]) -> None:
+    for name, value in zip(_names(self, "__record_fields__"), state, strict=True):
+        object.__setattr__(self, name, value)
 
 
-def _make_init(cls: type, fields: list[dataclasses.Field[Any]],
+def _make_init(cls: type, fields: list[dataclasses.Field[object]],
                frozen: bool) -> Callable[..., None]:
     """``__init__`` of ``cls``, compiled from source as ``dataclasses`` does (one compile)."""
     def assign(name: str, value: str) -> str:
@@ -85,7 +93,7 @@ def _make_init(cls: type, fields: list[dataclasses.Field[Any]],
 
     params: list[str] = []
     body: list[str] = []
-    env: dict[str, Any] = {"__set": object.__setattr__, "__FACTORY": _FACTORY}
+    env: dict[str, object] = {"__set": object.__setattr__, "__FACTORY": _FACTORY}
     for i, f in enumerate(fields):
         has_factory = f.default_factory is not dataclasses.MISSING
         if has_factory:
@@ -113,7 +121,7 @@ def _make_init(cls: type, fields: list[dataclasses.Field[Any]],
     if hasattr(cls, "__post_init__"):
         body.append("    self.__post_init__()")
     source = f"def __init__(self, {', '.join(params)}):\n" + ("\n".join(body) or "    pass")
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Callable[..., None]] = {}
     exec(compile(source, f"<record {cls.__qualname__}>", "exec"), env, namespace)  # noqa: S102
     init: Callable[..., None] = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
@@ -129,15 +137,15 @@ class _LazyInit:
 
     __slots__ = ("cls", "fields", "frozen")
 
-    def __init__(self, cls: type, fields: list[dataclasses.Field[Any]], frozen: bool) -> None:
+    def __init__(self, cls: type, fields: list[dataclasses.Field[object]], frozen: bool) -> None:
         self.cls, self.fields, self.frozen = cls, fields, frozen
 
-    def __get__(self, instance: object, owner: type | None = None) -> Any:
+    def __get__(self, instance: object, owner: type | None = None) -> object:
         init = self.cls.__dict__["__init__"]
         if init is self:  # (another thread may have replaced it meanwhile: then use that)
             init = _make_init(self.cls, self.fields, self.frozen)
             type.__setattr__(self.cls, "__init__", init)
-        return init if instance is None else init.__get__(instance, owner)
+        return init if instance is None else types.MethodType(init, instance)
 
 
 def _build(cls: type, frozen: bool, slots: bool) -> type:
@@ -174,8 +182,8 @@ def _build(cls: type, frozen: bool, slots: bool) -> type:
         if getattr(f, "_field_type") is initvar:  # noqa: B009
             raise TypeError(f"@record field {cls.__qualname__}.{f.name} is an InitVar: not "
                             f"supported, use @dataclass")
-    made: dict[str, Any] = {
-        "__record_fields__": frozenset(f.name for f in fields),
+    made: dict[str, object] = {
+        "__record_fields__": tuple(f.name for f in fields),  # in order: the pickled state
         "__record_repr__": tuple(f.name for f in fields if f.repr),
         "__record_compare__": tuple(f.name for f in fields if f.compare),
         "__record_hash__": tuple(f.name for f in fields

@@ -25,7 +25,6 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-
 from tandem._core.errors import ResourcesUnavailableError, TandemError
 from tandem.cluster import _wire
 from tandem.cluster._pool import WarmPoolConfig, WarmPoolPolicy
