@@ -15,6 +15,7 @@ import math
 import os
 import queue
 import re
+import select
 import selectors
 import shutil
 import socket
@@ -277,6 +278,22 @@ class LocalCluster(Cluster):
             io.stop()
 
 
+def _wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """``proc.wait(timeout_s)``, woken the moment the process exits: ``Popen.wait`` with a
+    timeout polls, sleeping up to 50 ms between looks, which a program's exit (the zygote's,
+    at ``tandem.shutdown()``) would wait out. Linux's ``pidfd_open`` where there is one."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # not Linux 5.3+, or reaped already
+        proc.wait(timeout=timeout_s)
+        return
+    try:
+        select.select([fd], [], [], timeout_s)
+    finally:
+        os.close(fd)
+    proc.wait(timeout=0)  # reaps it; TimeoutExpired if it still runs
+
+
 def _total_memory() -> int:
     """This machine's memory in bytes, as ``psutil.virtual_memory().total`` gives it (Linux:
     ``MemTotal`` of /proc/meminfo), without importing psutil (issue 25: the cold start)."""
@@ -491,7 +508,7 @@ def _end(proc: subprocess.Popen) -> None:
             except OSError:
                 pass
     try:
-        proc.wait(timeout=10)
+        _wait_exit(proc, 10.0)
     except subprocess.TimeoutExpired:
         pass
 
@@ -847,7 +864,7 @@ class _IOThread(_wire.IOThread):
         except OSError:
             pass
         try:
-            self._zygote.wait(timeout=5)
+            _wait_exit(self._zygote, 5.0)
         except subprocess.TimeoutExpired:
             self._zygote.kill()
             self._zygote.wait()
