@@ -27,7 +27,7 @@ HEAVY = ("numpy", "pandas", "pyarrow", "sqlalchemy", "alembic", "pydantic", "ric
          "zipfile", "email", "tandem.server", "tandem.model", "tandem.tune.search.optuna",
          "tandem.tune.schedulers.pbt", "tandem.tune.integration.mlflow",
          "tandem.tune.integration.wandb", "tandem.cluster.ray", "tandem.jobs.client.remote",
-         "psutil")
+         "psutil", "concurrent.futures")
 
 _PROBE = """
 import json, sys
@@ -181,3 +181,19 @@ def test_submodules_stay_reachable_as_attributes():
     import tandem.jobs
 
     assert tandem.jobs.list is tandem.jobs.runtime.list_jobs
+
+
+def test_the_zygote_and_the_worker_code_load_nothing_heavy():
+    """The zygote's own start is on a fresh program's critical path (its first worker forks
+    from it): neither its module nor the worker code it preloads loads a heavy module
+    (``concurrent.futures`` and ``psutil`` included, which only the driver's side uses)."""
+    out = _probe("""
+import tandem.cluster._zygote
+out["zygote"] = loaded()
+from tandem.train.early import WORKER_MODULES
+from tandem.tune._early import TRIAL_MODULES
+for name in (*WORKER_MODULES, *TRIAL_MODULES):
+    __import__(name)
+out["preloaded"] = loaded()
+""")
+    assert out == {"zygote": [], "preloaded": []}
