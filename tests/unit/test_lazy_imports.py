@@ -186,7 +186,8 @@ def test_submodules_stay_reachable_as_attributes():
 def test_the_zygote_and_the_worker_code_load_nothing_heavy():
     """The zygote's own start is on a fresh program's critical path (its first worker forks
     from it): neither its module nor the worker code it preloads loads a heavy module
-    (``concurrent.futures`` and ``psutil`` included, which only the driver's side uses)."""
+    (``concurrent.futures`` and ``psutil`` included, which only the driver's side uses),
+    nor the embedded job service."""
     out = _probe("""
 import tandem.cluster._zygote
 out["zygote"] = loaded()
@@ -195,5 +196,8 @@ from tandem.tune._early import TRIAL_MODULES
 for name in (*WORKER_MODULES, *TRIAL_MODULES):
     __import__(name)
 out["preloaded"] = loaded()
+out["job service"] = [m for m in ("tandem.jobs.service", "tandem.jobs.admission")
+                      if m in sys.modules]
 """)
-    assert out == {"zygote": [], "preloaded": []}
+    # a worker's nested job service is not the embedded one (its admission and scheduler)
+    assert out == {"zygote": [], "preloaded": [], "job service": []}
