@@ -32,8 +32,13 @@ __all__ = ["record"]
 
 _T = TypeVar("_T", bound=type)
 
+class _Factory:
+    def __repr__(self) -> str:
+        return "<factory>"  # what the signature of a dataclass's __init__ shows
+
+
 #: stands for "no value given" in a generated ``__init__`` of a field with a factory
-_FACTORY = object()
+_FACTORY = _Factory()
 
 
 def _names(self: object, kind: str) -> tuple[str, ...]:
@@ -125,6 +130,8 @@ def _make_init(cls: type, fields: list[dataclasses.Field[object]],
     exec(compile(source, f"<record {cls.__qualname__}>", "exec"), env, namespace)  # noqa: S102
     init: Callable[..., None] = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
+    # the fields' annotations, as the dataclass's __init__ carries them (its signature)
+    init.__annotations__ = {**{f.name: f.type for f in fields if f.init}, "return": None}
     init.__module__ = cls.__module__
     return init
 
