@@ -26,7 +26,8 @@ HEAVY = ("numpy", "pandas", "pyarrow", "sqlalchemy", "alembic", "pydantic", "ric
          "tensorboardX", "sklearn", "scipy", "urllib.request", "http.client", "ssl", "asyncio",
          "zipfile", "email", "tandem.server", "tandem.model", "tandem.tune.search.optuna",
          "tandem.tune.schedulers.pbt", "tandem.tune.integration.mlflow",
-         "tandem.tune.integration.wandb", "tandem.cluster.ray", "tandem.jobs.client.remote")
+         "tandem.tune.integration.wandb", "tandem.cluster.ray", "tandem.jobs.client.remote",
+         "psutil", "concurrent.futures")
 
 _PROBE = """
 import json, sys
@@ -60,6 +61,11 @@ tuner = tune.Tuner(lambda config: tune.report({"x": 1}), param_space={"a": 1, "b
                    run_config=tune.RunConfig(name="x", storage_path="/tmp/unused"))
 config = train.ScalingConfig(num_workers=2)
 out["Tuner and configs built"] = loaded()
+out["plain dataclasses"] = sorted(
+    f"{m.__name__}.{v.__name__}" for m in list(sys.modules.values())
+    if m.__name__.startswith("tandem") for v in list(vars(m).values())
+    if isinstance(v, type) and v.__module__ == m.__name__ and "__dataclass_fields__" in vars(v)
+    and "__record_fields__" not in vars(v))
 from tandem.tune.search.basic_variant import BasicVariantGenerator
 gen = BasicVariantGenerator()
 gen.set_search_properties(None, None, {"a": 1, "g": tune.grid_search([1, 2])})
@@ -73,6 +79,16 @@ out["a value drawn"] = "numpy" in sys.modules
     assert out["import tune"] == []
     assert out["import train"] == []
     assert out["Tuner and configs built"] == []
+    # the classes of the typed frames, events and descriptions are records
+    # (tandem._core.records: a sixth of a dataclass's cost to define); these are not yet
+    assert set(out["plain dataclasses"]) <= {
+        "tandem.cluster._pool.WarmPoolConfig",
+        "tandem.train._internal.contexts.LocalTrainContext",  # init=False
+        "tandem.train.api.result.Result",  # init=False
+        "tandem.tune.controller.ExperimentOutput", "tandem.tune.controller.Resumed",
+        "tandem.tune.controller.TrialJobs", "tandem.tune.controller.TrialLimits",
+        "tandem.tune.controller.TrialSearch",
+    }, out["plain dataclasses"]
     assert out["constant space resolved"] == [{"a": 1, "g": 1}, {"a": 1, "g": 2}, []]
     assert out["worker side"] == []
     assert out["a value drawn"] is True  # NumPy comes when it is used
@@ -165,3 +181,23 @@ def test_submodules_stay_reachable_as_attributes():
     import tandem.jobs
 
     assert tandem.jobs.list is tandem.jobs.runtime.list_jobs
+
+
+def test_the_zygote_and_the_worker_code_load_nothing_heavy():
+    """The zygote's own start is on a fresh program's critical path (its first worker forks
+    from it): neither its module nor the worker code it preloads loads a heavy module
+    (``concurrent.futures`` and ``psutil`` included, which only the driver's side uses),
+    nor the embedded job service."""
+    out = _probe("""
+import tandem.cluster._zygote
+out["zygote"] = loaded()
+from tandem.train.early import WORKER_MODULES
+from tandem.tune._early import TRIAL_MODULES
+for name in (*WORKER_MODULES, *TRIAL_MODULES):
+    __import__(name)
+out["preloaded"] = loaded()
+out["job service"] = [m for m in ("tandem.jobs.service", "tandem.jobs.admission")
+                      if m in sys.modules]
+""")
+    # a worker's nested job service is not the embedded one (its admission and scheduler)
+    assert out == {"zygote": [], "preloaded": [], "job service": []}

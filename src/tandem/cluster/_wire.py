@@ -15,7 +15,6 @@ worker out of band: through the zygote's stdin pipe (local) or the actor call's 
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import multiprocessing
 import pickle
@@ -26,7 +25,10 @@ import socket
 import struct
 import threading
 from multiprocessing.connection import answer_challenge, deliver_challenge
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import concurrent.futures
 
 _HEADER = struct.Struct(">I")
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
@@ -303,6 +305,10 @@ class IOThread(threading.Thread):
             except OSError:  # e.g. out of file descriptors: try again next round
                 return
             if self._handshakes is None:
+                # imported here: the zygote and the workers (which import this module) never
+                # accept connections, and a fresh program's start need not pay for it
+                import concurrent.futures
+
                 self._handshakes = concurrent.futures.ThreadPoolExecutor(
                     self.handshake_threads, thread_name_prefix=f"{self.name}-handshake")
             with self._hs_lock:

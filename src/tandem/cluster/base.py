@@ -12,17 +12,18 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from tandem._core.errors import ConfigError, ResourcesUnavailableError
+from tandem._core.records import record
 
 Bundle = Mapping[str, float]
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 STANDARD_RESOURCES = ("CPU", "GPU", "memory")
 
 
-@dataclass(frozen=True)
+@record
 class Placement:
     """Resources reserved for one gang: bundle ``i`` runs on ``node_ids[i]``.
 
@@ -38,7 +39,7 @@ class Placement:
     handle: Any = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True)
+@record
 class WorkerSpec:
     """How to start one worker process on bundle ``bundle_index`` of a placement."""
 

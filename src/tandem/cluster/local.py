@@ -15,6 +15,7 @@ import math
 import os
 import queue
 import re
+import select
 import selectors
 import shutil
 import socket
@@ -24,8 +25,6 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from typing import Any
-
-import psutil
 
 from tandem._core.errors import ResourcesUnavailableError, TandemError
 from tandem.cluster import _wire
@@ -116,7 +115,7 @@ class LocalCluster(Cluster):
         self._total: dict[str, float] = {
             "CPU": float(num_cpus if num_cpus is not None else (os.cpu_count() or 1)),
             "GPU": float(ngpu),
-            "memory": float(memory if memory is not None else psutil.virtual_memory().total),
+            "memory": float(memory if memory is not None else _total_memory()),
         }
         for key, value in (resources or {}).items():
             self._total[key] = float(value)
@@ -277,6 +276,37 @@ class LocalCluster(Cluster):
             io, self._io = self._io, None
         if io is not None:
             io.stop()
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """``proc.wait(timeout_s)``, woken the moment the process exits: ``Popen.wait`` with a
+    timeout polls, sleeping up to 50 ms between looks, which a program's exit (the zygote's,
+    at ``tandem.shutdown()``) would wait out. Linux's ``pidfd_open`` where there is one."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # not Linux 5.3+, or reaped already
+        proc.wait(timeout=timeout_s)
+        return
+    try:
+        select.select([fd], [], [], timeout_s)
+    finally:
+        os.close(fd)
+    proc.wait(timeout=0)  # reaps it; TimeoutExpired if it still runs
+
+
+def _total_memory() -> int:
+    """This machine's memory in bytes, as ``psutil.virtual_memory().total`` gives it (Linux:
+    ``MemTotal`` of /proc/meminfo), without importing psutil (issue 25: the cold start)."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    import psutil
+
+    return int(psutil.virtual_memory().total)
 
 
 def _assign_gpus(free: list[float], amount: float) -> list[tuple[int, float]] | None:
@@ -478,7 +508,7 @@ def _end(proc: subprocess.Popen) -> None:
             except OSError:
                 pass
     try:
-        proc.wait(timeout=10)
+        _wait_exit(proc, 10.0)
     except subprocess.TimeoutExpired:
         pass
 
@@ -615,6 +645,8 @@ class _IOThread(_wire.IOThread):
     def pool_memory(self) -> tuple[int, int, int]:
         """(PSS of the zygote and the idle warm workers together, the warm workers' own
         memory (USS) together, how many warm workers): Linux only, zeros elsewhere."""
+        import psutil  # here, not at import: 20 ms of a fresh program's start (issue 25)
+
         total = own = 0
         warm = self.warm_pids()
         for pid in [self._zygote.pid, *warm]:
@@ -832,7 +864,7 @@ class _IOThread(_wire.IOThread):
         except OSError:
             pass
         try:
-            self._zygote.wait(timeout=5)
+            _wait_exit(self._zygote, 5.0)
         except subprocess.TimeoutExpired:
             self._zygote.kill()
             self._zygote.wait()

@@ -18,15 +18,15 @@ and how ``stop`` / ``read_logs`` reach the job.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from tandem._core.records import record
 from tandem.jobs.spec import JobOutcome, JobSpec, JobStatus
 
 __all__ = ["ClusterView", "JobService", "JobView", "ReportWindow"]
 
 
-@dataclass(frozen=True)
+@record
 class ReportWindow:
     """What ``JobView.read_reports`` returns.
 

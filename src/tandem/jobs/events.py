@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeAlias, TypeVar, assert_never
+
+from tandem._core.records import record
 
 __all__ = [
     "Asked",
@@ -58,7 +59,7 @@ class JobStatus(str, enum.Enum):
         return self.value
 
 
-@dataclass
+@record(frozen=False)
 class JobCall:
     """A question a running job asks whoever submitted it, e.g. a tuning trial's worker
     asking the tuner whether to go on after a report.
@@ -92,7 +93,7 @@ ReportEntry: TypeAlias = tuple[int, float, Mapping[str, Any], str | None]
 """One rank's report: ``(training_iteration, time_total_s, metrics, checkpoint path)``."""
 
 
-@dataclass(frozen=True)
+@record
 class StatusChanged:
     """The job moved to ``status`` (every state, PENDING through the terminal one)."""
 
@@ -100,7 +101,7 @@ class StatusChanged:
     kind: ClassVar[str] = "status"
 
 
-@dataclass(frozen=True)
+@record
 class Reported:
     """A batch of the job's (rank 0's) report rows, in order, as ``JobHandle.results()``
     gives them."""
@@ -109,7 +110,7 @@ class Reported:
     kind: ClassVar[str] = "reports"
 
 
-@dataclass(frozen=True)
+@record
 class RankReported:
     """One rank's raw report batch (only for runs with ``emit_rank_reports``)."""
 
@@ -118,7 +119,7 @@ class RankReported:
     kind: ClassVar[str] = "rank_reports"
 
 
-@dataclass(frozen=True)
+@record
 class Checkpointed:
     """A checkpoint was committed (every rank reported ``iteration``)."""
 
@@ -128,7 +129,7 @@ class Checkpointed:
     kind: ClassVar[str] = "checkpoint"
 
 
-@dataclass(frozen=True)
+@record
 class Asked:
     """The job asks its submitter ``question`` (an ``AskSubmitter`` kind, e.g.
     ``"verdict"``); the listener must answer ``call`` (see ``JobCall``)."""

@@ -6,8 +6,8 @@ import atexit
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from tandem._core.records import record
 from tandem.cluster.base import Cluster
 from tandem.jobs.client.discovery import (
     ADDRESS_ENV,
@@ -18,7 +18,6 @@ from tandem.jobs.client.discovery import (
 )
 from tandem.jobs.contract import JobService
 from tandem.jobs.handle import JobHandle
-from tandem.jobs.service import LocalJobService
 
 _lock = threading.Lock()
 _service: JobService | None = None
@@ -91,6 +90,8 @@ def _choose_service(create: bool, cluster_factory: Callable[[], Cluster] | None)
         cluster: Cluster = LocalCluster()
     else:
         cluster = cluster_factory()
+    from tandem.jobs.service import LocalJobService
+
     return LocalJobService(cluster)
 
 
@@ -126,7 +127,8 @@ def shutdown_service() -> None:
     if service is None:
         return
     service.shutdown()
-    if isinstance(service, LocalJobService):
+    local = sys.modules.get("tandem.jobs.service")  # not loaded: none was made here
+    if local is not None and isinstance(service, local.LocalJobService):
         service.cluster.shutdown()
 
 
@@ -155,7 +157,7 @@ def log_to_driver() -> bool | None:
     return _log_to_driver
 
 
-@dataclass(frozen=True)
+@record
 class JobDefaults:
     """``tandem.init(owner=..., priority=...)``: what a job gets when its ``RunConfig``
     names no owner / priority (None: the service's default owner, priority 0)."""

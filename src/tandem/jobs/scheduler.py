@@ -11,10 +11,10 @@ preemption) are in ``tandem.jobs.admission``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from tandem._core.clock import Clock, RealClock
+from tandem._core.records import record
 from tandem.cluster.base import Cluster, Placement
 from tandem.jobs.admission import ClusterCapacity, FifoGangPolicy, RunningSet, Start
 from tandem.jobs.admission.base import QueuedJob
@@ -22,7 +22,7 @@ from tandem.jobs.admission.base import QueuedJob
 __all__ = ["GangScheduler", "QueuedJob", "StartDecision"]
 
 
-@dataclass(frozen=True)
+@record
 class StartDecision:
     job: Any
     placement: Placement

@@ -5,9 +5,10 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tandem._core.records import record
 from tandem.jobs.events import (
     Asked,
     Checkpointed,
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@record
 class JobOutcome:
     """What a runner returns: the terminal status, a value for ``wait()``, and the error if any."""
 
@@ -44,7 +45,7 @@ class JobOutcome:
     error: BaseException | None = None
 
 
-@dataclass(frozen=True)
+@record
 class PreemptionRequest:
     """What the service tells a job it preempts.
 
@@ -257,7 +258,7 @@ class JobRunner(ABC):
         return False
 
 
-@dataclass(frozen=True)
+@record
 class JobSpec:
     """A job: ``bundles[i]`` is the resources of worker ``i``; all start together or none."""
 

@@ -5,18 +5,18 @@ _resume_config=ResumeConfig(...))``; ``resume_config=`` is accepted too)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import ConfigError
+from tandem._core.records import record
 from tandem.tune.trial import TrialStatus
 
 if TYPE_CHECKING:
     from tandem.tune.trial import TuneTrial
 
 
-@dataclass
+@record(frozen=False)
 class ResumeConfig:
     """How to resume the trials of a restored experiment, by the state they were left in.
 

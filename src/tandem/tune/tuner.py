@@ -8,13 +8,14 @@ import logging
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import cloudpickle
 
 from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
+from tandem._core.records import record
 from tandem.cluster.base import CLEAN_REUSE_PREFIX
 from tandem.jobs.contract import JobService, JobView
 from tandem.jobs.events import JobListener
@@ -90,7 +91,7 @@ _CHDIR_DEPRECATED = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class TuneConfig:
     """How to search.
 

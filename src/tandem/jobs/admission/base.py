@@ -21,10 +21,11 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, NamedTuple, Protocol
 
 from tandem._core.errors import ConfigError, ResourcesUnavailableError
+from tandem._core.records import record
 
 DEFAULT_OWNER = "default"
 #: The resources a quota can limit, as ``Quota`` names them and as bundles name them.
@@ -254,7 +255,7 @@ class Preempt(NamedTuple):
 AdmissionDecision = Start | Wait | Preempt
 
 
-@dataclass(frozen=True)
+@record
 class Quota:
     """Limits on what one owner may hold at once, and queue.
 
@@ -308,7 +309,7 @@ class Quota:
                 if v is not None}
 
 
-@dataclass
+@record(frozen=False)
 class Quotas:
     """Quotas by owner; ``default`` applies to owners without their own (None: no limit).
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from typing import Any
 
 from tandem._core.errors import ConfigError
+from tandem._core.records import record
 
 DEFAULT_PORT = 8267
 ADDRESS_ENV = "TANDEM_ADDRESS"
@@ -32,7 +32,7 @@ def wants_embedded() -> bool:
     return os.environ.get(ADDRESS_ENV, "").strip().lower() == LOCAL
 
 
-@dataclass(frozen=True)
+@record
 class LocalServer:
     """The train server running on this machine (``~/.tandem/server.json``, answering)."""
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tandem._core.records import record
 from tandem.train._internal.run_context import TrainContext
 
 
-@dataclass(frozen=True)
+@record
 class DistributedTrainContext(TrainContext):
     """The context of a worker of a run: its ranks, run storage, trial and metadata."""
 

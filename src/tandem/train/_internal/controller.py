@@ -17,12 +17,13 @@ import queue
 import signal
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, assert_never
 
 import cloudpickle
 
 from tandem._core.errors import ConfigError
+from tandem._core.records import record
 from tandem.cluster.base import Placement, WorkerProcess, WorkerSpec
 from tandem.jobs.events import Checkpointed, RankReported
 from tandem.jobs.spec import JobContext, JobOutcome, JobRunner, JobStatus, PreemptionRequest
@@ -93,7 +94,7 @@ _DEATH_GRACE_S = 0.25  # after a first failure, how long to look for its root ca
 _WORKER_PRELOAD = ("tandem.train._internal.worker",)  # imported once in the zygote
 
 
-@dataclass
+@record(frozen=False)
 class RunSpec:
     """Everything the controller needs to run (and re-run) a gang. Built by a trainer."""
 
@@ -151,7 +152,7 @@ class RunSpec:
     are validated once committed (``_internal.validation``)."""
 
 
-@dataclass
+@record(frozen=False)
 class _Failure:
     rank: int | None
     kind: str  # "error" | "died"

@@ -20,12 +20,12 @@ import os
 import pickle
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from tandem._core.errors import ConfigError
 from tandem._core.extras import install_command
+from tandem._core.records import record
 
 SUPPORTED = (
     "a list/tuple/range (or another collections.abc.Sequence), a NumPy array, a pandas DataFrame or Series, a pyarrow Table, "
@@ -139,7 +139,7 @@ def _quiet_ray() -> Iterator[dict[str, Any]]:
         log.setLevel(level)
 
 
-@dataclass(frozen=True)
+@record
 class RayEndpoint:
     """Where the driver's Ray instance is, for workers to connect to it."""
 
@@ -200,7 +200,7 @@ class LocalRay:
 LOCAL_RAY = LocalRay()
 
 
-@dataclass(frozen=True)
+@record
 class RayDataShard:
     """One worker's ``ray.data.DataIterator``, pickled in the driver (it holds Ray actor
     handles, which only a process connected to the same Ray instance can unpickle)."""

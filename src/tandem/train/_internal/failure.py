@@ -7,8 +7,8 @@ The policy decides; the controller acts (STYLE.md section 2): it returns a
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
+from tandem._core.records import record
 from tandem.train.api.config import FailureConfig
 
 
@@ -24,7 +24,7 @@ class FailureDecision(enum.Enum):
     """Give up: the run fails with the root cause."""
 
 
-@dataclass(frozen=True)
+@record
 class FailureStatus:
     """What the policy is told about a failure.
 

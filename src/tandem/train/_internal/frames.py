@@ -31,9 +31,9 @@ Driver -> worker (``DriverFrame``): ``ReplyFrame(call_id, ok, value)`` answers a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, TypeAlias, assert_never
 
+from tandem._core.records import record
 from tandem.jobs.spec import PreemptionRequest
 
 __all__ = [
@@ -63,7 +63,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@record
 class ErrorInfo:
     """A worker's exception, in a form that always crosses the process boundary."""
 
@@ -77,13 +77,13 @@ ReportBatch: TypeAlias = list[tuple[int, float, Mapping[str, Any], str | None]]
 """A rank's reports: ``(training_iteration, time_total_s, metrics, checkpoint path)``."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class ReportsFrame:
     rank: int
     batch: ReportBatch
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class DoneFrame:
     """The train function returned ``value`` (cloudpickled; None for ``None``)."""
 
@@ -91,13 +91,13 @@ class DoneFrame:
     value: bytes | None
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class ErrorFrame:
     rank: int
     info: ErrorInfo
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class CallFrame:
     """A request to the driver; answered by a ``ReplyFrame`` with the same ``call_id``."""
 
@@ -106,14 +106,14 @@ class CallFrame:
     payload: Any
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class ReadyFrame:
     """A 1.x worker group's worker built its instance (``Trainer.to_worker_group``)."""
 
     rank: int
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class ResultFrame:
     """A 1.x worker group's answer to an ``execute`` notice: ``value`` is the cloudpickled
     return value, or an ``ErrorInfo`` when ``ok`` is False."""
@@ -123,7 +123,7 @@ class ResultFrame:
     value: Any
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class ValidateFrame:
     """``train.report(..., validation=spec)``: validate the checkpoint of report
     ``iteration`` (sent just before that report)."""
@@ -133,19 +133,19 @@ class ValidateFrame:
     spec: Any
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Connected:
     """The worker's process connected to the driver (or a warm one was given this task)."""
 
     pid: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class StreamEnded:
     """The worker's connection closed (the cluster's ``("__eof__",)``)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class ProcessExited:
     """The worker's process ended (negative: killed by that signal)."""
 
@@ -157,19 +157,19 @@ WorkerFrame: TypeAlias = (ReportsFrame | DoneFrame | ErrorFrame | CallFrame | Re
                           | ProcessExited)
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class StopRequested:
     """The controller's own queue item: ``TrainController.stop()`` was called."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class PreemptRequested:
     """The controller's own queue item: the service preempts the job."""
 
     request: PreemptionRequest
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class ValidationsDone:
     """The controller's own queue item: checkpoint validations finished (their metrics
     are to be applied)."""
@@ -179,14 +179,14 @@ ControllerItem: TypeAlias = WorkerFrame | StopRequested | PreemptRequested | Val
 """What the train controller's loop handles."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class ReplyFrame:
     call_id: int
     ok: bool
     value: Any
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class NoticeFrame:
     """A frame for the handler the worker registered for ``topic``
     (``WorkerSession.on(topic, handler)``)."""

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from tandem._core.errors import ConfigError
+from tandem._core.records import record
 from tandem.train.api.checkpoint import _is_url
 
 SHARED_STORAGE_ENV = "TANDEM_STORAGE_IS_SHARED"
 
 
-@dataclass(frozen=True)
+@record
 class RankPlan:
     """Where one rank runs and what it learns about its place in the gang."""
 

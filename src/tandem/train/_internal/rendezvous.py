@@ -10,9 +10,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from tandem._core.records import record
 from tandem.train._internal.frames import ReplyFrame, encode
 
 METHODS = ("rendezvous_set", "rendezvous_get", "rendezvous_vote", "rendezvous_gather")
@@ -20,7 +20,7 @@ METHODS = ("rendezvous_set", "rendezvous_get", "rendezvous_vote", "rendezvous_ga
 Outcome = Literal["ok", "retry", "fatal"]
 
 
-@dataclass(frozen=True)
+@record
 class RendezvousVote:
     """One rank's outcome of one attempt (``round``) at joining the gang's collective."""
 

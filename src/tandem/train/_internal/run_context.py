@@ -7,9 +7,10 @@ is its public path (Ray's ``ray.train.context``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from tandem._core.records import record
 from tandem._core.results import MISSING, lookup
 
 AWAIT_VERDICT = "__tandem_await_verdict__"
@@ -27,7 +28,7 @@ TRIAL_RESOURCES = "__tandem_trial_resources__"
 """Metadata key: a tune trial's resources (a ``PlacementGroupFactory`` as data), for
 ``tune.get_context().get_trial_resources()``."""
 
-@dataclass(frozen=True)
+@record
 class VerdictGate:
     """Which reports of a tuning trial can change its outcome, so that rank 0 waits for the
     tuner's verdict on those only: the tuner builds it from its stopper and scheduler when
@@ -125,7 +126,7 @@ class VerdictGate:
         )
 
 
-@dataclass(frozen=True)
+@record
 class AskSubmitter:
     """A ``call_handlers`` entry: the workers' call is a question for whoever submitted
     the run. It reaches the job listener as ``(kind, tandem.jobs.spec.JobCall)`` whose
@@ -136,7 +137,7 @@ class AskSubmitter:
     default: Any = None
 
 
-@dataclass(frozen=True)
+@record
 class StorageContext:
     """Where a run writes: ``run_path = storage_path/run_name`` (local path or fsspec URL)."""
 
@@ -149,7 +150,7 @@ class StorageContext:
         return self.storage_path.rstrip("/") + "/" + self.run_name
 
 
-@dataclass(frozen=True)
+@record
 class TrainContext:
     """Returned by ``train.get_context()`` inside a worker."""
 

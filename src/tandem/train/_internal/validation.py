@@ -26,10 +26,12 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import cloudpickle
+
+from tandem._core.records import record
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +42,7 @@ TIMEOUT = "VALIDATION_TIMEOUT"
 FAILED = "VALIDATION_FAILED"
 
 
-@dataclass(frozen=True)
+@record
 class ValidationPlan:
     """A run's ``ValidationConfig`` as the controller needs it: the config pickled (it is
     unpickled only in the validation process, which has the user's modules on its path), and
@@ -61,7 +63,7 @@ class ValidationPlan:
                    tuple(sys.path))
 
 
-@dataclass
+@record(frozen=False)
 class Outcome:
     iteration: int
     path: str

@@ -17,11 +17,12 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Coroutine, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TextIO
 
 import cloudpickle
 
+from tandem._core.records import record
 from tandem.train import session as session_mod
 from tandem.train._internal.frames import DoneFrame, ErrorFrame, ErrorInfo
 from tandem.train._internal.run_context import TrainContext
@@ -51,7 +52,7 @@ def _run_coroutine(coro: Coroutine[object, object, object]) -> object:
     return asyncio.run(coro)
 
 
-@dataclass
+@record(frozen=False)
 class WorkerTask:
     """Everything one worker needs; cloudpickled by the driver, called in the worker."""
 

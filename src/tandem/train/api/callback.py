@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from tandem._core.records import record
 
 if TYPE_CHECKING:
     from tandem.train.api.result import Result
@@ -46,7 +47,7 @@ class CallbackSite(str, enum.Enum):
         return self.value
 
 
-@dataclass(frozen=True)
+@record
 class RunCallbackContext:
     """What ``Callback.on_run_start`` is told about the run."""
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from tandem._core.errors import ConfigError
+from tandem._core.records import record
 from tandem.cluster.base import STRATEGIES, validate_bundle
 from tandem.train.api.callback import Callback, check_callbacks
 from tandem.train.api.checkpoint import storage_url
@@ -32,7 +32,7 @@ def as_search_dict(config: Any) -> dict[str, Any]:
     return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
 
 
-@dataclass(frozen=True)
+@record
 class ScalingConfig:
     """How many workers and what each gets.
 
@@ -231,7 +231,7 @@ class ScalingConfig:
                 if k not in ("CPU", "GPU")}
 
 
-@dataclass(frozen=True)
+@record
 class FailureConfig:
     """How failures are handled.
 
@@ -310,7 +310,7 @@ class FailureConfig:
         return isinstance(self.fail_fast, str) and self.fail_fast.upper() == self.RAISE
 
 
-@dataclass(frozen=True)
+@record
 class CheckpointConfig:
     """Which checkpoints to keep: the ``num_to_keep`` best by ``checkpoint_score_attribute``
     (or the most recent, without one). The latest checkpoint is always kept."""
@@ -355,7 +355,7 @@ class DeprecatedParameterError(ConfigError, DeprecationWarning):
     """A parameter Ray deprecated and refuses (raised as ``DeprecationWarning`` there)."""
 
 
-@dataclass
+@record(frozen=False)
 class SyncConfig:
     """Ray's (deprecated there) sync settings. tandem's workers write results and
     checkpoints straight to ``storage_path``, so there is never anything left to sync:
@@ -368,7 +368,7 @@ class SyncConfig:
     sync_artifacts_on_checkpoint: bool = True
 
 
-@dataclass
+@record(frozen=False)
 class LoggingConfig:
     """Ray Train's logging settings: ``log_level`` of the ``tandem.train`` logger (its
     controller's messages) while the run is submitted and runs in this process."""
@@ -387,7 +387,7 @@ class LoggingConfig:
         self.log_level = self.log_level.upper()
 
 
-@dataclass(frozen=True)
+@record
 class RunConfig:
     """Where a run's results go and how it behaves.
 
@@ -533,7 +533,7 @@ class RunConfig:
         return os.path.abspath(os.path.expanduser(path))
 
 
-@dataclass(frozen=True)
+@record
 class DataConfig:
     """Which of a trainer's ``datasets`` are split across workers (Ray's ``DataConfig``).
 

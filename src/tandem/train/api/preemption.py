@@ -8,12 +8,11 @@ is re-queued and resumes from its latest checkpoint.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from tandem._core.records import record
 from tandem.train.api.errors import TrainingFailedError
 
 
-@dataclass(frozen=True)
+@record
 class PreemptionInfo:
     """An imminent preemption.
 

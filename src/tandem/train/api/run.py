@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import cloudpickle
 
 from tandem._core.errors import ConfigError
 from tandem._core.ids import short_uid
+from tandem._core.records import record
 from tandem.jobs.events import JobListener
 from tandem.jobs.handle import JobHandle
 from tandem.jobs.runtime import get_service, job_defaults, log_to_driver
@@ -47,7 +48,7 @@ from tandem.train.v2.api.validation_config import ValidationConfig
 __all__ = ["AskSubmitter", "LegacyOptions", "RunDescription", "TrialContext", "submit"]
 
 
-@dataclass(frozen=True)
+@record
 class TrialContext:
     """Where a run sits in a tuning experiment (``RunDescription(trial=...)``).
 
@@ -71,7 +72,7 @@ class TrialContext:
     result_files: bool = True
 
 
-@dataclass(frozen=True)
+@record
 class LegacyOptions:
     """What a run of the 1.x ``Trainer`` API does differently (``RunDescription(legacy=...)``).
 
@@ -89,7 +90,7 @@ class LegacyOptions:
 _PLAIN_FAILURE_SETTING = "FailureConfig(max_failures={})"
 
 
-@dataclass(frozen=True)
+@record
 class RunDescription:
     """Everything about one training run, frozen: what runs, on how many workers, where its
     results go. Build one and pass it to ``tandem.train.submit``; derive variants with

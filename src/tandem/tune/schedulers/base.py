@@ -11,10 +11,10 @@ from __future__ import annotations
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tandem._core.errors import ConfigError
+from tandem._core.records import record
 from tandem.tune.search.searcher import check_mode
 from tandem.tune.trial import Trial
 
@@ -45,7 +45,7 @@ class Action(enum.Enum):
     RESTART = "RESTART"
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Decision:
     """A scheduler's answer to one result: an :class:`Action` plus why.
 
@@ -114,7 +114,7 @@ class SuggestionAction(enum.Enum):
     RESTART = "RESTART"
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class TrialSuggestion:
     """A scheduler's request about a trial other than the one reporting.
 

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import ConfigError
+from tandem._core.records import record
 from tandem.tune.search.space import (
     FACTORIES,
     GRID_SEARCH_KEY,
@@ -94,7 +95,7 @@ def make_rng(seed: int | np.random.Generator | None) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-@dataclass(frozen=True)
+@record
 class Variant:
     """One resolved config and the values chosen for its search-space entries.
 

@@ -3,10 +3,10 @@ returns."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from tandem._core.records import record
 from tandem.train.api.checkpoint import Checkpoint
 
 __all__ = ["ReportedCheckpoint", "ReportedCheckpointStatus"]
@@ -23,7 +23,7 @@ class ReportedCheckpointStatus(Enum):
     VALIDATION_FAILED = "VALIDATION_FAILED"
 
 
-@dataclass
+@record(frozen=False)
 class ReportedCheckpoint:
     """A checkpoint reported with ``train.report`` and the metrics reported with it."""
 

@@ -14,8 +14,9 @@ Ray. ``fit()`` returns once every requested validation has ended.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+from tandem._core.records import record
 
 if TYPE_CHECKING:
     from tandem.train.api.checkpoint import Checkpoint
@@ -33,7 +34,7 @@ class ValidationFn(Protocol):
     def __call__(self, checkpoint: Checkpoint, **kwargs: object) -> dict[str, Any]: ...
 
 
-@dataclass
+@record(frozen=False)
 class ValidationTaskConfig:
     """Configuration for one validation task, passed to ``train.report(validation=...)``.
 
