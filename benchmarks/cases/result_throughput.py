@@ -31,7 +31,10 @@ custom scheduler still waits at every report.
 The ``tandem_server*`` variants run the same Tuner against a train server (``tandem server
 start`` on loopback, started before the clock), reporting ``server_reports`` times per
 trial: results travel worker → server → the client's event stream, and with stop criteria
-each verdict goes back client → server → worker over HTTP.
+each verdict goes back client → server → worker over HTTP. Before the clock the case waits
+until the server says its start-up imports are done (``/api/health``'s ``warm``): it
+measures a running server's result path (``--set server_wait_warm=0``: a server just
+started).
 """
 
 from __future__ import annotations
