@@ -31,7 +31,10 @@ custom scheduler still waits at every report.
 The ``tandem_server*`` variants run the same Tuner against a train server (``tandem server
 start`` on loopback, started before the clock), reporting ``server_reports`` times per
 trial: results travel worker → server → the client's event stream, and with stop criteria
-each verdict goes back client → server → worker over HTTP.
+each verdict goes back client → server → worker over HTTP. Before the clock the case waits
+until the server says its start-up imports are done (``/api/health``'s ``warm``): it
+measures a running server's result path (``--set server_wait_warm=0``: a server just
+started).
 """
 
 from __future__ import annotations
@@ -111,6 +114,8 @@ def run_tandem_server(params: dict[str, Any], workdir: str, stop: Any = None) ->
     with open(os.path.join(home, ".tandem", "server.json")) as f:
         pid = int(json.load(f)["pid"])
     try:
+        if int(params.get("server_wait_warm", 1)):
+            _wait_warm(port)
         os.environ["TANDEM_ADDRESS"] = f"127.0.0.1:{port}"
         return run_tandem({**params, "reports": params["server_reports"]}, workdir,
                           stop=stop, init=False)
@@ -129,6 +134,36 @@ def run_tandem_server_plateau(params: dict[str, Any], workdir: str) -> dict[str,
     # std=0 never fires (a std is never < 0) but is computed at every result; a stopper
     # that decides from the trial's own results runs next to it (Stopper.trial_local)
     return run_tandem_server(params, workdir, stop=TrialPlateauStopper("loss", std=0.0))
+
+
+# Polls /api/health until the server says its warm-up is done ("warm", docs/server.md;
+# a revision without the field counts as warm), in a process of its own: what it imports
+# (urllib) must not make the client's imports inside fit() cheaper.
+_WAIT_WARM = '''
+import json, os, sys, time, urllib.request
+port, deadline = sys.argv[1], time.monotonic() + 120
+with open(os.path.expanduser("~/.tandem/server.json")) as f:
+    token = json.load(f)["token"]
+req = urllib.request.Request(f"http://127.0.0.1:{port}/api/health",
+                             headers={"Authorization": f"Bearer {token}"})
+while time.monotonic() < deadline:
+    with urllib.request.urlopen(req, timeout=10) as r:
+        if json.load(r).get("warm", True):
+            break
+    time.sleep(0.05)
+'''
+
+
+def _wait_warm(port: int) -> None:
+    """Waits (at most 2 min) until the server has imported what its first job would: the
+    case measures a running server's result path, not its start-up (a server serves many
+    experiments; ``--set server_wait_warm=0`` measures a server just started)."""
+    import subprocess
+    import sys
+
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", _WAIT_WARM, str(port)], check=True, timeout=150)
+    log(f"server warm {time.perf_counter() - t0:.2f} s after `tandem server start` returned")
 
 
 def _wait_gone(pid: int, timeout_s: float = 30.0) -> None:
@@ -241,8 +276,10 @@ CASE = Case(
             note="the same stop criteria on Ray; reports `ray_reports` times per trial.",
         ),
     ],
-    params={"reports": 10_000, "ray_reports": 2_000, "server_reports": 2_000},
-    smoke_params={"reports": 200, "ray_reports": 50, "server_reports": 50},
+    params={"reports": 10_000, "ray_reports": 2_000, "server_reports": 2_000,
+            "server_wait_warm": 1},
+    smoke_params={"reports": 200, "ray_reports": 50, "server_reports": 50,
+                  "server_wait_warm": 1},
     timeout_s=600,
     smoke_timeout_s=60,
 )

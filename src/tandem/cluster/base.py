@@ -142,6 +142,10 @@ class Cluster(ABC):
     def prewarm(self, preload: Sequence[str] = ()) -> None:
         """Optional: get ready to start workers that import ``preload`` quickly."""
 
+    def warming(self) -> bool:
+        """Optional: whether what ``prewarm`` started is still under way."""
+        return False
+
     def warm_pool_info(self) -> dict[str, object] | None:
         """Optional: the state and memory of the processes kept ready for workers (None:
         this cluster keeps none)."""

@@ -194,6 +194,11 @@ class LocalCluster(Cluster):
     def prewarm(self, preload: Sequence[str] = ()) -> None:
         self._io_thread().preload(tuple(preload))
 
+    def warming(self) -> bool:
+        """Whether the worker launcher is still importing what ``prewarm`` asked for."""
+        io = self._io
+        return io is not None and io.alive and io.preloads_out > 0
+
     def start_workers(
         self, placement: Placement, specs: Sequence[WorkerSpec], tasks: Sequence[bytes], sink: Sink
     ) -> list[WorkerProcess]:
@@ -546,6 +551,7 @@ class _IOThread(_wire.IOThread):
         self._by_id: dict[str, LocalWorker] = {}
         self._preloaded: set[str] = set(early[1]) if early is not None else set()
         self._preload_done: dict[tuple[str, ...], threading.Event] = {}
+        self.preloads_out = 0  # "preload" messages the zygote has not answered yet
         self._policy = WarmPoolPolicy(warm_pool or WarmPoolConfig())
         self._pool_lock = threading.Lock()
         self._warm_ids = itertools.count()
@@ -595,6 +601,8 @@ class _IOThread(_wire.IOThread):
                 self._warm_idle.clear()
                 for w in self._warm_pending.values():
                     w.retire_on_hello = True  # forked before these imports: not wanted now
+            with self._pool_lock:
+                self.preloads_out += 1
             self._to_zygote(("preload", list(todo)))
             for w in stale:
                 self._retire(w)
@@ -1018,9 +1026,12 @@ class _IOThread(_wire.IOThread):
                     continue
                 self._learning = False
                 logger.warning("stopped learning worker imports: %s", msg[2])
-            elif kind == "preloaded" and not msg[2]:
-                self._mem_dirty.set()
-            elif kind == "preloaded" and msg[2]:
+            elif kind == "preloaded":
+                with self._pool_lock:
+                    self.preloads_out = max(0, self.preloads_out - 1)
+                if not msg[2]:
+                    self._mem_dirty.set()
+                    continue
                 logger.warning("could not preload %s in worker processes: %s", msg[1], msg[2])
 
 

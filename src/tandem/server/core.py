@@ -175,6 +175,17 @@ class TrainServer:
             prewarm(())  # start the worker launcher now: the first job starts fast
         self.sampler = UsageSampler(self._running_pids, self.projection.on_usage,
                                     config.usage_interval_s)
+        #: the imports the first job would otherwise wait for (``server.warmup``), when
+        #: the server started them
+        self.warmup: threading.Thread | None = None
+
+    def warming(self) -> bool:
+        """Whether the server is still importing, in the background, what its first job
+        would (``server.warmup``): ``/api/health``'s ``warm`` is False until it is done."""
+        if self.warmup is not None and self.warmup.is_alive():
+            return True
+        warming = getattr(self.cluster, "warming", None)
+        return bool(warming()) if warming is not None else False
 
     # ------------------------------------------------------------------ lifecycle
 

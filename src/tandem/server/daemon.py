@@ -279,7 +279,7 @@ def run_foreground(config: ServerConfig, ready_message: bool = True) -> int:
         sock.close()
         raise
     # what the first job would otherwise import in its own time (server.warmup)
-    start_warmup(getattr(server.cluster, "prewarm", None))
+    server.warmup = start_warmup(getattr(server.cluster, "prewarm", None))
     app = create_app(server, token)
     uv = _Uvicorn(uvicorn.Config(app, log_level="warning", access_log=False,
                                  timeout_graceful_shutdown=2, lifespan="off",

@@ -68,3 +68,56 @@ def test_a_listener_that_follows_a_finished_job_hears_it_run(server, tmp_path):
     out = run_client(server, LATE, str(tmp_path), str(tmp_path / "res"))
     assert out.returncode == 0, out.stderr
     assert "heard ['RUNNING', 0, 1, 2, 3, 4, 'FINISHED']" in out.stdout, out.stdout
+
+
+ODD = """
+import json, math, sys
+from tandem import train
+from tandem.train import DataParallelTrainer, RunConfig
+
+def loop(config):
+    train.report({"nan": float("nan"), "inf": float("inf"), "none": None, "big": 2**70,
+                  "text": "caf\\u00e9 \\u2603 null", "small": 1e-05, "nested": {"a": [1, 2.5]}})
+    for i in range(300):
+        train.report({"i": i, "loss": 1.0 / (i + 1)})
+
+handle = DataParallelTrainer(loop, run_config=RunConfig(storage_path=sys.argv[1], name="odd")
+                             ).fit(block=False)
+live = list(handle.results())  # the event stream, while it runs
+handle.wait()
+stored = list(handle.results())  # the job has ended: read back from the job store
+for rows in (live, stored):
+    first = rows[0]
+    print(math.isnan(first["nan"]), first["inf"], first["none"], first["big"], first["text"],
+          first["small"], first["nested"])
+    print("order", [r["i"] for r in rows[1:]] == list(range(300)),
+          all(r["loss"] == 1.0 / (r["i"] + 1) for r in rows[1:]))
+"""
+
+
+def test_result_values_survive_the_server_exactly(server, tmp_path):
+    """Rows are encoded by orjson where that gives json's value and by the json module
+    otherwise (NaN and the infinities, None, ints past 64 bits): the stream and the store
+    give back exactly what was reported, complete and in order."""
+    out = run_client(server, ODD, str(tmp_path), str(tmp_path / "res"))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    first = "True inf None 1180591620717411303424 café ☃ null 1e-05 {'a': [1, 2.5]}"
+    assert lines.count(first) == 2, out.stdout
+    assert lines.count("order True True") == 2, out.stdout
+
+
+def test_health_says_when_the_server_is_warm(server):
+    """``/api/health``'s ``warm``: the server and its worker launcher have imported what a
+    first job would (``server.warmup``); False until then, True for good after."""
+    import time
+
+    deadline = time.monotonic() + 120
+    with server.http() as c:
+        while True:
+            health = c.get("/api/health").json()
+            assert isinstance(health["warm"], bool)
+            if health["warm"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert health["warm"] is True

@@ -64,3 +64,47 @@ def test_timeout_stopper_counts_from_its_first_check():
 def test_bad_arguments_say_what_to_give(make, needle):
     with pytest.raises(ConfigError, match=needle):
         make()
+
+
+def test_the_plateau_check_computes_numpys_std_bit_for_bit():
+    """``TrialPlateauStopper`` checks a plateau at every result (in the tuner, and on a
+    server next to the trial too) without numpy for windows of plain numbers; its std must
+    be numpy's to the last bit, so a plateau is found at the same result as with np.std
+    (and as in Ray)."""
+    import random
+
+    import numpy as np
+
+    from tandem.tune.stopper import _window_std
+
+    rng = random.Random(0)
+    for _ in range(20_000):
+        n = rng.choice([rng.randint(1, 12), rng.randint(1, 128)])
+        kind = rng.randrange(4)
+        if kind == 0:
+            values: list = [rng.random() for _ in range(n)]
+        elif kind == 1:
+            values = [rng.uniform(-1, 1) * 10.0 ** rng.randint(-20, 20) for _ in range(n)]
+        elif kind == 2:
+            values = [rng.randint(-10**6, 10**6) for _ in range(n)]
+        else:
+            base = rng.random()
+            values = [rng.choice([base, base + 1e-12, 0.1, 1 / 3, 7]) for _ in range(n)]
+        assert _window_std(values) == float(np.std(values)), values
+    # what it leaves to numpy: other types, big ints, long windows
+    for values in ([None, 1.0], [True, 1.0], [np.float32(0.1), 0.2], [2**70, 1], [0.5] * 129):
+        assert _window_std(values) is None
+
+
+def test_a_plateau_is_found_at_the_same_result_with_or_without_numpy(monkeypatch):
+    from tandem.tune import stopper as stopper_mod
+
+    losses = [1.0, 0.5, 0.26, 0.25, 0.2500001, 0.25, 0.2499999, 0.25, 0.1]
+
+    def first_stop() -> int | None:
+        s = TrialPlateauStopper("loss", std=1e-6, num_results=4, grace_period=4)
+        return next((i for i, v in enumerate(losses) if s("t", {"loss": v})), None)
+
+    fast = first_stop()
+    monkeypatch.setattr(stopper_mod, "_window_std", lambda values: None)  # numpy's np.std
+    assert fast == first_stop() == 6

@@ -250,13 +250,40 @@ def _json_default(obj: object) -> object:
     )
 
 
+_ENCODER = json.JSONEncoder(default=_json_default, separators=(",", ":"))
+
+_orjson: Any
+try:  # the server extra's fast JSON; the json module does the same, slower, without it
+    import orjson as _orjson
+
+    _ORJSON_OPTS = _orjson.OPT_PASSTHROUGH_DATACLASS | _orjson.OPT_PASSTHROUGH_DATETIME
+except ImportError:  # pragma: no cover - orjson is in the server extra
+    _orjson = None
+
+
 def encode_json(value: object) -> str:
-    """JSON text for ``value`` (NaN/inf kept, NumPy values converted). Raises TypeError."""
-    return json.dumps(value, default=_json_default, separators=(",", ":"))
+    """JSON text for ``value`` (NaN/inf kept, NumPy values converted). Raises TypeError.
+
+    Every report row a train server stores and streams goes through here (twice), so it
+    takes orjson's encoding when that is the json module's in value: orjson writes NaN and
+    the infinities as ``null``, so a text with a ``null`` in it (rare in metrics) is encoded
+    again by the json module, and so is anything orjson refuses (a non-string key, an int
+    past 64 bits, a lone surrogate). The text may differ in spelling only (``0.00001`` for
+    ``1e-05``, UTF-8 for ``\\u`` escapes): ``decode_json`` gives back the same value."""
+    if _orjson is not None:
+        try:
+            out = _orjson.dumps(value, default=_json_default, option=_ORJSON_OPTS)
+        except TypeError:
+            pass
+        else:
+            if b"null" not in out:
+                return out.decode()
+    return _ENCODER.encode(value)
 
 
-def decode_json(text: str | None) -> Any:
-    """Inverse of ``encode_json``; ``None`` stays ``None``."""
+def decode_json(text: str | bytes | None) -> Any:
+    """Inverse of ``encode_json``; ``None`` stays ``None``. (The json module's: orjson would
+    read NaN as an error and an int past 64 bits as a float.)"""
     return None if text is None else json.loads(text)
 
 

@@ -34,7 +34,9 @@ def service_router(server: TrainServer) -> APIRouter:
                "version": __version__, "pid": os.getpid(),
                "started_at": server.started_at, "max_upload_bytes": limit_bytes,
                "store": getattr(server.store, "url", type(server.store).__name__),
-               "store_backlog": server.writer.backlog}
+               "store_backlog": server.writer.backlog,
+               # False while the server imports what its first job would (server.warmup)
+               "warm": not server.warming()}
         if problem is not None:
             out["reason"] = problem
             return TandemJSONResponse(out, status_code=503)
