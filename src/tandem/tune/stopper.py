@@ -210,17 +210,17 @@ def _np_sum(xs: list[float]) -> float:
     return total
 
 
-def _window_std(values: Iterable[Any]) -> float | None:
+def _window_std(values: Iterable[object]) -> float | None:
     """``float(np.std(values))`` for a short window of plain numbers, bit for bit, without
     numpy (a plateau check runs at every result, in the tuner and next to the trial, and
     ``np.std`` costs ~30-70 µs a call); None for anything else (numpy decides then).
     ``tests/unit/tune/test_stoppers.py`` compares both on random windows."""
     xs: list[float] = []
     for v in values:
-        kind = type(v)
-        if kind is float:
+        kind = type(v)  # exact types (isinstance for the type checker): a bool is numpy's
+        if kind is float and isinstance(v, float):
             xs.append(v)
-        elif kind is int and -(2**63) <= v < 2**63:  # numpy's int64, cast to float64
+        elif kind is int and isinstance(v, int) and -(2**63) <= v < 2**63:  # int64 -> float64
             xs.append(float(v))
         else:  # None, bool, numpy scalars (float32 sums in float32), big ints: numpy's
             return None
