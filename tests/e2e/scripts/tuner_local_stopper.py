@@ -3,14 +3,14 @@ the trial, on a train server too (issue 25): a stop still happens at the result 
 it, and only that result waits for the tuner's verdict. Run with TANDEM_ADDRESS set (on a
 server) and without (embedded); the test compares the two."""
 
-import json
 import os
 import sys
+
+from _verdicts import controllers, rows  # beside this script
 
 import tandem
 from tandem import tune
 from tandem.train import RunConfig
-from tandem.tune import controller
 from tandem.tune.stopper import Stopper, TrialPlateauStopper
 
 
@@ -32,23 +32,6 @@ class ThirdQuarter(Stopper):
         if result["i"] % 4 == 0:
             self.seen[trial_id] = self.seen.get(trial_id, 0) + 1
         return self.seen.get(trial_id, 0) >= 3
-
-
-controllers = []  # to count the reports that waited for a verdict (round trips)
-_init = controller.TuneController.__init__
-
-
-def _counting_init(self, *args, **kwargs):
-    _init(self, *args, **kwargs)
-    controllers.append(self)
-
-
-controller.TuneController.__init__ = _counting_init
-
-
-def rows(path):
-    with open(os.path.join(path, "result.json")) as f:
-        return [json.loads(line)["training_iteration"] for line in f if line.strip()]
 
 
 tandem.init(address=os.environ.get("TANDEM_ADDRESS"))

@@ -1,14 +1,14 @@
 """A Tuner on a train server: a stop criterion and a scheduler's decision take effect at
 the result that triggered them (the workers wait there for the tuner, on the client)."""
 
-import json
 import os
 import sys
+
+from _verdicts import controllers, rows  # beside this script
 
 import tandem
 from tandem import tune
 from tandem.train import RunConfig
-from tandem.tune import controller
 from tandem.tune.schedulers import ASHAScheduler, FIFOScheduler
 from tandem.tune.schedulers.base import Decision
 
@@ -34,24 +34,6 @@ class PauseAt(FIFOScheduler):
 def metric(config):
     for i in range(100_000):
         tune.report({"loss": config["x"] + 1.0 / (i + 1)})
-
-
-# the tuner's controllers, to count the reports that waited for a verdict (round trips)
-controllers = []
-_init = controller.TuneController.__init__
-
-
-def _counting_init(self, *args, **kwargs):
-    _init(self, *args, **kwargs)
-    controllers.append(self)
-
-
-controller.TuneController.__init__ = _counting_init
-
-
-def rows(path):
-    with open(os.path.join(path, "result.json")) as f:
-        return [json.loads(line)["training_iteration"] for line in f if line.strip()]
 
 
 tandem.init(address=os.environ["TANDEM_ADDRESS"])
