@@ -33,6 +33,7 @@ from tandem._core.errors import ConfigError, JobNotFoundError, TandemError
 from tandem._core.ids import new_id
 from tandem.cluster import make_cluster
 from tandem.cluster.local import LocalCluster
+from tandem.jobs.client.packaging import write_cachedir_tag
 from tandem.jobs.service import LocalJobService
 from tandem.jobs.spec import JobSpec, JobStatus
 from tandem.jobs.store import (
@@ -109,6 +110,8 @@ class TrainServer:
         self.config = config
         self.started_at = time.time()
         os.makedirs(config.storage_path, mode=0o700, exist_ok=True)
+        # a storage folder inside a client's working_dir is never uploaded back to it
+        write_cachedir_tag(config.storage_path, "a tandem train server's storage")
         self.packages = PackageStore(os.path.join(config.storage_path, "packages"),
                                      config.max_upload_bytes)
         self.packages_dir = self.packages.root

@@ -89,8 +89,14 @@ def test_init_with_address_refuses_local_resources_and_checks_the_server(home):
 
 
 def test_runtime_env_is_checked():
-    with pytest.raises(ConfigError, match="unknown key"):
+    with pytest.raises(ConfigError, match=r"installs nothing per job.*pip.*install the packages"):
         client.check_runtime_env({"pip": ["x"]})
+    with pytest.raises(ConfigError, match=r"unknown key.*'wokring_dir'.*allowed"):
+        client.check_runtime_env({"wokring_dir": "."})
+    with pytest.raises(ConfigError, match=r"excludes.*list of gitignore patterns.*'data/'"):
+        client.check_runtime_env({"excludes": "data/"})
+    assert client.check_runtime_env({"working_dir": "/w", "excludes": ["data/"]}) == {
+        "env_vars": {}, "working_dir": "/w", "excludes": ["data/"]}
     with pytest.raises(ConfigError, match="env_vars"):
         client.check_runtime_env({"env_vars": {"A": 1}})
     assert client.check_runtime_env({"env_vars": {"A": "1"}}) == {"env_vars": {"A": "1"}}
@@ -167,3 +173,51 @@ def test_the_client_verifies_https_and_skips_the_ca_bundle_for_plain_http():
     finally:
         secure.close()
         plain.close()
+
+
+def _names(data: bytes) -> list[str]:
+    return sorted(zipfile.ZipFile(io.BytesIO(data)).namelist())
+
+
+@pytest.mark.parametrize("in_git", [False, True], ids=["walked", "git-listed"])
+def test_package_leaves_out_excludes_rayignore_and_cache_folders(tmp_path, in_git):
+    """Ray's ``excludes`` and ``.rayignore``, and a folder tagged ``CACHEDIR.TAG`` (a train
+    server's storage folder inside the working_dir), stay out, listed by git or walked."""
+    import subprocess
+
+    from tandem.jobs.client.packaging import write_cachedir_tag
+
+    (tmp_path / "train.py").write_text("print(1)\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "big.csv").write_text("1,2\n")
+    (tmp_path / "ckpt.pt").write_text("w")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / ".rayignore").write_text("scratch_*\n")
+    (tmp_path / "lib" / "model.py").write_text("X = 1\n")
+    (tmp_path / "lib" / "scratch_1.py").write_text("x")
+    (tmp_path / "srv" / "packages" / "abc").mkdir(parents=True)
+    (tmp_path / "srv" / "packages" / "abc" / "train.py").write_text("old")
+    write_cachedir_tag(str(tmp_path / "srv"), "a test server's storage")
+    if in_git:
+        subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    _, data = package_working_dir(str(tmp_path), excludes=["data/", "*.pt"])
+    assert _names(data) == ["lib/.rayignore", "lib/model.py", "train.py"]
+    _, data = package_working_dir(str(tmp_path))
+    assert _names(data) == ["ckpt.pt", "data/big.csv", "lib/.rayignore", "lib/model.py",
+                            "train.py"]
+
+
+def test_a_train_server_tags_its_storage_so_no_upload_takes_it(tmp_path):
+    from tandem.server.config import ServerConfig
+    from tandem.server.core import TrainServer
+
+    server = TrainServer(ServerConfig(storage=str(tmp_path / "srv"), num_cpus=1,
+                                      usage_interval_s=0))
+    try:
+        (tmp_path / "train.py").write_text("print(1)\n")
+        _, data = package_working_dir(str(tmp_path))
+        assert _names(data) == ["train.py"]
+        with open(tmp_path / "srv" / "CACHEDIR.TAG", "rb") as f:
+            assert f.readline().strip() == b"Signature: 8a477f597d28d172789f06886806bc55"
+    finally:
+        server.close()

@@ -9,14 +9,13 @@ elsewhere, the ``.gitignore`` files of the folder read here. Either way ``.git``
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import io
 import os
 import subprocess
 import sys
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tandem._core.errors import ConfigError
@@ -24,46 +23,93 @@ from tandem._core.errors import ConfigError
 _ALWAYS_IGNORED = (".git", "__pycache__", "*.pyc", ".tandem", ".venv", "venv", ".mypy_cache",
                    ".pytest_cache", ".ruff_cache", "*.egg-info")
 
-
-def _load_ignore(root: str, rel_dir: str) -> list[tuple[str, bool, bool, bool]]:
-    """Patterns of ``rel_dir/.gitignore``: (pattern, negated, dir_only, anchored)."""
-    path = os.path.join(root, rel_dir, ".gitignore")
-    out: list[tuple[str, bool, bool, bool]] = []
-    try:
-        with open(path, errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return out
-    for raw in lines:
-        line = raw.rstrip()
-        if not line or line.startswith("#"):
-            continue
-        neg = line.startswith("!")
-        if neg:
-            line = line[1:]
-        dir_only = line.endswith("/")
-        line = line.rstrip("/")
-        anchored = "/" in line
-        line = line.lstrip("/")
-        if anchored and rel_dir:
-            line = f"{rel_dir}/{line}"
-        out.append((line, neg, dir_only, anchored))
-    return out
+#: A folder holding a ``CACHEDIR.TAG`` that starts with this line is a cache
+#: (https://bford.info/cachedir/): never uploaded. A train server tags its storage folder so.
+CACHEDIR_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
 
 
-def _ignored(rel: str, is_dir: bool, patterns: list[tuple[str, bool, bool, bool]]) -> bool:
-    name = rel.rsplit("/", 1)[-1]
-    result = False
-    for pat, neg, dir_only, anchored in patterns:
-        if dir_only and not is_dir:
-            continue
-        if anchored:
-            hit = fnmatch.fnmatchcase(rel, pat) or fnmatch.fnmatchcase(rel, pat.replace("**/", ""))
-        else:
-            hit = fnmatch.fnmatchcase(name, pat)
-        if hit:
-            result = not neg
-    return result
+def write_cachedir_tag(folder: str, what: str) -> None:
+    """Marks ``folder`` as a cache that a ``working_dir`` upload (and backup tools) leave out."""
+    path = os.path.join(folder, "CACHEDIR.TAG")
+    if not os.path.exists(path):
+        with open(path, "wb") as f:
+            f.write(CACHEDIR_SIGNATURE + b"\n# " + what.encode() + b"\n")
+
+
+class _Rules:
+    """What a ``working_dir`` upload leaves out, Ray's rules and git's: the always-ignored
+    names; ``runtime_env["excludes"]`` (gitignore patterns relative to the working_dir);
+    each folder's ``.rayignore`` (a match anywhere excludes, as in Ray); each folder's
+    ``.gitignore`` when git does not list the files (the deepest match decides, as in git);
+    and folders tagged with a ``CACHEDIR.TAG``."""
+
+    def __init__(self, root: str, excludes: Sequence[str], read_gitignore: bool) -> None:
+        import pathspec
+
+        self._pathspec = pathspec
+        self._root = root
+        self._always = pathspec.GitIgnoreSpec.from_lines(_ALWAYS_IGNORED)
+        self._excludes = pathspec.GitIgnoreSpec.from_lines(excludes) if excludes else None
+        self._read_gitignore = read_gitignore
+        self._own: dict[str, tuple[Any, Any]] = {}  # folder -> (.gitignore, .rayignore)
+        self._cache: dict[str, bool] = {}  # folder -> holds a CACHEDIR.TAG
+
+    def _spec(self, rel_dir: str, name: str) -> Any:
+        try:
+            with open(os.path.join(self._root, rel_dir, name), errors="replace") as f:
+                return self._pathspec.GitIgnoreSpec.from_lines(f.read().splitlines())
+        except OSError:
+            return None
+
+    def _files_of(self, rel_dir: str) -> tuple[Any, Any]:
+        own = self._own.get(rel_dir)
+        if own is None:
+            own = (self._spec(rel_dir, ".gitignore") if self._read_gitignore else None,
+                   self._spec(rel_dir, ".rayignore"))
+            self._own[rel_dir] = own
+        return own
+
+    def is_cache(self, rel_dir: str) -> bool:
+        tagged = self._cache.get(rel_dir)
+        if tagged is None:
+            try:
+                with open(os.path.join(self._root, rel_dir, "CACHEDIR.TAG"), "rb") as f:
+                    tagged = f.read(len(CACHEDIR_SIGNATURE)) == CACHEDIR_SIGNATURE
+            except OSError:
+                tagged = False
+            self._cache[rel_dir] = tagged
+        return tagged
+
+    def ignored(self, rel: str, is_dir: bool) -> bool:
+        """``rel`` (a path under the root, ``/``-separated) is left out; its parent folders
+        are not (the walk skips those before it gets here; ``ignored_path`` checks them)."""
+        probe = rel + "/" if is_dir else rel
+        if self._always.match_file(probe):
+            return True
+        if self._excludes is not None and self._excludes.match_file(probe):
+            return True
+        parts = rel.split("/")
+        git_verdict: bool | None = None
+        for depth in range(len(parts) - 1, -1, -1):  # the deepest folder first
+            base = "/".join(parts[:depth])
+            below = probe[len(base) + 1:] if base else probe
+            gitignore, rayignore = self._files_of(base)
+            if rayignore is not None and rayignore.match_file(below):
+                return True
+            if git_verdict is None and gitignore is not None:
+                git_verdict = gitignore.check_file(below).include
+        return bool(git_verdict)
+
+    def ignored_path(self, rel: str) -> bool:
+        """A file's path as git lists it: left out if it, or a folder above it, is."""
+        parts = rel.split("/")
+        for depth in range(len(parts)):
+            folder = "/".join(parts[:depth])
+            if depth and self.ignored(folder, True):
+                return True
+            if self.is_cache(folder):
+                return True
+        return self.ignored(rel, False)
 
 
 def _too_big(root: str, limit_bytes: int) -> ConfigError:
@@ -99,8 +145,11 @@ def _git_files(root: str) -> list[str] | None:
 
 
 def working_dir_files(path: str, limit_bytes: int | None = None,
-                      max_files: int | None = None) -> list[tuple[str, str]]:
-    """``(relative path, full path)`` of the files a ``working_dir`` upload holds.
+                      max_files: int | None = None,
+                      excludes: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """``(relative path, full path)`` of the files a ``working_dir`` upload holds: not what
+    ``.gitignore``, ``.rayignore`` or ``excludes`` (gitignore patterns, relative to
+    ``path``) match, nor a cache folder (``CACHEDIR.TAG``).
 
     Raises:
         ConfigError: ``path`` is not a folder, or the files exceed ``limit_bytes`` or
@@ -112,17 +161,15 @@ def working_dir_files(path: str, limit_bytes: int | None = None,
             f"runtime_env={{'working_dir': {path!r}}}: {root} is not a folder; give the folder "
             f"holding your modules, e.g. '.'."
         )
-    base = [(p, False, False, False) for p in _ALWAYS_IGNORED]
     files: list[tuple[str, str]] = []
     total = 0
     tracked = _git_files(root)
+    rules = _Rules(root, excludes, read_gitignore=tracked is None)
     if tracked is not None:
         for rel in tracked:
-            parts = rel.split("/")
-            if any(_ignored("/".join(parts[:i + 1]), i < len(parts) - 1, base)
-                   for i in range(len(parts))):
+            if rules.ignored_path(rel):
                 continue
-            full = os.path.join(root, *parts)
+            full = os.path.join(root, *rel.split("/"))
             if os.path.islink(full) or not os.path.isfile(full):
                 continue  # deleted but tracked, a submodule, a link
             total += os.path.getsize(full)
@@ -132,9 +179,9 @@ def working_dir_files(path: str, limit_bytes: int | None = None,
             if max_files is not None and len(files) > max_files:
                 raise _too_many(root, max_files)
         return files
-    stack: list[tuple[str, list]] = [("", base + _load_ignore(root, ""))]
+    stack = [""] if not rules.is_cache("") else []
     while stack:
-        rel_dir, patterns = stack.pop()
+        rel_dir = stack.pop()
         try:
             entries = sorted(os.scandir(os.path.join(root, rel_dir)), key=lambda e: e.name)
         except OSError:
@@ -144,10 +191,11 @@ def working_dir_files(path: str, limit_bytes: int | None = None,
             if entry.is_symlink() and entry.is_dir():
                 continue
             is_dir = entry.is_dir()
-            if _ignored(rel, is_dir, patterns):
+            if rules.ignored(rel, is_dir):
                 continue
             if is_dir:
-                stack.append((rel, patterns + _load_ignore(root, rel)))
+                if not rules.is_cache(rel):
+                    stack.append(rel)
             elif entry.is_file():
                 total += entry.stat().st_size
                 if limit_bytes is not None and total > limit_bytes:
@@ -159,17 +207,19 @@ def working_dir_files(path: str, limit_bytes: int | None = None,
 
 
 def package_working_dir(path: str, limit_bytes: int | None = None,
-                        max_files: int | None = None) -> tuple[str, bytes]:
+                        max_files: int | None = None,
+                        excludes: Sequence[str] = ()) -> tuple[str, bytes]:
     """Zips a folder for upload; returns ``(package_id, zip_bytes)``.
 
-    The files are ``working_dir_files(path)``: what ``.gitignore`` ignores (and ``.git``,
-    ``__pycache__``, virtual environments) is left out. The id is a hash of the content.
+    The files are ``working_dir_files(path, excludes=excludes)``: what ``.gitignore``,
+    ``.rayignore`` and ``excludes`` match (and ``.git``, ``__pycache__``, virtual
+    environments, cache folders) is left out. The id is a hash of the content.
 
     Raises:
         ConfigError: ``path`` is not a folder, or the files exceed ``limit_bytes`` or
             ``max_files``.
     """
-    files = working_dir_files(path, limit_bytes, max_files)
+    files = working_dir_files(path, limit_bytes, max_files, excludes)
     digest = hashlib.sha256()
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -204,7 +254,8 @@ def script_folder() -> tuple[str, str] | None:
 
 
 def check_runtime_env(runtime_env: object) -> dict[str, Any]:
-    """Validates ``runtime_env`` (``{"working_dir": str, "env_vars": {str: str}}``)."""
+    """Validates ``runtime_env`` (``{"working_dir": str, "excludes": [str], "env_vars":
+    {str: str}}``): Ray's fields tandem takes, the others refused saying what to do."""
     if runtime_env is None:
         return {}
     if not isinstance(runtime_env, Mapping):
@@ -212,10 +263,26 @@ def check_runtime_env(runtime_env: object) -> dict[str, Any]:
             f"runtime_env must be a dict such as {{'working_dir': '.', 'env_vars': {{...}}}}, "
             f"got {type(runtime_env).__name__}."
         )
-    unknown = set(runtime_env) - {"working_dir", "env_vars"}
+    installs = sorted(set(runtime_env) & _RAY_INSTALL_KEYS)
+    if installs:
+        raise ConfigError(
+            f"runtime_env{installs}: tandem installs nothing per job (Ray's {', '.join(installs)} "
+            f"field{'s' if len(installs) > 1 else ''}); install the packages in the environment "
+            f"the workers run in (the train server's, for jobs sent to one) and keep "
+            f"'working_dir', 'excludes' and 'env_vars'."
+        )
+    unknown = set(runtime_env) - {"working_dir", "excludes", "env_vars"}
     if unknown:
         raise ConfigError(
-            f"runtime_env has unknown key(s) {sorted(unknown)}; allowed: 'working_dir', 'env_vars'."
+            f"runtime_env has unknown key(s) {sorted(unknown)}; allowed: 'working_dir', "
+            f"'excludes', 'env_vars'."
+        )
+    excludes = runtime_env.get("excludes")
+    if excludes is not None and (isinstance(excludes, (str, bytes)) or not isinstance(
+            excludes, Sequence) or not all(isinstance(x, str) for x in excludes)):
+        raise ConfigError(
+            f"runtime_env['excludes'] must be a list of gitignore patterns (relative to the "
+            f"working_dir), e.g. ['data/', '*.ckpt']; got {excludes!r:.80}."
         )
     wd = runtime_env.get("working_dir")
     if wd is not None and not isinstance(wd, (str, os.PathLike)):
@@ -231,4 +298,11 @@ def check_runtime_env(runtime_env: object) -> dict[str, Any]:
     out: dict[str, Any] = {"env_vars": dict(env)}
     if wd is not None:
         out["working_dir"] = os.path.abspath(os.path.expanduser(os.fspath(wd)))
+    if excludes:
+        out["excludes"] = list(excludes)
     return out
+
+
+#: Ray's runtime_env fields that install software for a job.
+_RAY_INSTALL_KEYS = frozenset({"pip", "uv", "conda", "container", "image_uri", "py_modules",
+                               "py_executable", "java_jars"})

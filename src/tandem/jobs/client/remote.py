@@ -417,14 +417,16 @@ class RemoteJobService:
         (capped; too big a folder is not sent, and that is said)."""
         limit = self.health().get("max_upload_bytes")
         if given:
-            pkg_id, data = package_working_dir(given, limit)
+            pkg_id, data = package_working_dir(given, limit,
+                                               excludes=self.runtime_env.get("excludes", ()))
         else:
             assert self._script_folder is not None
             folder, script = self._script_folder
             cap = min(int(limit), DEFAULT_WORKING_DIR_MAX_BYTES) if limit else \
                 DEFAULT_WORKING_DIR_MAX_BYTES
             try:
-                pkg_id, data = package_working_dir(folder, cap, DEFAULT_WORKING_DIR_MAX_FILES)
+                pkg_id, data = package_working_dir(folder, cap, DEFAULT_WORKING_DIR_MAX_FILES,
+                                                   self.runtime_env.get("excludes", ()))
             except ConfigError as e:
                 _say(f"tandem: not sending {folder} (the folder of {script}) to the train "
                      f"server: {e} Jobs that import your own modules need "
@@ -433,7 +435,7 @@ class RemoteJobService:
             count = len(zipfile.ZipFile(io.BytesIO(data)).namelist())
             _say(f"tandem: sending {folder} (the folder of {script}: {count} file"
                  f"{'s' if count != 1 else ''}, {len(data) / 1024:.0f} KiB zipped; what "
-                 f".gitignore ignores left out) to the train server as the jobs' working_dir; "
+                 f".gitignore and .rayignore match left out) to the train server as the jobs' working_dir; "
                  f"tandem.init(runtime_env={{'working_dir': None}}) sends nothing")
         self._conn.request("PUT", f"/api/packages/{pkg_id}", content=data,
                            headers={"Content-Type": "application/zip"})
