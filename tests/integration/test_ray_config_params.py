@@ -63,7 +63,7 @@ def test_refused_and_checked_parameters():
     assert FailureConfig(controller_failure_limit=3).controller_failure_limit == 3
     with pytest.raises(ValueError, match="Invalid log_level"):
         LoggingConfig(log_level="LOUD")
-    with pytest.raises(ConfigError, match="unknown key"):
+    with pytest.raises(ConfigError, match="installs nothing per job"):
         RunConfig(worker_runtime_env={"pip": ["x"]})
     with pytest.raises(ConfigError, match="logging_config"):
         RunConfig(logging_config="DEBUG")
