@@ -46,6 +46,7 @@ PROVIDED_BY: dict[str, tuple[str, str]] = {
     "uvloop": ("uvicorn[standard]", "server"),
     "httpx": ("httpx", "server"),
     "orjson": ("orjson", "server"),
+    "pathspec": ("pathspec", "server"),
     "psycopg": ("psycopg", "server"),
     "pynvml": ("nvidia-ml-py", "server"),
     "torch": ("torch", "torch"),

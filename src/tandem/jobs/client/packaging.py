@@ -16,7 +16,10 @@ import subprocess
 import sys
 import zipfile
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 from tandem._core.errors import ConfigError
 
@@ -51,17 +54,17 @@ class _Rules:
         self._always = pathspec.GitIgnoreSpec.from_lines(_ALWAYS_IGNORED)
         self._excludes = pathspec.GitIgnoreSpec.from_lines(excludes) if excludes else None
         self._read_gitignore = read_gitignore
-        self._own: dict[str, tuple[Any, Any]] = {}  # folder -> (.gitignore, .rayignore)
+        self._own: dict[str, tuple[GitIgnoreSpec | None, GitIgnoreSpec | None]] = {}  # folder -> (.gitignore, .rayignore)
         self._cache: dict[str, bool] = {}  # folder -> holds a CACHEDIR.TAG
 
-    def _spec(self, rel_dir: str, name: str) -> Any:
+    def _spec(self, rel_dir: str, name: str) -> GitIgnoreSpec | None:
         try:
             with open(os.path.join(self._root, rel_dir, name), errors="replace") as f:
                 return self._pathspec.GitIgnoreSpec.from_lines(f.read().splitlines())
         except OSError:
             return None
 
-    def _files_of(self, rel_dir: str) -> tuple[Any, Any]:
+    def _files_of(self, rel_dir: str) -> tuple[GitIgnoreSpec | None, GitIgnoreSpec | None]:
         own = self._own.get(rel_dir)
         if own is None:
             own = (self._spec(rel_dir, ".gitignore") if self._read_gitignore else None,
