@@ -233,3 +233,69 @@ def test_cli_start_status_stop_leaves_no_process(tmp_path):
     after = subprocess.run([*tandem, "warm", "status"], env=env, capture_output=True,
                            text=True, timeout=60)
     assert after.returncode == 1 and "no warm host is running" in after.stdout
+
+
+SERVE = textwrap.dedent('''
+    import json, os, sys
+    import httpx, psutil, torch
+    from tandem import model
+
+    class Tiny(model.TorchModel):
+        def setup(self):
+            torch.manual_seed(0)
+            self.net = torch.nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.net(x)
+
+    m = Tiny()
+    m.setup()
+    x = [[1.0, 2.0, 3.0, 4.0]]
+    handle = model.serve(m)
+    try:
+        r = httpx.post(handle.url + "/predict", json={"inputs": x}, timeout=60)
+        replica = psutil.Process(list(handle.status()["pids"].values()).pop())
+        print("RESULT " + json.dumps({
+            "status": r.status_code, "outputs": r.json()["outputs"],
+            "want": m.predict(torch.tensor(x)).reshape(-1).tolist(),
+            "host": replica.parent().ppid()}))
+    finally:
+        handle.stop()
+''')
+
+
+@pytest.mark.slow
+def test_a_served_models_replica_starts_through_the_host(host, tmp_path):
+    (tmp_path / "serve.py").write_text(SERVE)
+    got = _run(str(tmp_path / "serve.py"), [], _env(host["dir"]), str(tmp_path))
+    assert got["status"] == 200
+    assert got["outputs"][0][0] == pytest.approx(got["want"][0], abs=1e-6)
+    assert got["host"] == host["pid"]  # the replica forked from a zygote the host forked
+
+
+@pytest.mark.slow
+def test_auto_starts_a_host_that_the_next_program_uses(tmp_path):
+    warm_dir = str(tmp_path / "auto")
+    (tmp_path / "probe.py").write_text(textwrap.dedent('''
+        import psutil
+        from tandem.cluster import warm_host
+        z = warm_host.connect()
+        print("RESULT", "null" if z is None else psutil.Process(z.pid).ppid())
+    '''))
+    env = _env(warm_dir, **{_host.SWITCH_ENV: "auto"})
+    try:
+        first = _run(str(tmp_path / "probe.py"), [], env, str(tmp_path))
+        second = _run(str(tmp_path / "probe.py"), [], env, str(tmp_path))
+    finally:
+        old = os.environ.get(_host.DIR_ENV)
+        os.environ[_host.DIR_ENV] = warm_dir
+        try:
+            stopped = _host.stop_hosts()
+        finally:
+            if old is None:
+                os.environ.pop(_host.DIR_ENV)
+            else:
+                os.environ[_host.DIR_ENV] = old
+    assert first is not None and first == second  # one host, started by the first program
+    assert [s["pid"] for s in stopped] == [first]
+    assert not psutil.pid_exists(first) or psutil.Process(first).status() == psutil.STATUS_ZOMBIE
