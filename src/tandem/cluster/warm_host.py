@@ -10,11 +10,12 @@ of ``_zygote`` unchanged, and that zygote, as one the driver spawned, kills ever
 forked when the connection closes: no worker outlives its driver.
 
 Keys. A host serves only drivers whose imports it is valid for (``host_key``): the same uid,
-``sys.executable``, tandem's source folder, version and source files, ``sys.path`` (but its
+``sys.executable``, tandem's source folder and version, ``sys.path`` (but its
 first entry, the script's folder, which is checked not to shadow a module the host
 imported), the folders of ``sys.path`` unchanged on disk (``pip install`` touches them), and
 the environment variables that change what an import does (``_IMPORT_ENV``). The socket's
-name is the key's digest; the host compares the whole key again. Everything else (the
+name is the key's digest; the host compares the whole key again. The host itself looks once
+a second whether tandem's source files changed, and exits if they did. Everything else (the
 driver's environment, working directory, ``sys.path``, umask, resource limits, standard
 error) travels in the hello and is applied in the per-driver zygote before it forks anything,
 so a worker sees what it would see from a zygote the driver spawned.
@@ -67,6 +68,8 @@ DIR_ENV = "TANDEM_WARM_DIR"
 TIMEOUT_ENV = "TANDEM_WARM_HOST_TIMEOUT_S"
 CONNECT_TIMEOUT_S = 2.0
 IDLE_TIMEOUT_S = 900.0
+#: How often the host looks whether tandem's source files changed (it exits if they did).
+SOURCE_CHECK_S = 1.0
 MAX_PSS_MB = 500.0
 _MAX_HELLO = 4 << 20
 _HEADER = struct.Struct(">I")
@@ -94,7 +97,6 @@ class HostKey(TypedDict):
     executable: str
     tandem: str
     version: str | None
-    source: str
     sys_path: list[str]
     path_mtimes: list[int | None]
     env: dict[str, str]
@@ -112,6 +114,9 @@ class Hello(TypedDict, total=False):
     sys_path: list[str]
     umask: int
     rlimits: dict[str, list[int]]
+    nice: int
+    affinity: list[int] | None
+    cgroup: str | None
 
 
 class HostInfo(TypedDict, total=False):
@@ -153,8 +158,8 @@ def _key_path() -> tuple[list[str], str | None]:
 
 
 def _tandem_fingerprint() -> str:
-    """tandem's source files' newest modification time and count: a host started before an
-    edit of tandem's code is not used."""
+    """tandem's source files' newest modification time and count (2-10 ms: checked by the
+    host once a second, off the drivers' path): a host whose tandem code was edited exits."""
     newest = count = 0
     stack = [_TANDEM_DIR]
     while stack:
@@ -186,7 +191,6 @@ def host_key() -> HostKey:
         "executable": sys.executable,
         "tandem": _TANDEM_DIR,
         "version": getattr(sys.modules.get("tandem"), "__version__", None),
-        "source": _tandem_fingerprint(),
         "sys_path": path,
         "path_mtimes": mtimes,
         "env": {k: v for k, v in sorted(os.environ.items())
@@ -393,6 +397,13 @@ def connect() -> HostZygote | None:
     if mode() == "off":
         return None
     try:
+        if mode() != "auto" and not any(n.endswith(".sock") for n in os.listdir(host_dir())):
+            logger.debug("no warm host is running (none in %s)", host_dir())
+            return None
+    except OSError:
+        logger.debug("no warm host is running (no folder %s)", host_dir())
+        return None
+    try:
         key = host_key()
         path = os.path.join(host_dir(), key_digest(key) + ".sock")
         if not os.path.exists(path):
@@ -426,7 +437,9 @@ def _connect(path: str, key: HostKey) -> HostZygote | None:
             "op": "fork", "key": key, "script_dir": script_dir,
             "env": {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
             "cwd": os.getcwd(), "sys_path": list(sys.path), "umask": _umask(),
-            "rlimits": _rlimits(),
+            "rlimits": _rlimits(), "nice": os.getpriority(os.PRIO_PROCESS, 0),
+            "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else None, "cgroup": _cgroup(),
         }
         _send_json(sock, hello, fds=[2])  # the zygote writes to this process's stderr
         reply = _recv_json(sock)
@@ -442,6 +455,18 @@ def _connect(path: str, key: HostKey) -> HostZygote | None:
     pid, host_pid, modules = reply["pid"], reply["host_pid"], reply["modules"]
     assert isinstance(pid, int) and isinstance(host_pid, int) and isinstance(modules, list)
     return HostZygote(sock, pid, host_pid, modules)
+
+
+def _cgroup() -> str | None:
+    """This process's cgroup v2 path (``/proc/self/cgroup``'s ``0::`` line), or None."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                if line.startswith("0::"):
+                    return line[3:].strip()
+    except OSError:
+        pass
+    return None
 
 
 def _umask() -> int:
@@ -592,6 +617,8 @@ class _Host:
         self.served = 0
         self.last_active = time.monotonic()
         self.stopping = False
+        self.source = _tandem_fingerprint()
+        self.next_check = time.monotonic() + SOURCE_CHECK_S
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -655,7 +682,14 @@ class _Host:
             idle_left = self.last_active + self.idle_timeout_s - time.monotonic()
             if idle_left <= 0 and not self.zygotes:
                 break
-            timeout = 0.0 if self.learning else idle_left
+            if time.monotonic() >= self.next_check:
+                self.next_check = time.monotonic() + SOURCE_CHECK_S
+                if _tandem_fingerprint() != self.source:
+                    print("tandem warm host: tandem's source changed; exiting (the next "
+                          "`tandem warm start` imports the new code)", file=sys.stderr,
+                          flush=True)
+                    break
+            timeout = 0.0 if self.learning else min(idle_left, SOURCE_CHECK_S)
             try:
                 watched: list[Any] = [self.listener, self._wake_r, *self.pipes]
                 ready = select.select(watched, [], [], timeout)[0]
@@ -790,7 +824,7 @@ class _Host:
         if key != self.key:
             diff = sorted(k for k in set(key) | set(self.key) if key.get(k) != self.key.get(k))
             return f"the host's imports are not valid for this driver (differs in {diff})"
-        for name in ("env", "cwd", "sys_path", "umask", "rlimits"):
+        for name in ("env", "cwd", "sys_path", "umask", "rlimits", "nice"):
             if name not in hello:
                 return f"no {name} in the hello"
         script_dir = hello.get("script_dir")
@@ -834,14 +868,27 @@ class _Host:
         for fd in (self._wake_r, self._wake_w, self.lock, *self.pipes):
             os.close(fd)
         os.setsid()  # not in the host's session: `tandem warm stop` leaves a driver's zygote
-        try:
+        try:  # what the driver's own zygote would inherit from it, or no zygote at all
+            what = "control group"
+            cgroup = hello.get("cgroup")
+            if cgroup is not None and cgroup != _cgroup():
+                with open(os.path.join("/sys/fs/cgroup", cgroup.lstrip("/"), "cgroup.procs"),
+                          "w") as f:
+                    f.write(str(os.getpid()))
+            what = "resource limits"
             for name, (soft, hard) in hello["rlimits"].items():
                 which = getattr(resource, name, None)
                 if which is not None and resource.getrlimit(which) != (soft, hard):
                     resource.setrlimit(which, (soft, hard))
+            what = "scheduling priority"
+            if os.getpriority(os.PRIO_PROCESS, 0) != hello["nice"]:
+                os.setpriority(os.PRIO_PROCESS, 0, int(hello["nice"]))
+            what = "CPU affinity"
+            affinity = hello.get("affinity")
+            if affinity is not None and sorted(os.sched_getaffinity(0)) != affinity:
+                os.sched_setaffinity(0, affinity)
         except (OSError, ValueError) as e:
-            _send_json(conn, {"ok": False, "why": f"cannot take on the driver's resource "
-                                                   f"limits: {e}"})
+            _send_json(conn, {"ok": False, "why": f"cannot take on the driver's {what}: {e}"})
             return 1
         os.dup2(stderr_fd, 2)
         os.close(stderr_fd)

@@ -23,13 +23,16 @@ from tandem.cluster import warm_host as _host
 SRC = os.path.join(os.path.dirname(__file__), "..", "..", "..", "src")
 
 # What a train worker sees, through the host and without it; the driver sets a umask, a
-# lower open-files limit and a variable of its own first, all of which a worker inherits.
+# lower open-files limit, a lower priority, one CPU and a variable of its own first, all of
+# which a worker inherits.
 FIT = textwrap.dedent('''
     import json, os, resource, sys
     os.umask(0o027)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 512), hard))
     os.environ["MY_SETTING"] = "from-the-driver"
+    os.nice(3)
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])
     import psutil
     import tandem
     import tandem.train as train
@@ -47,6 +50,7 @@ FIT = textwrap.dedent('''
                       "zygote": me.ppid(), "host": me.parent().ppid(),
                       "env": dict(os.environ), "cwd": os.getcwd(), "sys_path": sys.path,
                       "umask": umask, "nofile": resource.getrlimit(resource.RLIMIT_NOFILE),
+                      "nice": os.nice(0), "affinity": sorted(os.sched_getaffinity(0)),
                       "cuda": os.environ.get("CUDA_VISIBLE_DEVICES")})
 
     result = TorchTrainer(loop, scaling_config=ScalingConfig(num_workers=2),
@@ -125,9 +129,10 @@ def test_fresh_driver_forks_through_the_host_and_workers_see_what_they_would(hos
     assert own["host"] != host["pid"]
     assert any("tandem.cluster._zygote" in c for c in own["driver_children"])
     # the worker's world is the same either way
-    for key in ("cwd", "sys_path", "umask", "nofile", "cuda"):
+    for key in ("cwd", "sys_path", "umask", "nofile", "cuda", "nice", "affinity"):
         assert warm[key] == own[key], key
     assert warm["umask"] == 0o027 and warm["nofile"][0] <= 512 and warm["cwd"] == str(work)
+    assert warm["nice"] >= 3 and len(warm["affinity"]) == 1
     differ = (_host.SWITCH_ENV, "MASTER_PORT")  # the switch itself; a free port per run
     warm_env = {k: v for k, v in warm["env"].items() if k not in differ}
     own_env = {k: v for k, v in own["env"].items() if k not in differ}
