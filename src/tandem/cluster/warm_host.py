@@ -834,7 +834,8 @@ class _Host:
                          if n.endswith((".py", ".pyc", ".so", ".pyd")) or "." not in n}
             except OSError:
                 names = set()
-            shadow = sorted(names & {m.split(".")[0] for m in sys.modules})
+            imported = {m.split(".")[0] for m in sys.modules if not m.startswith("__")}
+            shadow = sorted(names & imported)  # (a __main__.py beside the script is no module)
             if shadow:
                 return (f"the script's folder {script_dir} holds modules the host imported "
                         f"from elsewhere: {shadow[:5]}")
