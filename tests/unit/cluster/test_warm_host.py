@@ -304,3 +304,30 @@ def test_auto_starts_a_host_that_the_next_program_uses(tmp_path):
     assert first is not None and first == second  # one host, started by the first program
     assert [s["pid"] for s in stopped] == [first]
     assert not psutil.pid_exists(first) or psutil.Process(first).status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.slow
+def test_a_host_exits_once_tandems_source_changes(tmp_path):
+    """An edit of tandem's code (here: a copy of it) ends the host within seconds, so no
+    program forks workers with the old code; it then uses its own zygote again."""
+    import shutil
+
+    src = tmp_path / "src"
+    shutil.copytree(os.path.join(SRC, "tandem"), src / "tandem",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, _host.DIR_ENV: str(tmp_path / "w"), "PYTHONPATH": str(src)}
+    start = subprocess.run([sys.executable, "-m", "tandem.cli", "warm", "start", "--json"],
+                           env=env, capture_output=True, text=True, timeout=120,
+                           cwd=str(tmp_path))
+    assert start.returncode == 0, start.stderr
+    host = psutil.Process(json.loads(start.stdout)["pid"])
+    try:
+        edited = src / "tandem" / "cluster" / "warm_host.py"
+        later = edited.stat().st_mtime + 10
+        os.utime(edited, (later, later))
+        host.wait(timeout=30)  # psutil.TimeoutExpired if it kept running
+    finally:
+        subprocess.run([sys.executable, "-m", "tandem.cli", "warm", "stop"], env=env,
+                       capture_output=True, timeout=60, cwd=str(tmp_path))
+    assert not [f for f in os.listdir(tmp_path / "w") if f.endswith(".sock")]
+    assert "tandem's source changed" in (tmp_path / "w" / "host.log").read_text()
