@@ -539,8 +539,9 @@ def start_host(preload: Sequence[str] = (), idle_timeout_s: float = IDLE_TIMEOUT
     return info
 
 
-def running_hosts() -> list[HostInfo]:
-    """Every host of this user answering in ``host_dir()`` (its status)."""
+def running_hosts(timeout_s: float = 5.0) -> list[HostInfo]:
+    """Every host of this user answering in ``host_dir()`` within ``timeout_s`` (its
+    status; a host answers between two imports it learns)."""
     directory = host_dir()
     out = []
     try:
@@ -552,19 +553,21 @@ def running_hosts() -> list[HostInfo]:
             continue
         path = os.path.join(directory, name)
         try:
-            out.append(request(path, "status"))
-        except (OSError, EOFError, ValueError):
+            out.append(request(path, "status", timeout_s))
+        except ConnectionRefusedError:
             try:
                 os.unlink(path)  # nobody listens: a host that was killed
             except OSError:
                 pass
+        except (OSError, EOFError, ValueError) as e:  # busy importing, say: left alone
+            logger.debug("the warm host at %s did not answer: %s", path, e)
     return out
 
 
 def stop_hosts(timeout_s: float = 10.0) -> list[HostInfo]:
     """Stops every host of this user; waits for each to exit. Their info."""
     stopped = []
-    for info in running_hosts():
+    for info in running_hosts(timeout_s=60.0):
         try:
             request(info["socket"], "stop")
         except (OSError, EOFError, ValueError):
