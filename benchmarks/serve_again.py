@@ -6,7 +6,10 @@ Each repeat is a fresh process: it registers ``serve_bench.py``'s MLP from a sep
 process (as ``tandem serve bench@1`` would), then ``model.serve("bench@1")`` -> first
 answer, ``handle.stop()``, and the same again in the same process; it prints both times
 with the load average (1 min) when each was taken. ``TANDEM_BENCH_BASELINE=DIR`` also runs
-DIR/src's tandem, interleaved. The peer, LitServe (if installed), runs in the same repeats:
+DIR/src's tandem, interleaved. ``tandem`` runs with no warm host (``TANDEM_WARM_HOST=0``);
+``warmhost`` (``--no-warm-host`` skips it), interleaved, while a warm host runs
+(``tandem warm start --preload torch``, docs/warm_workers.md) that served this program
+once before, unmeasured. The peer, LitServe (if installed), runs in the same repeats:
 ``serve_bench.py``'s LitServe server, from ``LitServer(...)`` (after its imports, as
 tandem's clock starts after ``from tandem import model``) to the first answer; LitServe
 serves one API per process, so its "second" is a second server process.
@@ -23,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -70,6 +74,40 @@ def child(weights: str) -> None:
     print(json.dumps([out[0], out[2], out[1], out[3]]))
 
 
+def child_now(weights: str) -> None:
+    """A program that serves a model object right after its imports (no registry, no other
+    work that would hide the zygote's start): ``model.serve(m)`` -> first answer."""
+    import numpy as np
+    import torch
+
+    from tandem import model
+
+    sys.path.insert(0, HERE)
+    from serve_bench import build_net
+
+    class NowMLP(model.TorchModel):
+        example_input = np.zeros((1, 64), dtype=np.float32)
+
+        def setup(self) -> None:
+            self.net = build_net()
+
+        def forward(self, x: Any) -> Any:
+            return self.net(x)
+
+    m = NowMLP()
+    m.ensure_setup()
+    m.net.load_state_dict(torch.load(weights))
+    port = _port()
+    body = json.dumps({"inputs": [[0.0] * 64]}).encode()
+    t0 = time.perf_counter()
+    handle = model.serve(m, serve_settings={
+        "port": port, "resources_per_replica": {"CPU": 1}, "route_prefix": "/bench"})
+    first = _first_answer(port, body) - t0
+    load = os.getloadavg()[0]
+    handle.stop()
+    print(json.dumps([first, load]))
+
+
 def litserve_once(weights: str, work: str) -> tuple[float, float]:
     """LitServe's server process, ``LitServer(...)`` -> first answer; and the load then."""
     from serve_bench import ROUTES, first_answer, stop_tree
@@ -95,10 +133,15 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-litserve", action="store_true", help="skip the LitServe peer")
+    p.add_argument("--no-warm-host", action="store_true", help="skip the warm host's rows")
     p.add_argument("--_child", default=None)
+    p.add_argument("--_child_now", default=None)
     a = p.parse_args()
     if a._child:
         child(a._child)
+        return 0
+    if a._child_now:
+        child_now(a._child_now)
         return 0
     sys.path.insert(0, HERE)
     from serve_bench import train_weights
@@ -106,16 +149,49 @@ def main() -> int:
     work = tempfile.mkdtemp(prefix="serve-again-")
     weights = os.path.join(work, "w.pt")
     train_weights(weights)
-    variants = {"tandem": os.path.join(os.path.dirname(HERE), "src")}
+    src = os.path.join(os.path.dirname(HERE), "src")
+    variants = {"tandem": src}
     base = os.environ.get("TANDEM_BENCH_BASELINE")
     if base:
         variants["baseline"] = os.path.join(base, "src")
+    warm_dir = None if a.no_warm_host else os.path.join(work, "warm")
+    if warm_dir is not None:
+        variants["warmhost"] = src
     import importlib.util
 
     peer = not a.no_litserve and importlib.util.find_spec("litserve") is not None
     got: dict[str, list[list[float]]] = {k: [] for k in variants}
     if peer:
         got["litserve"] = []
+
+    def child_env(name: str, src: str) -> dict[str, str]:
+        home = tempfile.mkdtemp(dir=work)
+        env = {k: v for k, v in os.environ.items() if k != "TANDEM_ADDRESS"}
+        env = {**env, "PYTHONPATH": src, "HOME": home, "TANDEM_HOME": os.path.join(home, ".tandem")}
+        if name == "warmhost":
+            env["TANDEM_WARM_DIR"] = warm_dir or ""
+        else:
+            env["TANDEM_WARM_HOST"] = "0"
+        return env
+
+    try:
+        if warm_dir is not None:
+            env = child_env("warmhost", src)
+            subprocess.run([sys.executable, "-m", "tandem.cli", "warm", "start", "--preload",
+                            "torch"], env=env, check=True, timeout=600, stdout=subprocess.DEVNULL)
+            for mode in ("--_child", "--_child_now"):  # a first program teaches it: unmeasured
+                subprocess.run([sys.executable, __file__, mode, weights], env=env,
+                               capture_output=True, timeout=600)
+        return _repeats(a, got, variants, weights, work, peer, child_env)
+    finally:
+        if warm_dir is not None:
+            subprocess.run([sys.executable, "-m", "tandem.cli", "warm", "stop"],
+                           env=child_env("warmhost", src), timeout=120,
+                           stdout=subprocess.DEVNULL)
+
+
+def _repeats(a: argparse.Namespace, got: dict[str, list[list[float]]], variants: dict[str, str],
+             weights: str, work: str, peer: bool, child_env: Any) -> int:
     for _ in range(a.repeats):
         if peer:
             (f1, l1), (f2, l2) = litserve_once(weights, work), litserve_once(weights, work)
@@ -123,25 +199,37 @@ def main() -> int:
             print(f"litserve: first {f1:.2f} s (load {l1:.1f}), second {f2:.2f} s "
                   f"(load {l2:.1f})", flush=True)
         for name, src in variants.items():
-            home = tempfile.mkdtemp(dir=work)
-            env = {k: v for k, v in os.environ.items() if k != "TANDEM_ADDRESS"}
-            env = {**env, "PYTHONPATH": src, "HOME": home,
-                   "TANDEM_HOME": os.path.join(home, ".tandem")}
+            env = child_env(name, src)
             proc = subprocess.run([sys.executable, __file__, "--_child", weights], env=env,
                                   capture_output=True, text=True, timeout=600)
             if proc.returncode != 0:
-                print(proc.stderr[-3000:], file=sys.stderr)
-                return 1
+                print(f"{name}: this repeat failed (left out):\n{proc.stderr[-1500:]}",
+                      file=sys.stderr, flush=True)
+                continue
             times = json.loads(proc.stdout.strip().splitlines()[-1])
             got[name].append(times)
             print(f"{name}: first {times[0]:.2f} s (load {times[2]:.1f}), second "
                   f"{times[1]:.2f} s (load {times[3]:.1f})", flush=True)
+            proc = subprocess.run([sys.executable, __file__, "--_child_now", weights],
+                                  env=child_env(name, src), capture_output=True, text=True,
+                                  timeout=600)
+            if proc.returncode != 0:
+                print(f"{name}: this repeat failed (left out):\n{proc.stderr[-1500:]}",
+                      file=sys.stderr, flush=True)
+                continue
+            now = json.loads(proc.stdout.strip().splitlines()[-1])
+            got.setdefault(name + " (serve right after imports)", []).append(
+                [now[0], now[0], now[1], now[1]])
+            print(f"{name}: serve right after imports, first {now[0]:.2f} s (load "
+                  f"{now[1]:.1f})", flush=True)
     for name, runs in got.items():
+        if not runs:
+            continue
         first = statistics.median(r[0] for r in runs)
         second = statistics.median(r[1] for r in runs)
         load = statistics.median(x for r in runs for x in r[2:4])
         print(f"{name}: median first {first:.2f} s, second {second:.2f} s, median load "
-              f"{load:.1f} (targets <= 1.0 s / <= 0.3 s)")
+              f"{load:.1f} (targets <= 1.0 s / <= 0.3 s)")  # "right after imports": first only
     return 0
 
 

@@ -46,11 +46,27 @@ def _descendants() -> list[psutil.Process]:
         return []
 
 
+def _warm_hosts() -> dict[str, int]:
+    """The warm hosts (``tandem warm start``) answering in this session's folder for them:
+    socket -> pid. One started detached (the CLI, ``TANDEM_WARM_HOST=auto``) is no
+    descendant of the test, so the descendants' check alone would not see it."""
+    from tandem.cluster import warm_host as _host
+
+    return {h["socket"]: h["pid"] for h in _host.running_hosts()}
+
+
 @pytest.fixture(autouse=True)
 def _no_leftover_processes():
     before = {p.pid for p in _descendants()}
+    hosts_before = _warm_hosts()
     yield
     tandem.shutdown()
+    new_hosts = {s: pid for s, pid in _warm_hosts().items() if s not in hosts_before}
+    if new_hosts:
+        from tandem.cluster import warm_host as _host
+
+        _host.stop_hosts()
+    assert not new_hosts, f"warm hosts left running: {new_hosts}"
     deadline = time.monotonic() + 10
     left: list[psutil.Process] = []
     while time.monotonic() < deadline:

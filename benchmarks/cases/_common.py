@@ -165,6 +165,54 @@ def subprocess_variant(
     )
 
 
+#: No warm host (``tandem warm start``) for a plain tandem variant, even if one runs.
+NO_WARM_HOST = {"TANDEM_WARM_HOST": "0"}
+_warm_hosts: dict[tuple[str, ...], str] = {}  # preload -> the folder of its running host
+_warmed: set[str] = set()  # targets run once through their host already
+
+
+def _warm_host_dir(preload: tuple[str, ...]) -> str:
+    """The folder of a warm host for the measurement subprocesses, started (with their
+    environment, so with their key) on first use in this benchmark run, stopped at exit."""
+    if preload in _warm_hosts:
+        return _warm_hosts[preload]
+    import atexit
+    import subprocess
+    import tempfile
+
+    from benchmarks._proc import child_env
+
+    folder = tempfile.mkdtemp(prefix="tandem-bench-warm-")
+    env = child_env({"TANDEM_WARM_DIR": folder})
+    cli = [sys.executable, "-m", "tandem.cli", "warm"]
+    subprocess.run([*cli, "start", "--idle-timeout", "3600",
+                    *[a for m in preload for a in ("--preload", m)]],
+                   env=env, check=True, capture_output=True, timeout=600)
+    atexit.register(subprocess.run, [*cli, "stop"], env=env, capture_output=True, timeout=120)
+    _warm_hosts[preload] = folder
+    return folder
+
+
+def warm_host_variant(target: str, *, preload: tuple[str, ...] = (),
+                      sample_memory: bool = False,
+                      extra_requires: tuple[str, ...] = ()) -> Variant:
+    """``tandem (warm host running)``: tandem's measurement in a fresh process while a warm
+    host (``tandem warm start --preload ...``, docs/warm_workers.md) runs, one that served
+    this program once before (a run that is not measured), as a host does after a day's
+    first run. ``peak_pss_mb`` misses the host's processes (not in the program's tree)."""
+
+    def run(ctx: RunContext) -> Figures:
+        env = {"TANDEM_WARM_DIR": _warm_host_dir(preload)}
+        if target not in _warmed:
+            _warmed.add(target)
+            ctx.child(target, env=env)  # what it learns from a first program: not measured
+        return ctx.child(target, env=env, sample_memory=sample_memory)
+
+    return Variant(name="tandem_warm_host", system="tandem",
+                   label="tandem (warm host running)", run=run,
+                   note="peak PSS without the host's processes", extra_requires=extra_requires)
+
+
 BASELINE_ENV = "TANDEM_BENCH_BASELINE"
 
 

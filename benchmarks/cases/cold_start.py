@@ -20,12 +20,14 @@ import time
 from typing import Any
 
 from benchmarks.cases._common import (
+    NO_WARM_HOST,
     Case,
     Figure,
     Target,
     baseline_variant,
     quiet_ray_env,
     subprocess_variant,
+    warm_host_variant,
 )
 
 
@@ -103,7 +105,9 @@ CASE = Case(
         Figure("peak_pss_mb", "peak PSS of the process tree", "MB", "lower", Target("<=", 300)),
     ],
     variants=[
-        subprocess_variant("tandem", "tandem", "tandem", f"{_M}:run_tandem", sample_memory=True),
+        subprocess_variant("tandem", "tandem", "tandem", f"{_M}:run_tandem", sample_memory=True,
+                           env=NO_WARM_HOST),
+        warm_host_variant(f"{_M}:run_tandem", sample_memory=True),
         *baseline_variant(f"{_M}:run_tandem", sample_memory=True),
         subprocess_variant(
             "ray", "ray", "Ray Tune", f"{_M}:run_ray", env=quiet_ray_env(), sample_memory=True

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cases._common import (
+    NO_WARM_HOST,
     Case,
     Figure,
     Target,
@@ -26,6 +27,7 @@ from benchmarks.cases._common import (
     ray_train_env,
     read_json,
     subprocess_variant,
+    warm_host_variant,
 )
 
 
@@ -72,9 +74,12 @@ CASE = Case(
             "tandem",
             "tandem",
             f"{_M}:run_tandem",
+            env=NO_WARM_HOST,
             sample_memory=True,
             extra_requires=("torch",),
         ),
+        warm_host_variant(f"{_M}:run_tandem", preload=("torch",), sample_memory=True,
+                          extra_requires=("torch",)),
         *baseline_variant(f"{_M}:run_tandem", sample_memory=True, extra_requires=("torch",)),
         subprocess_variant(
             "ray", "ray", "Ray Train V2", f"{_M}:run_ray", env=ray_train_env(), sample_memory=True

@@ -29,10 +29,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import TandemError
 from tandem._core.extras import require_extras
+
+if TYPE_CHECKING:
+    from tandem.cluster.warm_host import HostInfo
 
 
 def _console() -> Any:
@@ -120,6 +123,61 @@ def cmd_server_stop(a: argparse.Namespace) -> int:
         return 1
     print(f"stopped the tandem server at {info.get('address', '?')} (pid {info['pid']}); jobs that were "
           f"running are re-queued when it starts again")
+    return 0
+
+
+def _warm_line(info: HostInfo) -> str:
+    return (f"warm host pid {info['pid']} ({info['key']}): {', '.join(info['preloaded']) or 'no'}"
+            f" preload(s), {info['learned']} learned import(s), {info['pss_mb']:.0f} MiB of "
+            f"{info['max_pss_mb']:.0f} MiB PSS, {len(info['zygotes'])} program(s) connected, "
+            f"{info['served']} served; socket {info['socket']}")
+
+
+def cmd_warm_start(a: argparse.Namespace) -> int:
+    from tandem.cluster import warm_host
+
+    preload = [m.strip() for arg in a.preload for m in arg.split(",") if m.strip()]
+    try:
+        info = warm_host.start_host(preload, idle_timeout_s=a.idle_timeout,
+                                max_pss_mb=a.max_pss_mb, detach=True)
+    except (ValueError, OSError) as e:
+        raise TandemError(f"could not start the warm host: {e}") from e
+    info.pop("process", None)
+    if a.json:
+        _print_json(info)
+    else:
+        print(("a warm host was running already: " if info.get("already") else "started a ")
+              + _warm_line(info))
+        if info.get("error"):
+            print(f"warning: could not preload {info['error']}", file=sys.stderr)
+    return 1 if info.get("error") else 0
+
+
+def cmd_warm_status(a: argparse.Namespace) -> int:
+    from tandem.cluster import warm_host
+
+    hosts = warm_host.running_hosts()
+    if a.json:
+        _print_json({"hosts": hosts, "dir": warm_host.host_dir()})
+    elif not hosts:
+        print(f"no warm host is running (none in {warm_host.host_dir()}); start one with "
+              f"`tandem warm start --preload torch`")
+    for info in hosts:
+        print(_warm_line(info))
+    return 0 if hosts else 1
+
+
+def cmd_warm_stop(a: argparse.Namespace) -> int:
+    from tandem.cluster import warm_host
+
+    stopped = warm_host.stop_hosts()
+    if a.json:
+        _print_json({"stopped": stopped})
+    elif not stopped:
+        print(f"no warm host is running (none in {warm_host.host_dir()})")
+    for info in stopped:
+        print(f"stopped the warm host pid {info['pid']} ({info['key']}); programs connected "
+              f"to it keep their workers until they exit")
     return 0
 
 
@@ -805,6 +863,25 @@ def build_parser() -> argparse.ArgumentParser:
     stop.set_defaults(fn=cmd_server_stop)
     server.add_parser("status", parents=[client], help="is a server running?").set_defaults(
         fn=cmd_server_status)
+
+    warm = sub.add_parser("warm", help="a warm host: workers start with torch imported in "
+                          "every new program").add_subparsers(
+        dest="warm_command", required=True, metavar="start|stop|status")
+    ws = warm.add_parser("start", parents=[common],
+                         help="start a warm host for this Python and tandem (or find it)")
+    ws.add_argument("--preload", action="append", default=[], metavar="MODULE",
+                    help="import MODULE in the host now (repeatable or comma-separated: "
+                         "--preload torch,sklearn)")
+    ws.add_argument("--idle-timeout", type=float, default=900.0, metavar="S",
+                    help="exit after S seconds with no program connected (default 900)")
+    ws.add_argument("--max-pss-mb", type=float, default=None, metavar="M",
+                    help="learn no more imports past M MiB of PSS (default "
+                         "$TANDEM_WARM_POOL_MB or 500)")
+    ws.set_defaults(fn=cmd_warm_start)
+    warm.add_parser("status", parents=[common], help="the warm hosts running").set_defaults(
+        fn=cmd_warm_status)
+    warm.add_parser("stop", parents=[common], help="stop every warm host of this user").set_defaults(
+        fn=cmd_warm_stop)
 
     jobs = sub.add_parser("jobs", help="list, show, follow and stop jobs").add_subparsers(
         dest="jobs_command", required=True, metavar="list|show|logs|stop")

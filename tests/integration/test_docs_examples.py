@@ -161,3 +161,49 @@ def test_warm_workers_doc_runs(tmp_path):
     script = tmp_path / "warm_doc.py"
     script.write_text(code)
     assert "warm pool bounds accepted" in run([str(script)], tmp_path)
+
+
+WARM_HOST_TRAIN = """
+import sys
+import tandem.train as train
+from tandem.train import ScalingConfig
+from tandem.train.torch import TorchTrainer
+
+def loop(config):
+    import psutil
+    train.report({"zygote_parent": psutil.Process().parent().ppid()})
+
+result = TorchTrainer(loop, scaling_config=ScalingConfig(num_workers=2)).fit()
+print("zygote's parent", result.metrics["zygote_parent"])
+"""
+
+
+@pytest.mark.slow
+def test_warm_host_doc_commands_run(tmp_path):
+    """docs/warm_workers.md's warm host commands, as written (``train.py``: a 2-worker fit
+    that tells whose child its workers' zygote is)."""
+    import shlex
+
+    text = open(os.path.join(ROOT, "docs", "warm_workers.md")).read()
+    (block,) = re.findall(r"```bash\n(.*?)```", text, re.S)
+    (tmp_path / "train.py").write_text(WARM_HOST_TRAIN)
+    env = {**os.environ, "TANDEM_WARM_DIR": str(tmp_path / "warm"),
+           "TANDEM_STORAGE_PATH": str(tmp_path / "results"),
+           "PYTHONPATH": os.path.join(ROOT, "src")}
+    outs = []
+    try:
+        for line in block.splitlines():
+            words = shlex.split(line, comments=True)
+            exe = {"tandem": [sys.executable, "-m", "tandem.cli"], "python": [sys.executable]}
+            proc = subprocess.run([*exe[words[0]], *words[1:]], cwd=str(tmp_path), env=env,
+                                  capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+            outs.append(proc.stdout)
+    finally:
+        subprocess.run([sys.executable, "-m", "tandem.cli", "warm", "stop"], env=env,
+                       capture_output=True, timeout=120)
+    start, fit, status, stop = outs
+    pid = int(re.search(r"warm host pid (\d+)", start).group(1))
+    assert f"zygote's parent {pid}" in fit  # the workers forked through the host
+    assert f"warm host pid {pid}" in status and "torch" in status
+    assert f"stopped the warm host pid {pid}" in stop

@@ -24,10 +24,10 @@ import sys
 import tempfile
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 from tandem._core.errors import ResourcesUnavailableError, TandemError
-from tandem.cluster import _wire
+from tandem.cluster import _wire, warm_host
 from tandem.cluster._pool import WarmPoolConfig, WarmPoolPolicy
 from tandem.cluster.base import (
     CLEAN_REUSE_PREFIX,
@@ -283,7 +283,7 @@ class LocalCluster(Cluster):
             io.stop()
 
 
-def _wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+def _wait_exit(proc: ZygoteProcess, timeout_s: float) -> None:
     """``proc.wait(timeout_s)``, woken the moment the process exits: ``Popen.wait`` with a
     timeout polls, sleeping up to 50 ms between looks, which a program's exit (the zygote's,
     at ``tandem.shutdown()``) would wait out. Linux's ``pidfd_open`` where there is one."""
@@ -360,10 +360,19 @@ class _Warm:
 # -- a zygote started before its cluster (``start_zygote_early``) ------------------------
 _early_lock = threading.Lock()
 #: (process, os.environ when it started, the modules it was told to import)
-_early: tuple[subprocess.Popen, dict[str, str], tuple[str, ...]] | None = None
+_early: tuple[ZygoteProcess, dict[str, str], tuple[str, ...]] | None = None
 
 
-def _spawn_zygote() -> subprocess.Popen:
+#: A zygote: a process this one spawned, or one a warm host forked for it (``_host``).
+ZygoteProcess: TypeAlias = "subprocess.Popen[bytes] | warm_host.HostZygote"
+
+
+def _spawn_zygote() -> ZygoteProcess:
+    """A per-driver zygote from a running warm host whose imports are valid for this
+    process (``tandem warm start``), else a fresh one of this process's own."""
+    host = warm_host.connect()
+    if host is not None:
+        return host
     return subprocess.Popen(
         [sys.executable, "-m", "tandem.cluster._zygote"],
         stdin=subprocess.PIPE,
@@ -453,7 +462,7 @@ def start_zygote_early(preload: Sequence[str], replace: bool = False) -> bool:
     return True
 
 
-def _end_if_idle(proc: subprocess.Popen) -> None:
+def _end_if_idle(proc: ZygoteProcess) -> None:
     """The early zygote ``proc`` waited its idle time: ended if no cluster adopted it."""
     global _early
     with _early_lock:
@@ -486,7 +495,7 @@ def discard_early_zygote() -> None:
         _end(early[0])
 
 
-def _adopt_early_zygote() -> tuple[subprocess.Popen, tuple[str, ...]] | None:
+def _adopt_early_zygote() -> tuple[ZygoteProcess, tuple[str, ...]] | None:
     global _early
     with _early_lock:
         early, _early = _early, None
@@ -501,7 +510,7 @@ def _adopt_early_zygote() -> tuple[subprocess.Popen, tuple[str, ...]] | None:
     return proc, preload
 
 
-def _end(proc: subprocess.Popen) -> None:
+def _end(proc: ZygoteProcess) -> None:
     try:
         proc.kill()
     except OSError:
