@@ -1,6 +1,6 @@
 """Serving start-up, first and second deployment in one process (issue 25, item 2).
 
-    python benchmarks/serve_again.py [--repeats 3] [--no-litserve]
+    python benchmarks/serve_again.py [--repeats 3] [--no-litserve] [--fresh]
 
 Each repeat is a fresh process: it registers ``serve_bench.py``'s MLP from a separate
 process (as ``tandem serve bench@1`` would), then ``model.serve("bench@1")`` -> first
@@ -9,7 +9,10 @@ with the load average (1 min) when each was taken. ``TANDEM_BENCH_BASELINE=DIR``
 DIR/src's tandem, interleaved. The peer, LitServe (if installed), runs in the same repeats:
 ``serve_bench.py``'s LitServe server, from ``LitServer(...)`` (after its imports, as
 tandem's clock starts after ``from tandem import model``) to the first answer; LitServe
-serves one API per process, so its "second" is a second server process.
+serves one API per process, so its "second" is a second server process. ``--fresh``:
+the model is registered before the process starts and its first figure runs from before
+``from tandem import model`` to the first answer (a program that serves at once, so
+nothing overlaps the start of the process replicas fork from).
 """
 
 from __future__ import annotations
@@ -52,16 +55,21 @@ def _first_answer(port: int, body: bytes, timeout_s: float = 120) -> float:
     raise RuntimeError("no answer")
 
 
-def child(weights: str) -> None:
+def child(weights: str, fresh: bool = False) -> None:
+    """``fresh``: the model was registered before this process started, and the clock
+    starts before ``from tandem import model`` (a program that serves at once); else the
+    program registers it from another process between its import and ``serve``."""
+    start = time.perf_counter()
     from tandem import model
 
-    subprocess.run([sys.executable, os.path.join(HERE, "serve_bench.py"), "--_put",
-                    "--weights", weights], check=True)
+    if not fresh:
+        subprocess.run([sys.executable, os.path.join(HERE, "serve_bench.py"), "--_put",
+                        "--weights", weights], check=True)
     body = json.dumps({"inputs": [[0.0] * 64]}).encode()
     out = []
-    for _ in range(2):
+    for i in range(2):
         port = _port()
-        t0 = time.perf_counter()
+        t0 = start if fresh and i == 0 else time.perf_counter()
         handle = model.serve("bench@1", serve_settings={
             "port": port, "resources_per_replica": {"CPU": 1}, "route_prefix": "/bench"})
         out.append(_first_answer(port, body) - t0)
@@ -95,10 +103,13 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-litserve", action="store_true", help="skip the LitServe peer")
+    p.add_argument("--fresh", action="store_true",
+                   help="register first, then time a fresh process from its import of "
+                        "tandem to the first answer (no other work in between)")
     p.add_argument("--_child", default=None)
     a = p.parse_args()
     if a._child:
-        child(a._child)
+        child(a._child, fresh=a.fresh)
         return 0
     sys.path.insert(0, HERE)
     from serve_bench import train_weights
@@ -127,7 +138,12 @@ def main() -> int:
             env = {k: v for k, v in os.environ.items() if k != "TANDEM_ADDRESS"}
             env = {**env, "PYTHONPATH": src, "HOME": home,
                    "TANDEM_HOME": os.path.join(home, ".tandem")}
-            proc = subprocess.run([sys.executable, __file__, "--_child", weights], env=env,
+            if a.fresh:
+                subprocess.run([sys.executable, os.path.join(HERE, "serve_bench.py"), "--_put",
+                                "--weights", weights], env=env, check=True,
+                               capture_output=True, timeout=600)
+            proc = subprocess.run([sys.executable, __file__, "--_child", weights,
+                                   *(["--fresh"] if a.fresh else [])], env=env,
                                   capture_output=True, text=True, timeout=600)
             if proc.returncode != 0:
                 print(proc.stderr[-3000:], file=sys.stderr)

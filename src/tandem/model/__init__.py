@@ -11,10 +11,10 @@ The top layer (DESIGN.md, "The model layer"): it may use tune, train and jobs; n
 below imports it. ``import tandem.model`` is light: the registry and serving names are
 imported with it (without SQL, torch or ``tandem.train``), the rest on first use
 (``tandem._core.lazy``), so a serving replica, which imports this package to unpickle its
-model, never imports the training code. Torch starts importing in the process workers and
-replicas fork from when the program shows it will train or serve: a ``TorchModel``
-subclass is defined, ``model.train``/``model.tune``/``model.serve`` is called
-(``TANDEM_EARLY_IMPORT=0`` turns that off); ``import tandem.model`` alone starts nothing.
+model, never imports the training code. ``import tandem.model`` by a program starts torch
+(with the replica's code, not the training code) importing in the process workers and
+replicas fork from, so the first ``serve``/``train`` finds it done; the training code
+joins it when a ``TorchModel`` subclass is defined (``TANDEM_EARLY_IMPORT=0``: neither).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tandem._core.lazy import lazy_exports
+from tandem.model._early import imported_by_tandem, start_torch_model_imports
 
 # -- registry and serving (issue 14) --------------------------------------------------------
 # (``serve`` is both the subpackage and the function: importing the function last makes
@@ -79,3 +80,6 @@ __all__ = [
     "train",
     "tune",
 ]
+
+if not imported_by_tandem():  # a program, not the CLI's registry commands or a server
+    start_torch_model_imports(at_import=True)

@@ -5,9 +5,14 @@ program goes on (``tandem.jobs.early.start_early`` decides whether at all)."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
+import types
 from collections.abc import Sequence
 
 from tandem.jobs.early import start_early
+
+_TANDEM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 #: What a serving replica imports before its model (the model base classes, the
 #: registry's loader and the replica's loop: no training code, SQL or HTTP front).
@@ -19,15 +24,38 @@ TORCH_MODEL_PRELOAD = ("torch", *REPLICA_PRELOAD, "torch.distributed", "torch.nn
                        "tandem.train._internal.worker", "tandem.model._loop")
 
 
-def start_torch_model_imports() -> bool:
-    """Starts importing torch and tandem's replica, model and training-worker code where
-    workers fork from, when a ``TorchModel`` subclass is defined (the program will train
-    or serve it). Nothing without torch. (``import tandem.model`` alone starts nothing:
-    a program that only reads the registry never pays for a zygote importing torch;
-    ``model.serve("name@1")`` starts its own at once, see ``start_serving_imports``.)"""
+#: What ``import tandem.model`` by a program starts importing: torch and the replica's
+#: code, never the training code (a replica forked from it then holds none of it).
+IMPORT_PRELOAD = ("torch", *REPLICA_PRELOAD)
+
+
+def start_torch_model_imports(at_import: bool = False) -> bool:
+    """Starts importing torch and tandem's replica code (and, when a ``TorchModel``
+    subclass is defined, the training code) where workers fork from. Nothing without torch.
+
+    At ``import tandem.model`` by a program (``at_import``): a model served or trained from
+    it is a torch one more often than not, and ``model.serve("name@1")`` names no class, so
+    torch's import (2-3 s) starts then and overlaps whatever the program does before it
+    serves (docs/benchmarks.md, "The first deployment, lighter": 0.45 s to the first answer
+    with it, 2.2 s without, when the program does other work first)."""
     if importlib.util.find_spec("torch") is None:
         return False
-    return start_early(TORCH_MODEL_PRELOAD)
+    return start_early(IMPORT_PRELOAD if at_import else TORCH_MODEL_PRELOAD)
+
+
+def imported_by_tandem() -> bool:
+    """True when the import of ``tandem.model`` under way comes from tandem's own code (the
+    CLI's ``tandem models``, a train server's registry), not from a program: they serve no
+    model of their own, so nothing should start early for them."""
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith("<frozen importlib") or name.startswith(_TANDEM_DIR + "model" +
+                                                                    os.sep):
+            frame = frame.f_back  # the import machinery, the package's own __init__s
+            continue
+        return name.startswith(_TANDEM_DIR)
+    return False
 
 
 def start_serving_imports(frameworks: Sequence[str] = ()) -> bool:

@@ -1,5 +1,5 @@
 """Every framework's imports start early (``tandem.jobs.early.start_early``):
-``import tandem.train.torch`` / a ``TorchModel`` subclass start the zygote (the process workers fork
+``import tandem.train.torch`` / ``tandem.model`` start the zygote (the process workers fork
 from) importing torch while the program goes on; the first fit forks from it; none starts
 when jobs go to a server or when switched off; one left unused is ended when the job
 service turns out remote, and after its idle time.
@@ -89,12 +89,7 @@ PROGRAM = textwrap.dedent("""
     from tandem.train import RunConfig, ScalingConfig
     from tandem.train.torch import TorchTrainer  # starts torch's import in a zygote
     after_torch = early_zygote_pid(), early_zygote_modules()
-    import tandem.model  # starts nothing by itself
-    assert early_zygote_modules() == after_torch[1]
-
-    class Net(tandem.model.TorchModel):  # adds the model layer's modules to the same zygote
-        pass
-
+    import tandem.model  # adds the model layer's modules to the same zygote
     after_model = early_zygote_pid(), early_zygote_modules()
     import tandem
 
@@ -138,3 +133,13 @@ def test_first_fit_after_import_tandem_train_torch_forks_from_the_early_zygote(s
     assert run["ppids"] == [pid, pid]
     assert run["still_early"] is None
     assert run["torch_in_driver"] is False
+
+
+def test_tandem_s_own_imports_of_the_model_layer_start_nothing():
+    from tandem.model import _early
+
+    assert not _early.imported_by_tandem()  # a program (this test) imports it
+    # the CLI's `tandem models ...` or a train server importing the registry
+    scope = {"f": _early.imported_by_tandem}
+    exec(compile("r = f()", _early._TANDEM_DIR + "cli.py", "exec"), scope)
+    assert scope["r"] is True

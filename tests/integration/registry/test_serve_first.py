@@ -53,7 +53,7 @@ t0 = time.perf_counter()
 from tandem import model
 from tandem.cluster import local
 
-no_zygote = local.early_zygote_pid() is None
+at_import = local.early_zygote_modules()
 handle = model.serve("probe@1", serve_settings={"route_prefix": "/probe"})
 try:
     req = urllib.request.Request(handle.url + "/predict", method="POST",
@@ -65,7 +65,7 @@ try:
     driver = [m for m in ("tandem.train", "tandem.tune", "torch") if m in sys.modules]
 finally:
     handle.stop()
-print(json.dumps({"answer": answer, "no_zygote_at_import": no_zygote, "driver": driver,
+print(json.dumps({"answer": answer, "at_import": at_import, "driver": driver,
                   "first_s": first}))
 """
 
@@ -79,7 +79,7 @@ def test_the_first_deployment_answers_and_its_replica_loaded_no_training_or_sql(
     assert "probe@1" in check(run_script(REGISTER, str(tmp_path), env=env, timeout=200))
     out = json.loads(check(run_script(SERVE, str(tmp_path), env=env, timeout=250))
                      .strip().splitlines()[-1])
-    assert out["no_zygote_at_import"] is True
+    assert out["at_import"] == ["torch", "tandem.model.serve._replica"]
     (a, here_a, torch_a), (b, here_b, torch_b) = out["answer"]["outputs"]
     assert (a, b) == (6.5, 6.5)  # 1+2+3+0.5 and 2*3+0.5: the registered weights
     assert here_a == here_b == [], "the replica imported training, tuning or SQL code"
