@@ -20,8 +20,10 @@ REPLICA_PRELOAD = ("tandem.model.serve._replica",)
 
 #: What a ``TorchModel``'s serving replicas and training workers import before user code
 #: (the replica's first: a serving replica forks as soon as they are in).
+#: (``tandem.model._api`` brings the training loop and what a training worker's reports,
+#: checkpoints and storage use: without it each worker imported them after its fork.)
 TORCH_MODEL_PRELOAD = ("torch", *REPLICA_PRELOAD, "torch.distributed", "torch.nn.parallel",
-                       "tandem.train._internal.worker", "tandem.model._loop")
+                       "tandem.train._internal.worker", "tandem.model._api")
 
 
 #: What ``import tandem.model`` by a program starts importing: torch and the replica's
