@@ -181,15 +181,29 @@ class ServeRunner(JobRunner):
             task = cloudpickle.dumps(ReplicaTask(self.location, self._what(),
                                                  keep=reuse is not None, gpus=gpus))
 
+            # The front must know the worker before its first frame: a warm replica (its
+            # model kept) can answer "ready" before start_workers returns here, and an
+            # attach after that frame would mark it not ready again. Whichever comes first,
+            # the first frame or the return, attaches it (once, in the loop's order).
+            attached: list[object] = []
+            attach_lock = threading.Lock()
+
+            def attach(worker: object, _i: int = index, _g: int = generation) -> None:
+                with attach_lock:
+                    if attached:
+                        return
+                    attached.append(worker)
+                    self._workers_by_index[_i] = worker
+                    loop.call_soon_threadsafe(front.attach, _i, worker, _g)
+
             def sink(worker: object, frame: Any, _i: int = index, _g: int = generation) -> None:
                 if frame[0] == "hello":
                     return
+                attach(worker)
                 loop.call_soon_threadsafe(front.on_frame, _i, _g, frame)
 
             workers = ctx.cluster.start_workers(ctx.placement, [spec], [task], sink)
-            worker = workers[0]
-            loop.call_soon_threadsafe(front.attach, index, worker, generation)
-            self._workers_by_index[index] = worker
+            attach(workers[0])
 
     @property
     def _workers_by_index(self) -> dict[int, Any]:
@@ -205,8 +219,7 @@ class ServeRunner(JobRunner):
         rep = front.replicas[index]
         if what == "ready":
             self._failures_before_ready[index] = 0
-            worker = self._workers_by_index.get(index)
-            if worker is not None and rep.pid:
+            if rep.pid:
                 self._pids[index] = rep.pid
             self._publish()
             return
