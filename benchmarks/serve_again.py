@@ -1,6 +1,6 @@
 """Serving start-up, first and second deployment in one process (issue 25, item 2).
 
-    python benchmarks/serve_again.py [--repeats 3] [--no-litserve]
+    python benchmarks/serve_again.py [--repeats 3] [--no-litserve] [--fresh]
 
 Each repeat is a fresh process: it registers ``serve_bench.py``'s MLP from a separate
 process (as ``tandem serve bench@1`` would), then ``model.serve("bench@1")`` -> first
@@ -12,7 +12,10 @@ DIR/src's tandem, interleaved. ``tandem`` runs with no warm host (``TANDEM_WARM_
 once before, unmeasured. The peer, LitServe (if installed), runs in the same repeats:
 ``serve_bench.py``'s LitServe server, from ``LitServer(...)`` (after its imports, as
 tandem's clock starts after ``from tandem import model``) to the first answer; LitServe
-serves one API per process, so its "second" is a second server process.
+serves one API per process, so its "second" is a second server process. ``--fresh``:
+the model is registered before the process starts and its first figure runs from before
+``from tandem import model`` to the first answer (a program that serves at once, so
+nothing overlaps the start of the process replicas fork from).
 """
 
 from __future__ import annotations
@@ -56,16 +59,21 @@ def _first_answer(port: int, body: bytes, timeout_s: float = 120) -> float:
     raise RuntimeError("no answer")
 
 
-def child(weights: str) -> None:
+def child(weights: str, fresh: bool = False) -> None:
+    """``fresh``: the model was registered before this process started, and the clock
+    starts before ``from tandem import model`` (a program that serves at once); else the
+    program registers it from another process between its import and ``serve``."""
+    start = time.perf_counter()
     from tandem import model
 
-    subprocess.run([sys.executable, os.path.join(HERE, "serve_bench.py"), "--_put",
-                    "--weights", weights], check=True)
+    if not fresh:
+        subprocess.run([sys.executable, os.path.join(HERE, "serve_bench.py"), "--_put",
+                        "--weights", weights], check=True)
     body = json.dumps({"inputs": [[0.0] * 64]}).encode()
     out = []
-    for _ in range(2):
+    for i in range(2):
         port = _port()
-        t0 = time.perf_counter()
+        t0 = start if fresh and i == 0 else time.perf_counter()
         handle = model.serve("bench@1", serve_settings={
             "port": port, "resources_per_replica": {"CPU": 1}, "route_prefix": "/bench"})
         out.append(_first_answer(port, body) - t0)
@@ -134,11 +142,14 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-litserve", action="store_true", help="skip the LitServe peer")
     p.add_argument("--no-warm-host", action="store_true", help="skip the warm host's rows")
+    p.add_argument("--fresh", action="store_true",
+                   help="register first, then time a fresh process from its import of "
+                        "tandem to the first answer (no other work in between)")
     p.add_argument("--_child", default=None)
     p.add_argument("--_child_now", default=None)
     a = p.parse_args()
     if a._child:
-        child(a._child)
+        child(a._child, fresh=a.fresh)
         return 0
     if a._child_now:
         child_now(a._child_now)
@@ -200,7 +211,12 @@ def _repeats(a: argparse.Namespace, got: dict[str, list[list[float]]], variants:
                   f"(load {l2:.1f})", flush=True)
         for name, src in variants.items():
             env = child_env(name, src)
-            proc = subprocess.run([sys.executable, __file__, "--_child", weights], env=env,
+            if a.fresh:
+                subprocess.run([sys.executable, os.path.join(HERE, "serve_bench.py"), "--_put",
+                                "--weights", weights], env=env, check=True,
+                               capture_output=True, timeout=600)
+            proc = subprocess.run([sys.executable, __file__, "--_child", weights,
+                                   *(["--fresh"] if a.fresh else [])], env=env,
                                   capture_output=True, text=True, timeout=600)
             if proc.returncode != 0:
                 print(f"{name}: this repeat failed (left out):\n{proc.stderr[-1500:]}",

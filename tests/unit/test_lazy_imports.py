@@ -130,8 +130,8 @@ out["same"] = [a == [gen.suggest("t0")["a"], gen.suggest("t1")["a"]]]
     assert out["same"] == [True]
 
 
-LAZY_PACKAGES = ("tandem", "tandem.cluster", "tandem.jobs", "tandem.jobs.client", "tandem.train",
-                 "tandem.tune", "tandem.tune.schedulers", "tandem.tune.search")
+LAZY_PACKAGES = ("tandem", "tandem.cluster", "tandem.jobs", "tandem.jobs.client", "tandem.model",
+                 "tandem.train", "tandem.tune", "tandem.tune.schedulers", "tandem.tune.search")
 
 
 def _type_checking_names(package: str) -> dict[str, str]:

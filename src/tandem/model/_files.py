@@ -8,7 +8,6 @@ write these files.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import json
 import sys
 from collections.abc import Iterator, Mapping
@@ -37,6 +36,8 @@ class ModelDefinitionError(TandemError, TypeError):
 
 
 def _package_version(name: str) -> str | None:
+    import importlib.metadata  # (on use: a replica and ``import tandem.model`` skip it)
+
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:

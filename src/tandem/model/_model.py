@@ -26,6 +26,7 @@ from tandem._core.errors import ConfigError
 if TYPE_CHECKING:
     import torch
 
+    from tandem.model._loop import _Hook
     from tandem.train import Checkpoint
 
 from tandem.model._files import (  # noqa: F401 - their names here too
@@ -41,7 +42,6 @@ from tandem.model._files import (  # noqa: F401 - their names here too
     identity_files,
     pickled_by_value,
 )
-from tandem.model._loop import _Hook, run_worker
 
 
 def run_sync(value: object) -> Any:
@@ -412,6 +412,8 @@ class TorchModel(Model):
 
     @classmethod
     def worker_loop(cls) -> Callable[..., object]:
+        from tandem.model._loop import run_worker  # (training only: a replica never needs it)
+
         return run_worker
 
     @classmethod

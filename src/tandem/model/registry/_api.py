@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tandem._core.errors import ConfigError
 from tandem.model._files import META_FILE, PICKLE_FILE, TRAINING_STATE_FILES, pickled_by_value
 from tandem.model.registry._ref import ModelNotFoundError, ModelRef, RegistryError, check_name
-from tandem.train import Checkpoint, Result
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (tandem.train is imported on use: a serving replica never needs it)
     from tandem.jobs.handle import JobHandle
     from tandem.model._model import Model
     from tandem.model._result import ModelJobHandle
     from tandem.model.registry._store import ModelStore, VersionRecord
+    from tandem.train import Checkpoint, Result
     from tandem.tune import ResultGrid
 
 MODELS_PATH_ENV = "TANDEM_MODELS_PATH"
@@ -88,15 +88,40 @@ def local_registry(path: str | None = None, storage: str | None = None) -> Model
         return store
 
 
+def local_model_dirs(ref: ModelRef | str) -> builtins.list[str]:
+    """The saved-model folders of ``ref``'s name in this process's local registry, newest
+    first, found on disk without opening the registry's database (no SQL import): a hint
+    for what to start importing while the lookup runs (``model.serve``). Empty for a train
+    server's registry, remote storage, or a name not stored here."""
+    try:
+        name = ModelRef.parse(ref).name
+    except Exception:  # noqa: BLE001 - a hint only; resolve() reports a bad reference
+        return []
+    if _process_backend is not None or "://" in os.environ.get(MODELS_STORAGE_ENV, ""):
+        return []
+    root = os.path.abspath(os.path.expanduser(
+        os.environ.get(MODELS_PATH_ENV) or os.path.join("~", ".tandem", "models")))
+    folder = os.path.join(os.environ.get(MODELS_STORAGE_ENV) or os.path.join(root, "files"),
+                          name)
+    try:
+        found = [e for e in os.scandir(folder) if e.is_dir()]
+        found.sort(key=lambda e: e.stat().st_mtime, reverse=True)
+    except OSError:
+        return []
+    return [e.path for e in found]
+
+
 def registry() -> RegistryBackend:
     """The registry this process uses (see the module docstring)."""
     if _process_backend is not None:
         return _process_backend
     from tandem.jobs import runtime
     from tandem.jobs.client import ADDRESS_ENV, RemoteJobService, ServerConnection
+    from tandem.jobs.client.discovery import env_address
 
     svc = runtime.current_service()
-    if isinstance(svc, RemoteJobService) or (svc is None and os.environ.get(ADDRESS_ENV)):
+    # (TANDEM_ADDRESS=local names no server: the local registry, as for an unset one)
+    if isinstance(svc, RemoteJobService) or (svc is None and env_address() is not None):
         from tandem.model.registry._remote import RemoteRegistry
 
         if svc is None:
@@ -178,8 +203,7 @@ def _from_grid(x: ResultGrid) -> _Source:
     return _source(x.get_best_result())
 
 
-@_source.register
-def _(x: Result) -> _Source:
+def _from_result(x: Result) -> _Source:
     if x.error is not None:
         raise RegistryError(f"the run at {x.path} failed ({type(x.error).__name__}: "
                             f"{x.error}); register a run that finished.")
@@ -204,9 +228,11 @@ def _register_types() -> None:
     importing the registry imports neither the Model classes nor tune)."""
     from tandem.jobs.handle import JobHandle
     from tandem.model._result import ModelJobHandle
+    from tandem.train import Result
     from tandem.tune import ResultGrid
 
     _source.register(_model_base(), lambda x: _Instance(model=x))
+    _source.register(Result, _from_result)
     _source.register(JobHandle, _from_handle)
     _source.register(ModelJobHandle, _from_handle)
     _source.register(ResultGrid, _from_grid)
@@ -234,6 +260,8 @@ def _resolve_source(x: object, checkpoint: object, config: Mapping[str, object] 
 
 
 def _as_checkpoint(checkpoint: object) -> Checkpoint:
+    from tandem.train import Checkpoint
+
     if isinstance(checkpoint, Checkpoint):
         return checkpoint
     if isinstance(checkpoint, (str, os.PathLike)):

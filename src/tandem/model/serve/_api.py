@@ -7,14 +7,15 @@ import secrets
 import tempfile
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import ConfigError
 from tandem._core.extras import require_extras
-from tandem.jobs.handle import JobHandle
-from tandem.jobs.spec import JobSpec
-from tandem.model.serve._runner import ServeError, ServeRunner
+from tandem.model.serve._errors import ServeError
 from tandem.model.serve._settings import ServeSettings
+
+if TYPE_CHECKING:  # (imported by serve(): ``import tandem.model`` stays light)
+    from tandem.jobs.handle import JobHandle
 
 
 class ServeHandle:
@@ -108,18 +109,33 @@ def serve(
             without enough of them.
         ServeError: the replicas cannot load the model (with their traceback).
     """
-    from tandem.jobs import runtime
-    from tandem.jobs.client import RemoteJobService
-    from tandem.model.registry._api import resolve
+    from tandem.model._early import start_serving_imports
     from tandem.model.registry._ref import ModelRef
 
+    if not isinstance(model, (str, ModelRef)) and not _is_model(model):
+        raise ConfigError(
+            f"model.serve takes a registry reference ('digits', 'digits@3', 'digits@prod', "
+            f"a ModelRef) or a Model instance; got {model!r} ({type(model).__name__}).")
     settings = ServeSettings.of(serve_settings)
     if num_gpus is not None:
         settings = dataclasses.replace(settings, num_gpus=num_gpus)
     settings.bundle()  # validate before anything starts
     require_extras("server", what="model.serve()")  # before anything starts, too
+    # The first deployment's critical path is the process replicas fork from: it starts now
+    # (with the replica's code) while this process finds the model in the registry, and
+    # the HTTP server's modules load meanwhile too.
+    start_serving_imports(_framework_hint(model))
+    from tandem.jobs import runtime
+    from tandem.jobs.client import RemoteJobService
+    from tandem.jobs.handle import JobHandle
+    from tandem.jobs.spec import JobSpec
+    from tandem.model.registry._api import resolve
+    from tandem.model.serve._runner import ServeRunner, serve_imports
+
     svc = runtime.get_service()
     remote = isinstance(svc, RemoteJobService)
+    if not remote:  # this process runs the HTTP front
+        _import_in_background("uvicorn")
     cluster = None if remote else svc.cluster
     if cluster is not None:
         _check_gpus(settings, cluster.resources())
@@ -132,7 +148,8 @@ def serve(
         location = record.location  # read by the replicas (a folder or an fsspec URL)
         owned = False
         name, version, config = record.name, record.version, dict(record.config)
-    elif _is_model(model):
+        start_serving_imports(serve_imports(location))  # its framework, as soon as known
+    else:  # a Model (checked above)
         if remote:
             raise ConfigError(
                 "a train server serves registered models: register it first, then serve the "
@@ -140,12 +157,9 @@ def serve(
         m = model() if isinstance(model, type) else model
         location = tempfile.mkdtemp(prefix="tandem-serve-")
         m.save(location)
+        start_serving_imports(serve_imports(location))
         owned = True
         name, version, config = type(m).__name__, None, dict(m.config)
-    else:
-        raise ConfigError(
-            f"model.serve takes a registry reference ('digits', 'digits@3', 'digits@prod', "
-            f"a ModelRef) or a Model instance; got {model!r} ({type(model).__name__}).")
     runner = ServeRunner(name, version, config, location, settings, owns_location=owned)
     what = f"{name}@{version}" if version is not None else name
     spec = JobSpec(name=f"serve:{what}", bundles=tuple(settings.bundle()
@@ -162,6 +176,41 @@ def serve(
             handle.stop()
         raise
     return handle
+
+
+def _framework_hint(model: object) -> tuple[str, ...]:
+    """The frameworks the newest local version of a reference's name imports (torch, ...),
+    read from disk without the registry's database: ``serve`` starts importing them before
+    its lookup has named the version (which adds what the hint missed)."""
+    if not isinstance(model, str):  # a ModelRef or a Model: no guess needed or possible
+        from tandem.model.registry._ref import ModelRef
+
+        if not isinstance(model, ModelRef):
+            return ()
+    from tandem.model._early import serve_imports
+    from tandem.model.registry._api import local_model_dirs
+
+    for folder in local_model_dirs(model)[:1]:
+        return serve_imports(folder)
+    return ()
+
+
+def _import_in_background(module: str) -> None:
+    """Imports ``module`` in a daemon thread (a speed-up only: an error shows on use)."""
+    import importlib
+    import sys
+    import threading
+
+    if module in sys.modules:
+        return
+
+    def run() -> None:
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001, S110 - imported again, with its error, on use
+            pass
+
+    threading.Thread(target=run, name=f"tandem-import-{module}", daemon=True).start()
 
 
 def _check_gpus(settings: ServeSettings, total: Mapping[str, float]) -> None:

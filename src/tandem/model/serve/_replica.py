@@ -14,10 +14,13 @@ import shutil
 import tempfile
 import traceback
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from tandem.model._model import Model
+# What a replica needs to load its model, imported with this module, so the process replicas
+# fork from has them (its preload names this module): the model base classes and the
+# registry's loader; never the training code, SQL or the HTTP front.
+from tandem.model._model import Model
+from tandem.model.registry._api import load_model_dir
 
 #: What a replica knows of its model once loaded: the model, the shape of one input, whether
 #: inputs are numbers and of which dtype kind (from its ``example_input``).
@@ -173,8 +176,6 @@ class ReplicaTask:
                                        offsets)))
 
     def _load(self) -> Loaded:
-        from tandem.model.registry._api import load_model_dir
-
         directory, tmp = self._fetch()
         try:
             model = load_model_dir(directory, self.what)

@@ -29,19 +29,16 @@ from typing import Any
 
 import cloudpickle
 
-from tandem._core.errors import TandemError
 from tandem.cluster.base import Cluster, WorkerSpec
 from tandem.jobs.spec import JobContext, JobOutcome, JobRunner, JobStatus
+from tandem.model._early import serve_imports
+from tandem.model.serve._errors import ServeError
 from tandem.model.serve._front import Front, ServeApp
 from tandem.model.serve._replica import ReplicaTask
 from tandem.model.serve._settings import ServeSettings
-from tandem.model.serve._shared import Listener, _has, bind_socket, front
+from tandem.model.serve._shared import Listener, bind_socket, front
 
 __all__ = ["ServeError", "ServeRunner", "bind_socket", "serve_imports"]
-
-
-class ServeError(TandemError, RuntimeError):
-    """A served model could not start (its replicas fail to load it, or its port is taken)."""
 
 
 class ServeRunner(JobRunner):
@@ -184,15 +181,29 @@ class ServeRunner(JobRunner):
             task = cloudpickle.dumps(ReplicaTask(self.location, self._what(),
                                                  keep=reuse is not None, gpus=gpus))
 
+            # The front must know the worker before its first frame: a warm replica (its
+            # model kept) can answer "ready" before start_workers returns here, and an
+            # attach after that frame would mark it not ready again. Whichever comes first,
+            # the first frame or the return, attaches it (once, in the loop's order).
+            attached: list[object] = []
+            attach_lock = threading.Lock()
+
+            def attach(worker: object, _i: int = index, _g: int = generation) -> None:
+                with attach_lock:
+                    if attached:
+                        return
+                    attached.append(worker)
+                    self._workers_by_index[_i] = worker
+                    loop.call_soon_threadsafe(front.attach, _i, worker, _g)
+
             def sink(worker: object, frame: Any, _i: int = index, _g: int = generation) -> None:
                 if frame[0] == "hello":
                     return
+                attach(worker)
                 loop.call_soon_threadsafe(front.on_frame, _i, _g, frame)
 
             workers = ctx.cluster.start_workers(ctx.placement, [spec], [task], sink)
-            worker = workers[0]
-            loop.call_soon_threadsafe(front.attach, index, worker, generation)
-            self._workers_by_index[index] = worker
+            attach(workers[0])
 
     @property
     def _workers_by_index(self) -> dict[int, Any]:
@@ -208,8 +219,7 @@ class ServeRunner(JobRunner):
         rep = front.replicas[index]
         if what == "ready":
             self._failures_before_ready[index] = 0
-            worker = self._workers_by_index.get(index)
-            if worker is not None and rep.pid:
+            if rep.pid:
                 self._pids[index] = rep.pid
             self._publish()
             return
@@ -301,35 +311,3 @@ class ServeRunner(JobRunner):
             shutil.rmtree(self.location, ignore_errors=True)
         if self._log_dir is not None and not os.listdir(self._log_dir):
             os.rmdir(self._log_dir)
-
-
-#: What a model's class refers to -> the module its replicas need imported (the first
-#: names are the tandem base classes, the others the frameworks themselves).
-_FRAMEWORKS = {"TorchModel": "torch", "XGBoostModel": "xgboost", "LightGBMModel": "lightgbm",
-               "torch": "torch", "xgboost": "xgboost", "lightgbm": "lightgbm",
-               "sklearn": "sklearn"}
-
-
-def serve_imports(location: str) -> tuple[str, ...]:
-    """The frameworks a saved model's replicas import (torch for a ``TorchModel``, ...),
-    read from the names its ``model.pkl`` refers to, without unpickling it (the serving
-    process never imports the framework). Empty for a remote location or an unreadable
-    file: the replica then imports what it needs itself, as before."""
-    import pickletools
-
-    from tandem.model._files import PICKLE_FILE
-
-    if "://" in location:
-        return ()
-    try:
-        with open(os.path.join(location, PICKLE_FILE), "rb") as f:
-            data = f.read()
-        names = {a for op, a, _ in pickletools.genops(data) if isinstance(a, str)}
-    except Exception:  # noqa: BLE001 - a hint only
-        return ()
-    found: list[str] = []
-    for name in names:
-        module = _FRAMEWORKS.get(name) or _FRAMEWORKS.get(name.split(".")[0])
-        if module is not None and module not in found and _has(module):
-            found.append(module)
-    return tuple(sorted(found))
