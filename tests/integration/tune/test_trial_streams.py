@@ -1,5 +1,5 @@
-"""Issue 25, trials per second: trial streams. A function trainable's trials run in at
-most ``max_concurrent_trials`` slot jobs whose workers take one trial after another (no
+"""Issue 25, trials per second: trial streams (``TANDEM_TRIAL_STREAMS=1``; off by default
+for now). A function trainable's trials run in at most ``max_concurrent_trials`` slot jobs whose workers take one trial after another (no
 job, controller or gang per trial), and each trial still gets everything it gets as a job
 of its own: its folder and Ray's files, its results in order, its error alone, and a stop
 verdict at the same iteration."""
@@ -24,7 +24,8 @@ def _trivial(config):
         raise ValueError("trial 150 fails on purpose")
 
 
-def test_300_trials_run_in_two_slot_jobs_with_their_files_and_one_error(tmp_path):
+def test_300_trials_run_in_two_slot_jobs_with_their_files_and_one_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("TANDEM_TRIAL_STREAMS", "1")
     n = 300
     tuner = tune.Tuner(
         _trivial, param_space={"i": tune.grid_search(list(range(n)))},
@@ -94,7 +95,8 @@ def test_stop_verdicts_end_a_streamed_trial_where_a_job_would_end(monkeypatch, t
     assert max(jobs.values()) == 6 and min(jobs.values()) < 6  # both verdicts took effect
 
 
-def test_streams_are_off_for_pbt_and_a_train_server(tmp_path):
+def test_streams_are_off_for_pbt_and_a_train_server(monkeypatch, tmp_path):
+    monkeypatch.setenv("TANDEM_TRIAL_STREAMS", "1")
     tuner = tune.Tuner(_climb, param_space={"rate": 0.5},
                        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0))
     service = get_service()
@@ -103,6 +105,11 @@ def test_streams_are_off_for_pbt_and_a_train_server(tmp_path):
     pbt = PopulationBasedTraining(metric="score", mode="max",
                                   hyperparam_mutations={"rate": [0.1, 0.5]})
     assert "may pause" in tuner._stream_refusal(service, pbt, str(tmp_path), 0, key)
+
+    monkeypatch.setenv("TANDEM_TRIAL_STREAMS", "0")  # the switch, off
+    assert "TANDEM_TRIAL_STREAMS" in tuner._stream_refusal(service, FIFOScheduler(),
+                                                           str(tmp_path), 0, key)
+    monkeypatch.setenv("TANDEM_TRIAL_STREAMS", "1")
 
     class _ServerClient:  # what a job service on a train server is not: the embedded one
         pass
