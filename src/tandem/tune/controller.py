@@ -547,8 +547,27 @@ class TuneController:
                 if trial is not None and outcome is not None and \
                         outcome.run_id == trial.trial_id:
                     self._stream_ended(slot, trial, outcome)
+                queued = None if outcome is None or outcome.last or self._stopping_all else next(
+                    (s for s in self._slots.values()
+                     if not s.running and s.trial is not None and s is not slot), None)
                 if outcome is None or outcome.last or self._stopping_all:
                     call.reply(True, None)  # the stream ends: its job finishes
+                elif queued is not None and queued.trial is not None:
+                    # a slot still waiting for resources (held by this one): its trial runs
+                    # here and it is given up
+                    trial, queued.trial = queued.trial, None
+                    queued.running = True  # counted out of the queue here, not at its end
+                    self._queued = max(0, self._queued - 1)
+                    slot.trial = trial
+                    self._slot_of[trial.trial_id] = slot
+                    assert self._streams is not None
+                    call.reply(True, self._streams.describe(trial))
+                    self._trial_running(trial)
+                    if queued.job is not None:
+                        try:
+                            queued.job.stop()
+                        except Exception as e:  # noqa: BLE001 - a job that already ended
+                            logger.debug("stopping slot %s: %s", queued.key, e)
                 else:
                     slot.reply = call.reply
                     self._waiting_slots.append(slot)

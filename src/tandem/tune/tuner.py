@@ -87,8 +87,7 @@ theirs cleanly."""
 TRIAL_STREAMS_ENV = "TANDEM_TRIAL_STREAMS"
 """``1``: the trials of a function trainable run as trial streams where they can
 (``Tuner._stream_refusal``): one job per slot whose worker runs one trial after another
-(``docs/warm_workers.md``). Off by default until every tune test passes with it on (a
-multi-objective Optuna sweep hangs with streams on: not yet found)."""
+(``docs/warm_workers.md``). Off by default until the whole tune suite has run with it on."""
 SLOTS_FOLDER = ".slots"
 """The experiment's sub-folder holding its trial streams' slot jobs' folders (their
 workers' output between two trials)."""
