@@ -40,6 +40,7 @@ from tandem.jobs.spec import JobStatus
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.files import join_path, make_dirs, write_file
 from tandem.train.api.result import Result
+from tandem.train.stream import STREAM_CHECKPOINT_KEY, STREAM_CHECKPOINT_ONLY, STREAM_RUN_KEY
 from tandem.tune.result import SHOULD_CHECKPOINT
 from tandem.tune.schedulers.base import Action, TrialScheduler
 from tandem.tune.search.searcher import Searcher
@@ -105,6 +106,22 @@ class ExperimentOutput:
 
 
 @dataclass(frozen=True)
+class TrialStreams:
+    """How trials run as a stream (``tandem.train.stream``): one job per slot whose worker
+    runs one trial after another. Only for trials that need nothing a stream cannot give
+    (the tuner decides: a function trainable on the embedded service, one worker of the
+    same resources, verdicts CONTINUE/STOP); a trial started from a checkpoint still runs
+    as a job of its own."""
+
+    #: ``launch(first_trial, listener) -> JobView``: a slot job that starts with that trial
+    launch: Callable[[TuneTrial, JobListener], JobView]
+    #: trial -> what the slot's worker is handed (a ``StreamedRun``)
+    describe: Callable[[TuneTrial], Any]
+    #: ``(trial, StreamOutcome) -> error``: the error a failed streamed trial ends with
+    error_of: Callable[[TuneTrial, Any], BaseException]
+
+
+@dataclass(frozen=True)
 class TrialJobs:
     """How a trial runs as a job of the job service."""
 
@@ -122,6 +139,8 @@ class TrialJobs:
     resources_of: Callable[[dict], Any] | None = None
     #: the cluster's total resources, for schedulers that reallocate them
     cluster_resources: Callable[[], Mapping[str, float]] | None = None
+    #: trials run as streams in slot jobs (None: one job per trial)
+    streams: TrialStreams | None = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +219,16 @@ class TuneController:
         self._pause_checkpoint: dict[str, bool] = {}
         # scheduler suggestions for trials told to pause whose job has not ended yet
         self._after_pause: dict[str, Any] = {}
+        # trial streams: slot key -> slot; the slots whose worker waits for a trial; the
+        # slot running each streamed trial; streamed trials told to stop whose worker has
+        # not been answered "stop" yet: trial id -> when its slot is stopped instead
+        self._streams = jobs.streams
+        self._slots: dict[str, _Slot] = {}
+        self._waiting_slots: list[_Slot] = []
+        self._slot_of: dict[str, _Slot] = {}
+        self._stream_stops: dict[str, float] = {}
+        self._slot_count = 0
+        self.slots_started = 0  # slot jobs launched (tests count them)
         if jobs.resources_of is not None:
             for t in self.trials:
                 if t.resources is None:
@@ -256,6 +285,9 @@ class TuneController:
             except queue.Empty:
                 break
         for trial_id, gen, event in items:
+            if gen < 0:
+                self._on_slot_event(trial_id, event)
+                continue
             trial = self._by_id.get(trial_id)
             if trial is None or gen != trial.gen:
                 if isinstance(event, Asked):  # from a gang this tuner already ended
@@ -289,13 +321,19 @@ class TuneController:
                     assert_never(event)
         if self._verdicts:
             self._answer_verdicts()
+        if self._waiting_slots and not self._stopping_all:
+            self._launch()  # the next trial goes to a slot that asked, in this step
+        if self._waiting_slots:
+            self._release_idle_slots()
+        if self._stream_stops:
+            self._check_stream_stops()
         self.reporter.refresh(self.trials)
         self._save_state()
         for cb in self.callbacks:
             cb.on_step_end(iteration=self._iteration, trials=self.trials)
 
     def _finished(self) -> bool:
-        if self._live_jobs or self._paused or self._relaunch:
+        if self._live_jobs or self._paused or self._relaunch or self._slots:
             return False
         if self._stopping_all or self._fatal is not None:
             return True
@@ -408,6 +446,9 @@ class TuneController:
         return trial
 
     def _start(self, trial: TuneTrial, checkpoint: Checkpoint | None) -> None:
+        if checkpoint is None and self._streams is not None:
+            self._start_streamed(trial)
+            return
         trial.gen += 1
         gen = trial.gen
         q = self._q
@@ -431,6 +472,247 @@ class TuneController:
         self._live_jobs += 1
         self._queued += 1
         self._state_dirty = True
+
+    # -- trial streams ----------------------------------------------------------------------
+    def _start_streamed(self, trial: TuneTrial) -> None:
+        """The trial goes to a slot whose worker waits for one, else to a new slot job."""
+        assert self._streams is not None
+        trial.gen += 1
+        trial.status = TrialStatus.PENDING
+        trial.action = None
+        trial.gang_reports = 0
+        self._verdicts.pop(trial.trial_id, None)
+        self._state_dirty = True
+        if self._waiting_slots:
+            slot = self._waiting_slots.pop()
+            reply, slot.reply = slot.reply, None
+            assert reply is not None
+            slot.trial = trial
+            self._slot_of[trial.trial_id] = slot
+            self._live_jobs += 1
+            reply(True, self._streams.describe(trial))
+            self._trial_running(trial)
+            return
+        self._slot_count += 1
+        key = f"{_SLOT_PREFIX}{self._slot_count}"
+        q = self._q
+
+        def listener(event: JobEvent) -> None:
+            q.put((key, -1, event))
+
+        slot = _Slot(key)
+        slot.trial = trial
+        try:
+            slot.job = self._streams.launch(trial, listener)
+        except (ConfigError, TandemError) as e:
+            self._fatal = e
+            self._stop_everything()
+            return
+        self.slots_started += 1
+        self._slots[key] = slot
+        self._slot_of[trial.trial_id] = slot
+        self._live_jobs += 1
+        self._queued += 1
+
+    def _trial_running(self, trial: TuneTrial) -> None:
+        self._running += 1
+        trial.status = TrialStatus.RUNNING
+        self._state_dirty = True
+        self.reporter.status_change(trial, self.trials)
+        for cb in self.callbacks:
+            cb.on_trial_start(iteration=self._iteration, trials=self.trials, trial=trial)
+
+    def _on_slot_event(self, key: str, event: JobEvent) -> None:
+        slot = self._slots.get(key)
+        if slot is None:  # a slot this tuner already let go
+            if isinstance(event, Asked):
+                event.call.reply(True, "stop" if event.question == "verdict" else None)
+            return
+        match event:
+            case Reported(rows=rows):
+                self._on_slot_rows(slot, rows)
+            case StatusChanged(status=status):
+                self._on_slot_status(slot, status)
+            case Asked(question="verdict", call=call):
+                trial = slot.trial
+                if trial is None:
+                    call.reply(True, "stop")
+                    return
+                self.verdict_questions += 1
+                self._verdicts.setdefault(trial.trial_id, []).append(
+                    (tuple(call.payload), call.reply))
+            case Asked(question="stream_next", call=call):
+                outcome = call.payload
+                trial = slot.trial
+                if trial is not None and outcome is not None and \
+                        outcome.run_id == trial.trial_id:
+                    self._stream_ended(slot, trial, outcome)
+                queued = None if outcome is None or outcome.last or self._stopping_all else next(
+                    (s for s in self._slots.values()
+                     if not s.running and s.trial is not None and s is not slot), None)
+                if outcome is None or outcome.last or self._stopping_all:
+                    call.reply(True, None)  # the stream ends: its job finishes
+                elif queued is not None and queued.trial is not None:
+                    # a slot still waiting for resources (held by this one): its trial runs
+                    # here and it is given up
+                    trial, queued.trial = queued.trial, None
+                    queued.running = True  # counted out of the queue here, not at its end
+                    self._queued = max(0, self._queued - 1)
+                    slot.trial = trial
+                    self._slot_of[trial.trial_id] = slot
+                    assert self._streams is not None
+                    call.reply(True, self._streams.describe(trial))
+                    self._trial_running(trial)
+                    if queued.job is not None:
+                        try:
+                            queued.job.stop()
+                        except Exception as e:  # noqa: BLE001 - a job that already ended
+                            logger.debug("stopping slot %s: %s", queued.key, e)
+                else:
+                    slot.reply = call.reply
+                    self._waiting_slots.append(slot)
+            case Asked(call=call):
+                call.answer_default()
+            case Checkpointed() | RankReported():
+                pass  # a streamed trial's checkpoints come with its rows
+            case _:
+                assert_never(event)
+
+    def _on_slot_rows(self, slot: _Slot, rows: list[dict]) -> None:
+        for row in rows:
+            tid = row.pop(STREAM_RUN_KEY, None)
+            path = row.pop(STREAM_CHECKPOINT_KEY, None)
+            only = row.pop(STREAM_CHECKPOINT_ONLY, False)
+            trial = self._by_id.get(tid) if isinstance(tid, str) else None
+            if trial is None or self._slot_of.get(trial.trial_id) is not slot:
+                continue
+            if path is not None:
+                trial.checkpoint = Checkpoint(path)
+                self._state_dirty = True
+                for cb in self.callbacks:
+                    cb.on_trial_save(iteration=self._iteration, trials=self.trials, trial=trial)
+            if only:
+                continue
+            if trial.action is not None and trial.trial_id in self._stream_stops:
+                # it went past the report it was stopped at without waiting: end its slot
+                self._stream_stops[trial.trial_id] = 0.0
+            self._on_reports(trial, [row])
+
+    def _on_slot_status(self, slot: _Slot, status: JobStatus) -> None:
+        if status is JobStatus.RUNNING:
+            slot.running = True
+            trial = slot.trial
+            if trial is not None and trial.status is TrialStatus.PENDING:
+                self._queued = max(0, self._queued - 1)
+                self._trial_running(trial)
+            return
+        if not status.is_terminal:
+            return
+        self._slots.pop(slot.key, None)
+        if slot in self._waiting_slots:
+            self._waiting_slots.remove(slot)
+        job = slot.job
+        outcome = job.outcome if job is not None else None
+        if job is not None:
+            self._forget_job(job.job_id)
+        if not slot.running:
+            self._queued = max(0, self._queued - 1)
+        trial = slot.trial
+        slot.trial = None
+        if trial is None:
+            return
+        self._release(trial)
+        trial.job_state = status.value
+        if trial.status.is_terminal:
+            return
+        if trial.status is TrialStatus.PENDING and not slot.running:
+            pass  # its slot never started (e.g. refused): the trial fails with its error
+        error = outcome.error if outcome is not None and outcome.error is not None else \
+            TuneError(f"the worker running trial {trial.name} ended ({status.value}) before "
+                      f"the trial did")
+        self._stream_failed(trial, error)
+
+    def _stream_ended(self, slot: _Slot, trial: TuneTrial, outcome: Any) -> None:
+        """A streamed trial's worker says how it ended (after all of its reports)."""
+        assert self._streams is not None
+        slot.trial = None
+        self._release(trial)
+        if outcome.error is not None:
+            trial.job_state = JobStatus.FAILED.value
+        else:
+            trial.job_state = (JobStatus.STOPPED if outcome.stopped else JobStatus.FINISHED).value
+        if trial.status.is_terminal:
+            return  # stopped by a decision, or the experiment
+        if outcome.error is not None:
+            self._stream_failed(trial, self._streams.error_of(trial, outcome))
+        else:
+            self._end_trial(trial, TrialStatus.TERMINATED)
+
+    def _release(self, trial: TuneTrial) -> None:
+        self._slot_of.pop(trial.trial_id, None)
+        self._stream_stops.pop(trial.trial_id, None)
+        self._live_jobs -= 1
+        self._state_dirty = True
+
+    def _stream_failed(self, trial: TuneTrial, error: BaseException) -> None:
+        trial.error = error
+        trial.num_failures += 1
+        try:
+            make_dirs(trial.path)
+            write_file(join_path(trial.path, "error.txt"), str(error).encode())
+        except OSError as e:
+            logger.warning("could not write %s/error.txt: %s", trial.path, e)
+        lines = str(error).strip().splitlines()
+        if len(lines) > 1 and lines[0].startswith("Training failed due to"):
+            lines = lines[1:]
+        first = lines[0] if lines else ""
+        self._end_trial(trial, TrialStatus.ERROR, note=first[:200])
+        if self.fail_fast:
+            self._fail_fast(trial)
+
+    def _release_idle_slots(self) -> None:
+        """Slots waiting for a trial when no more will come end (their jobs finish)."""
+        if not (self._stopping_all or self._fatal is not None or self._search_done
+                or (not self.searcher_counts and self._created >= self.num_samples)):
+            return
+        for slot in self._waiting_slots:
+            reply, slot.reply = slot.reply, None
+            if reply is not None:
+                reply(True, None)
+        self._waiting_slots.clear()
+
+    def _check_stream_stops(self) -> None:
+        now = time.monotonic()
+        for tid, deadline in list(self._stream_stops.items()):
+            slot = self._slot_of.get(tid)
+            if slot is None:
+                del self._stream_stops[tid]
+            elif now >= deadline:
+                del self._stream_stops[tid]
+                if slot.job is not None:
+                    try:
+                        slot.job.stop()
+                    except Exception as e:  # noqa: BLE001 - a job that already ended
+                        logger.debug("stopping slot %s: %s", slot.key, e)
+
+    def _stop_slots(self) -> None:
+        """Ends every slot (waiting ones are told no more trials come; running ones are
+        stopped) and waits for their jobs."""
+        self._release_idle_slots()
+        slots = list(self._slots.values())
+        for slot in slots:
+            if slot.trial is not None and slot.job is not None:
+                try:
+                    slot.job.stop()
+                except Exception as e:  # noqa: BLE001 - a job that already ended
+                    logger.debug("stopping slot %s: %s", slot.key, e)
+        for slot in slots:
+            if slot.job is not None:
+                slot.job.wait_outcome(30)
+            if slot.trial is not None:
+                self._release(slot.trial)
+                slot.trial = None
+        self._slots.clear()
 
     # -- events ------------------------------------------------------------------------------
     def _on_status(self, trial: TuneTrial, status: JobStatus) -> None:
@@ -612,6 +894,7 @@ class TuneController:
                     self._pause_checkpoint[tid] = True
                     reply(True, "checkpoint")  # paused at this report: save, then stopped
                 elif decided:
+                    self._stream_stops.pop(tid, None)
                     reply(True, "stop")
                 elif trial is not None and (trial.iteration >= iteration
                                             or trial.gang_reports >= count):
@@ -635,6 +918,11 @@ class TuneController:
         self._stop_everything()
 
     def _stop_job(self, trial: TuneTrial) -> None:
+        if trial.trial_id in self._slot_of:
+            # its worker is answered "stop" at the report waiting for the verdict (the
+            # trial ends there, the slot goes on); a worker that did not wait ends its slot
+            self._stream_stops.setdefault(trial.trial_id, time.monotonic() + STREAM_STOP_WAIT_S)
+            return
         job = trial.job
         if job is not None:
             try:
@@ -646,7 +934,10 @@ class TuneController:
         self._stopping_all = True
         for t in self.trials:
             if t.status in (TrialStatus.RUNNING, TrialStatus.PENDING):
-                if t.job is not None:
+                if t.trial_id in self._slot_of:
+                    t.action = _STOPPED
+                    self._end_trial(t, TrialStatus.TERMINATED, note="experiment stopped")
+                elif t.job is not None:
                     self._end_trial(t, TrialStatus.TERMINATED, stop_job=True, note="experiment stopped")
                 else:
                     t.status = TrialStatus.TERMINATED
@@ -655,6 +946,7 @@ class TuneController:
         self._paused.clear()
         self._pause_checkpoint.clear()
         self._relaunch.clear()
+        self._stop_slots()
         # wait for the stopped jobs so nothing outlives the experiment
         for t in self.trials:
             job = t.job
@@ -766,6 +1058,26 @@ class _ResourceUpdater:
 
     def get_resources(self) -> dict[str, float]:
         return dict(self._resources())
+
+
+_SLOT_PREFIX = "\x00slot-"
+STREAM_STOP_WAIT_S = 2.0
+"""A streamed trial told to stop whose worker does not ask for the verdict within this
+long (it did not wait at that report) is ended with its slot."""
+
+
+class _Slot:
+    """A slot job of a trial stream: the trial it runs, or the reply that hands its
+    waiting worker the next one."""
+
+    __slots__ = ("job", "key", "reply", "running", "trial")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.job: JobView | None = None
+        self.trial: TuneTrial | None = None
+        self.reply: Callable[[bool, object], None] | None = None
+        self.running = False
 
 
 class _Stopped:

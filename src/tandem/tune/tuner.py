@@ -45,6 +45,7 @@ from tandem.tune.controller import (
     TrialJobs,
     TrialLimits,
     TrialSearch,
+    TrialStreams,
     TuneController,
     TuneTrial,
     load_searcher,
@@ -83,6 +84,13 @@ TRIAL_REUSE_ENV = "TANDEM_TRIAL_REUSE"
 """``0``: every trial of a function trainable gets a fresh worker process (see
 ``Tuner._reuse_key``); the default runs trials back to back in the processes that ended
 theirs cleanly."""
+TRIAL_STREAMS_ENV = "TANDEM_TRIAL_STREAMS"
+"""``1``: the trials of a function trainable run as trial streams where they can
+(``Tuner._stream_refusal``): one job per slot whose worker runs one trial after another
+(``docs/warm_workers.md``). Off by default until the whole tune suite has run with it on."""
+SLOTS_FOLDER = ".slots"
+"""The experiment's sub-folder holding its trial streams' slot jobs' folders (their
+workers' output between two trials)."""
 _CHDIR_DEPRECATED = (
     "`chdir_to_trial_dir` is deprecated. Use the RAY_CHDIR_TO_TRIAL_DIR environment variable "
     "instead. Set it to 0 to disable the default behavior of changing the working directory."
@@ -346,8 +354,11 @@ class Tuner:
                 type(cb).on_trial_result is not Callback.on_trial_result
                 and not isinstance(cb, LoggerCallback) for cb in callbacks):
             verdicts = lambda trial: True  # noqa: E731
+        reuse_key = self._reuse_key(tc, exp_uid)
         launch = self._make_launcher(service, exp_path, exp_name, verbose, verdicts=verdicts,
-                                     reuse_key=self._reuse_key(tc, exp_uid))
+                                     reuse_key=reuse_key)
+        streams = self._make_streams(service, scheduler, exp_path, exp_name, verbose,
+                                     verdicts, reuse_key)
         controller = TuneController(
             TrialSearch(searcher=searcher, scheduler=scheduler,
                         num_samples=tc.num_samples if tc.num_samples != -1 else 10**12,
@@ -366,11 +377,12 @@ class Tuner:
                       checkpoints_on_pause=isinstance(self._fn, ClassTrainableRunner),
                       resources_of=self._resources_of(),
                       cluster_resources=lambda: dict(service.cluster.resources())
-                      if service.cluster is not None else {}),
+                      if service.cluster is not None else {}, streams=streams),
             resumed=Resumed(trials=restored, created=r.get("created", len(restored)),
                             search_done=r.get("search_done", False)) if r is not None else None,
         )
         trials = controller.run()
+        self._slot_jobs = controller.slots_started  # trial streams' slot jobs (tests)
         self._results = ResultGrid(
             [self._result_of(t) for t in trials], exp_path, metric, mode,
             trial_ids=[t.trial_id for t in trials],
@@ -436,6 +448,90 @@ class Tuner:
                 (isinstance(v, Mapping) and "grid_search" in v) or k.endswith("grid_search")]
         return [k.removesuffix("/grid_search") for k in keys]
 
+    def _stream_refusal(self, service: JobService, scheduler: TrialScheduler,
+                        exp_path: str, verbose: int, reuse_key: str | None) -> str | None:
+        """Why this experiment's trials cannot run as trial streams (None: they can)."""
+        rc, tc = self.run_config, self.tune_config
+        cc = rc.checkpoint_config
+        if os.environ.get(TRIAL_STREAMS_ENV, "0") != "1":
+            return f"{TRIAL_STREAMS_ENV} is not 1 (streams are off by default for now)"
+        if not isinstance(self._fn, FunctionTrainableRunner) or self._kind != "function":
+            return "not a function trainable"
+        if tc.reuse_actors or reuse_key is None or not reuse_key.startswith(CLEAN_REUSE_PREFIX):
+            return "reuse_actors, or clean reuse off"
+        from tandem.jobs.service import LocalJobService
+        from tandem.tune.schedulers.asha import ASHAScheduler
+        from tandem.tune.schedulers.median import MedianStoppingRule
+
+        if not isinstance(service, LocalJobService):
+            return "jobs go to a train server"
+        if type(scheduler) not in (FIFOScheduler, ASHAScheduler, MedianStoppingRule):
+            return f"{type(scheduler).__name__} may pause or restart trials"
+        spec = self.trainable.resources if isinstance(self.trainable, _WithResources) else None
+        if callable(spec):
+            return "resources per trial vary"
+        if rc.failure_config is not None and rc.failure_config.max_failures != 0:
+            return "FailureConfig(max_failures) restarts trials from checkpoints"
+        if cc is not None and (cc.num_to_keep is not None
+                               or cc.checkpoint_score_attribute is not None):
+            return "CheckpointConfig keeps a trial's best checkpoints"
+        if rc.log_to_file or verbose >= 2 or log_to_driver():
+            return "trial output is echoed or teed"
+        if "://" in exp_path:
+            return "remote storage"
+        return None
+
+    def _make_streams(self, service: JobService, scheduler: TrialScheduler, exp_path: str,
+                      exp_name: str, verbose: int, verdicts: GateOf | None,
+                      reuse_key: str | None) -> TrialStreams | None:
+        """Trial streams (``TrialStreams``) for this experiment, or None when its trials run
+        one job each (``_stream_refusal`` says why)."""
+        refused = self._stream_refusal(service, scheduler, exp_path, verbose, reuse_key)
+        if refused is not None:
+            logger.debug("trials run one job each: %s", refused)
+            return None
+        from tandem.train.stream import STREAM_NEXT, RunStream, StreamedRun, stream_error
+
+        base, fn_bytes = self._launch_parts
+        resources = self.trainable.resources if isinstance(self.trainable, _WithResources) else None
+        slots_path = exp_path.rstrip("/") + "/" + SLOTS_FOLDER
+        handlers: dict[str, Any] = {STREAM_NEXT: AskSubmitter("stream_next", default=None)}
+        if verdicts is not None:
+            handlers["tune_verdict"] = AskSubmitter("verdict", default="continue")
+        count = [0]
+        scaling: list[ScalingConfig] = []
+
+        def describe(trial: TuneTrial) -> StreamedRun:
+            return StreamedRun(
+                trial.trial_id, trial.name, StorageContext(exp_path, trial.dirname, exp_name),
+                trial.config,
+                metadata={AWAIT_VERDICT: verdicts(trial)} if verdicts is not None else {})
+
+        def launch(trial: TuneTrial, listener: JobListener) -> JobView:
+            if not scaling:
+                res = trial.resources if trial.resources is not None else normalize_resources(
+                    resources, trial.config)
+                if isinstance(res, PlacementGroupFactory):
+                    res = res.required_resources
+                scaling.append(res if isinstance(res, ScalingConfig)
+                               else ScalingConfig(num_workers=1, resources_per_worker=res))
+            count[0] += 1
+            name = f"slot_{count[0]:05d}"
+            stream = RunStream(fn_bytes, base._takes_config, describe(trial))
+            run = replace(
+                base, config={}, scaling_config=scaling[0],
+                metadata={**base.metadata, TRIAL_RESOURCES:
+                          _resources_state(trial.placement_group_factory)},
+                storage=StorageContext(slots_path, name, exp_name),
+                trial=TrialContext(name, name, reuse_key=reuse_key, result_files=False),
+                echo_prefix=None, preload=("tandem.tune",), call_handlers=handlers,
+            )
+            return service.submit(job_spec(run, listener=listener,
+                                           fn_bytes=cloudpickle.dumps(stream)))
+
+        return TrialStreams(launch=launch, describe=describe,
+                            error_of=lambda trial, outcome: stream_error(outcome, trial.path))
+
     def _make_launcher(self, service: JobService, exp_path: str, exp_name: str,
                        verbose: int, verdicts: GateOf | None = None,
                        reuse_key: str | None = None) -> Callable[
@@ -466,6 +562,7 @@ class Tuner:
             )
 
         fn_bytes = pickle_train_fn(base.train_fn)  # once for every trial
+        self._launch_parts = (base, fn_bytes)
         space_keys: tuple[str, ...] = (
             self._fn.param_space_keys if isinstance(self._fn, DataParallelTrainer) else ())
 

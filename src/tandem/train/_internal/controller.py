@@ -415,6 +415,9 @@ class TrainController(JobRunner):
                         self._failures.append(
                             _Failure(rank, "died", *_death(frame.returncode)))
                 case CallFrame():
+                    if rows:  # the reports before a call reach listeners before it
+                        self._publish(rows)
+                        rows = []
                     self._on_call(rank, frame)
                 case StopRequested() | PreemptRequested() | ValidationsDone():
                     pass  # handled above

@@ -97,6 +97,9 @@ class WorkerSession:
         self.checkpoint_requested = False
         self.exit_hooks: list[Callable[[bool], None]] = []
         self._preemption_calls = 0
+        #: raised by a report the tuner answered "stop" (a trial of a trial stream ends
+        #: there and its process runs the next one); None: wait for the driver to end the gang
+        self.stop_raises: type[BaseException] | None = None
         channel.on_message(self._on_driver_message)
 
     # -- reports ---------------------------------------------------------------------
@@ -156,6 +159,8 @@ class WorkerSession:
             return
         if verdict == "continue":
             return
+        if self.stop_raises is not None:
+            raise self.stop_raises(f"the tuner stopped this trial at iteration {self.iteration}")
         time.sleep(VERDICT_STOP_GRACE_S)
         raise RuntimeError(
             f"the tuner ended this trial at iteration {self.iteration}, but its workers were "
@@ -248,18 +253,34 @@ class WorkerSession:
 
     def call(self, method: str, payload: object, timeout_s: float | None = None) -> Any:
         """Sends a request to the driver and blocks for its answer."""
+        return self.call_later(method, payload)(timeout_s)
+
+    def call_later(self, method: str, payload: object) -> Callable[[float | None], Any]:
+        """Sends a request to the driver; returns ``wait(timeout_s)``, which blocks for
+        its answer (the caller does other work meanwhile)."""
         with self._call_lock:
             self._call_ids += 1
             call_id = self._call_ids
             waiter: tuple[threading.Event, list] = (threading.Event(), [])
             self._calls[call_id] = waiter
         self._send(encode(CallFrame(call_id, method, payload)))
-        if not waiter[0].wait(timeout_s):
-            raise TimeoutError(f"the driver did not answer {method!r} in {timeout_s} s")
-        ok, value = waiter[1][0]
-        if not ok:
-            raise value
-        return value
+
+        def wait(timeout_s: float | None = None) -> Any:
+            if not waiter[0].wait(timeout_s):
+                raise TimeoutError(f"the driver did not answer {method!r} in {timeout_s} s")
+            ok, value = waiter[1][0]
+            if not ok:
+                raise value
+            return value
+
+        return wait
+
+    def share_calls(self, other: WorkerSession) -> None:
+        """Takes ``other``'s calls in flight and numbering (one session after another on
+        one connection: a trial stream's sessions), so no reply goes to the wrong call."""
+        self._calls = other._calls
+        self._call_lock = other._call_lock
+        self._call_ids = other._call_ids
 
     def on(self, kind: str, handler: Callable[[object], None]) -> None:
         """Registers a handler for driver frames ``(kind, payload)``."""
