@@ -86,7 +86,8 @@ out["a value drawn"] = "numpy" in sys.modules
         "tandem.train._internal.contexts.LocalTrainContext",  # init=False
         "tandem.train.api.result.Result",  # init=False
         "tandem.tune.controller.ExperimentOutput", "tandem.tune.controller.Resumed",
-        "tandem.tune.controller.TrialJobs", "tandem.tune.controller.TrialLimits",
+        "tandem.tune.controller.TrialJobs", "tandem.tune.controller.TrialStreams",
+        "tandem.tune.controller.TrialLimits",
         "tandem.tune.controller.TrialSearch",
     }, out["plain dataclasses"]
     assert out["constant space resolved"] == [{"a": 1, "g": 1}, {"a": 1, "g": 2}, []]

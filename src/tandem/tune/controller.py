@@ -40,7 +40,12 @@ from tandem.jobs.spec import JobStatus
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.files import join_path, make_dirs, write_file
 from tandem.train.api.result import Result
-from tandem.train.stream import STREAM_CHECKPOINT_KEY, STREAM_CHECKPOINT_ONLY, STREAM_RUN_KEY
+from tandem.train.stream import (
+    STREAM_CHECKPOINT_KEY,
+    STREAM_CHECKPOINT_ONLY,
+    STREAM_RUN_KEY,
+    StreamOutcome,
+)
 from tandem.tune.result import SHOULD_CHECKPOINT
 from tandem.tune.schedulers.base import Action, TrialScheduler
 from tandem.tune.search.searcher import Searcher
@@ -632,7 +637,7 @@ class TuneController:
                       f"the trial did")
         self._stream_failed(trial, error)
 
-    def _stream_ended(self, slot: _Slot, trial: TuneTrial, outcome: Any) -> None:
+    def _stream_ended(self, slot: _Slot, trial: TuneTrial, outcome: StreamOutcome) -> None:
         """A streamed trial's worker says how it ended (after all of its reports)."""
         assert self._streams is not None
         slot.trial = None

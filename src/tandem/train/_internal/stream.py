@@ -21,7 +21,7 @@ import sys
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import cloudpickle
 
@@ -78,11 +78,19 @@ class StreamOutcome:
     last: bool = False
 
 
+class _Channel(Protocol):
+    """What a run's session needs of the stream's connection (``WorkerChannel``)."""
+
+    def on_message(self, handler: Callable[[object], None]) -> None: ...
+
+    def send(self, obj: object) -> None: ...
+
+
 class _RunChannel:
     """The stream's connection as one run's session sees it: its reports get the job-wide
     iteration and carry the run's id, iteration and time in the row."""
 
-    def __init__(self, channel: Any, run_id: str, counter: list[int]) -> None:
+    def __init__(self, channel: _Channel, run_id: str, counter: list[int]) -> None:
         self._channel = channel
         self._run_id = run_id
         self._counter = counter
@@ -155,7 +163,9 @@ class RunStream:
                     wait(None)
                     return
                 baseline.restore()  # while the driver picks the next run
-                run = wait(None)
+                answer = wait(None)
+                assert answer is None or isinstance(answer, StreamedRun), answer
+                run = answer
         finally:
             _flush()
             os.dup2(saved[0], 1)
@@ -164,7 +174,7 @@ class RunStream:
             os.close(saved[1])
             slot.iteration = counter[0]
 
-    def _run_one(self, slot: WorkerSession, channel: Any, run: StreamedRun,
+    def _run_one(self, slot: WorkerSession, channel: _Channel, run: StreamedRun,
                  counter: list[int]) -> StreamOutcome:
         run_path = run.storage.run_path
         _redirect_output(os.path.join(run_path, "logs", "rank_0.log"))

@@ -255,7 +255,7 @@ class WorkerSession:
         """Sends a request to the driver and blocks for its answer."""
         return self.call_later(method, payload)(timeout_s)
 
-    def call_later(self, method: str, payload: object) -> Callable[[float | None], Any]:
+    def call_later(self, method: str, payload: object) -> Callable[[float | None], object]:
         """Sends a request to the driver; returns ``wait(timeout_s)``, which blocks for
         its answer (the caller does other work meanwhile)."""
         with self._call_lock:
@@ -265,7 +265,7 @@ class WorkerSession:
             self._calls[call_id] = waiter
         self._send(encode(CallFrame(call_id, method, payload)))
 
-        def wait(timeout_s: float | None = None) -> Any:
+        def wait(timeout_s: float | None = None) -> object:
             if not waiter[0].wait(timeout_s):
                 raise TimeoutError(f"the driver did not answer {method!r} in {timeout_s} s")
             ok, value = waiter[1][0]
