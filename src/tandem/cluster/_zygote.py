@@ -111,11 +111,7 @@ class _Zygote:
                 except InterruptedError:
                     ready = []
                 if self._wake_r in ready:
-                    try:
-                        while os.read(self._wake_r, 512):
-                            pass
-                    except BlockingIOError:
-                        pass
+                    drain(self._wake_r)
                 self._reap()
                 if self._in in ready:
                     data = os.read(self._in, 1 << 16)
@@ -232,6 +228,15 @@ class _Zygote:
             except BaseException:  # noqa: BLE001, S110 - exiting anyway
                 pass
             os._exit(code)
+
+
+def drain(fd: int) -> None:
+    """Reads a non-blocking wake-up pipe empty (``signal.set_wakeup_fd``'s bytes)."""
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
 
 
 def _killpg(pid: int) -> None:

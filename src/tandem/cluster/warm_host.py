@@ -699,11 +699,7 @@ class _Host:
             except InterruptedError:
                 ready = []
             if self._wake_r in ready:
-                try:
-                    while os.read(self._wake_r, 512):
-                        pass
-                except BlockingIOError:
-                    pass
+                _zygote.drain(self._wake_r)
             self._reap()
             for fd in ready:
                 if fd in self.pipes:

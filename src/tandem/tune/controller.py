@@ -724,12 +724,7 @@ class TuneController:
         if status is JobStatus.RUNNING:
             if trial.status is TrialStatus.PENDING:
                 self._queued = max(0, self._queued - 1)
-                self._running += 1
-                trial.status = TrialStatus.RUNNING
-                self._state_dirty = True
-                self.reporter.status_change(trial, self.trials)
-                for cb in self.callbacks:
-                    cb.on_trial_start(iteration=self._iteration, trials=self.trials, trial=trial)
+                self._trial_running(trial)
             return
         if not status.is_terminal:
             return
