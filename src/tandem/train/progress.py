@@ -12,6 +12,7 @@ A trainer declares a total through its ``metadata``: ``{"progress_total": 10,
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import threading
@@ -213,7 +214,8 @@ def wait_with_progress(handle: JobHandle, progress: RunProgress | None) -> Any:
     """``handle.wait()``, showing each report on ``progress`` as it arrives (when given).
 
     Reports are read on a helper thread, so ``wait()`` (and its ``KeyboardInterrupt``) stays
-    on the caller's."""
+    on the caller's. Ctrl-C stops the run before the last line is shown, so the reader ends
+    with it (the line then says the run was stopped) and the program exits at once."""
     if progress is None:
         return handle.wait()
     progress.start()
@@ -225,6 +227,9 @@ def wait_with_progress(handle: JobHandle, progress: RunProgress | None) -> Any:
         return handle.wait()
     except BaseException as e:
         error = e
+        if isinstance(e, KeyboardInterrupt):
+            with contextlib.suppress(Exception):
+                handle.stop()
         raise
     finally:
         reader.join(timeout=5)
