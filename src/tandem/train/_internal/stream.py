@@ -48,9 +48,11 @@ STREAM_CHECKPOINT_ONLY = "_tandem_stream_checkpoint_only"
 """Set in a row that carries a checkpoint and no metrics (``CHECKPOINT_ONLY``)."""
 
 
-class RunStopped(BaseException):  # noqa: N818 - Ray's spelling of such signals
-    """Raised out of ``report`` in a streamed run the tuner stopped at that report (a
-    ``BaseException``: ``except Exception`` in the user's code does not swallow it)."""
+class RunStopped(SystemExit):  # noqa: N818 - Ray's spelling of such signals
+    """Raised out of ``report`` in a streamed run the tuner stopped at that report. A
+    ``SystemExit``, as Ray's function trainable raises out of the ``report`` of a trial it
+    stopped (``sys.exit(0)`` in its training thread): ``except Exception`` in the user's code
+    does not swallow it, and its ``finally`` blocks run."""
 
 
 @record
@@ -95,6 +97,8 @@ class _RunChannel:
         self._run_id = run_id
         self._counter = counter
         self.objects = getattr(channel, "objects", None) or {}
+        #: the run's reported checkpoints, oldest first: ``(path, metrics reported with it)``
+        self.checkpoints: list[tuple[str, dict[str, Any]]] = []
 
     def on_message(self, handler: Callable[[object], None]) -> None:
         self._channel.on_message(handler)
@@ -109,6 +113,9 @@ class _RunChannel:
                 if CHECKPOINT_ONLY in row:
                     del row[CHECKPOINT_ONLY]
                     row[STREAM_CHECKPOINT_ONLY] = True
+                if path is not None:  # committed at once: the stream's worker is the gang
+                    self.checkpoints.append((path, {k: v for k, v in metrics.items()
+                                                    if k != CHECKPOINT_ONLY}))
                 row.setdefault("training_iteration", it)
                 row.setdefault("time_total_s", round(t, 6))
                 row[STREAM_RUN_KEY] = self._run_id
@@ -118,6 +125,24 @@ class _RunChannel:
                 batch.append((self._counter[0], t, row, None))
             obj = encode(ReportsFrame(frame.rank, batch))
         self._channel.send(obj)
+
+
+class _RunSession(WorkerSession):
+    """One streamed run's session: what a job's controller keeps per run and tells the
+    worker (its reported checkpoints) is kept here, per run."""
+
+    def __init__(self, start: _RunStart, channel: _RunChannel) -> None:
+        super().__init__(start, channel)
+        self._run_channel = channel
+
+    def call(self, method: str, payload: object, timeout_s: float | None = None) -> Any:
+        if method == "reported_checkpoints":
+            # as the controller answers it for a one-worker run that keeps every
+            # checkpoint (the tuner streams no run with CheckpointConfig(num_to_keep)) and
+            # validates none (a function trainable has no validation_config)
+            return [(path, dict(metrics), "COMMITTED")
+                    for path, metrics in self._run_channel.checkpoints]
+        return super().call(method, payload, timeout_s)
 
 
 @record
@@ -181,7 +206,7 @@ class RunStream:
         context = replace(slot.context, storage=run.storage, trial_id=run.run_id,
                           trial_name=run.run_name, trial_dir=run_path,
                           metadata={**slot.context.metadata, **run.metadata})
-        session = WorkerSession(_RunStart(context), _RunChannel(channel, run.run_id, counter))
+        session = _RunSession(_RunStart(context), _RunChannel(channel, run.run_id, counter))
         session.share_calls(slot)
         session.stop_raises = RunStopped
         session_mod._set_session(session)
