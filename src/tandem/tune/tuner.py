@@ -517,7 +517,7 @@ class Tuner:
                                else ScalingConfig(num_workers=1, resources_per_worker=res))
             count[0] += 1
             name = f"slot_{count[0]:05d}"
-            stream = RunStream(fn_bytes, base._takes_config, describe(trial))
+            stream = RunStream(fn_bytes, base._takes_config)  # it asks for its trials
             run = replace(
                 base, config={}, scaling_config=scaling[0],
                 metadata={**base.metadata, TRIAL_RESOURCES:

@@ -224,3 +224,24 @@ def test_a_stopped_streamed_trial_runs_its_finally_blocks_as_in_ray(monkeypatch,
     ends = {r.metrics["trial_id"]: (out / r.metrics["trial_id"]).read_text() for r in grid}
     assert {e.split(",")[0] for e in ends.values()} == {"stopped at 3"}
     assert len({e.split(",")[1] for e in ends.values()}) == 1  # one process ran all three
+
+
+def _once(config):
+    tune.report({"x": config["x"]})
+
+
+def test_without_a_concurrency_limit_slots_follow_the_resources_not_the_trials(monkeypatch,
+                                                                               tmp_path):
+    # no max_concurrent_trials: as many slot jobs as the cluster runs at once, and one more
+    # waiting for room, not a slot job per trial (each handing its trial over)
+    monkeypatch.delenv("TANDEM_TRIAL_STREAMS", raising=False)  # on by default
+    tuner = tune.Tuner(
+        _once, param_space={"x": tune.uniform(0, 1)},
+        tune_config=tune.TuneConfig(num_samples=60),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="free", verbose=0),
+    )
+    grid = tuner.fit()
+    assert not grid.errors and len(grid) == 60
+    assert all(r.metrics["training_iteration"] == 1 for r in grid)
+    cpus = get_service().cluster.resources()["CPU"]
+    assert 1 <= tuner._slot_jobs <= int(cpus) + 1

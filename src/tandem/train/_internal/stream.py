@@ -1,8 +1,8 @@
 """A trial stream: one train job whose single worker runs one run after another.
 
-The job's train function is a ``RunStream``. It runs its first run, then asks the driver
-for the next one with the outcome of the last (the driver call ``STREAM_NEXT``), until the
-driver answers None. Each run gets its own ``WorkerSession`` (its trial id, folder,
+The job's train function is a ``RunStream``. It asks the driver for a run (the driver
+call ``STREAM_NEXT``, first with None, then with the outcome of the last run), runs it, and
+asks again, until the driver answers None (a stream may be handed its first run instead). Each run gets its own ``WorkerSession`` (its trial id, folder,
 context; iterations from 1), its output in its own ``logs/rank_0.log``, and the process is
 put back between two runs as a fresh process starts (``tandem.cluster.reuse``); a run
 that left something running ends the stream (the process then exits, as clean reuse
@@ -38,8 +38,9 @@ from tandem.train._internal.run_context import StorageContext
 from tandem.train._internal.worker_session import CHECKPOINT_ONLY, WorkerSession
 
 STREAM_NEXT = "tune_stream_next"
-"""The driver call a stream's worker makes after each run: payload ``StreamOutcome``,
-answer the next ``StreamedRun`` or None (the stream ends)."""
+"""The driver call a stream's worker makes before its first run (payload None) and after
+each run (payload its ``StreamOutcome``): answer the next ``StreamedRun``, or None (the
+stream ends)."""
 STREAM_RUN_KEY = "_tandem_stream_run"
 """The key of a streamed run's report row that names its run (the driver pops it)."""
 STREAM_CHECKPOINT_KEY = "_tandem_stream_checkpoint"
@@ -69,7 +70,8 @@ class StreamedRun:
 
 @record
 class StreamOutcome:
-    """How a streamed run ended: ``value`` (its return value, cloudpickled) or ``error``,
+    """How a streamed run ended (the payload of ``STREAM_NEXT``; None before the first
+    run): ``value`` (its return value, cloudpickled) or ``error``,
     or ``stopped`` (at the report the driver answered "stop"). ``last``: the stream ends
     after it (the run left something running, or raised ``SystemExit`` & co.)."""
 
@@ -159,7 +161,8 @@ class _RunStart:
 class RunStream:
     """The train function of a stream's job (see the module's docstring)."""
 
-    def __init__(self, fn_bytes: bytes, pass_config: bool, first: StreamedRun) -> None:
+    def __init__(self, fn_bytes: bytes, pass_config: bool,
+                 first: StreamedRun | None = None) -> None:
         self.fn_bytes = fn_bytes
         self.pass_config = pass_config
         self.first = first
@@ -177,6 +180,10 @@ class RunStream:
         saved = (os.dup(1), os.dup(2))
         run: StreamedRun | None = self.first
         try:
+            if run is None:  # the driver hands the first run once this worker runs
+                first = slot.call(STREAM_NEXT, None)
+                assert first is None or isinstance(first, StreamedRun), first
+                run = first
             while run is not None:
                 outcome = self._run_one(slot, channel, run, counter)
                 if not outcome.last and baseline.left_running():
