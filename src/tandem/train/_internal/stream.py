@@ -137,7 +137,7 @@ class _RunSession(WorkerSession):
         super().__init__(start, channel)
         self._run_channel = channel
 
-    def call(self, method: str, payload: object, timeout_s: float | None = None) -> Any:
+    def call(self, method: str, payload: object, timeout_s: float | None = None) -> object:
         if method == "reported_checkpoints":
             # as the controller answers it for a one-worker run that keeps every
             # checkpoint (the tuner streams no run with CheckpointConfig(num_to_keep)) and
