@@ -673,6 +673,25 @@ class TuneController:
             trial.job_state = JobStatus.FAILED.value
         else:
             trial.job_state = (JobStatus.STOPPED if outcome.stopped else JobStatus.FINISHED).value
+        action = trial.action
+        if action is not None and action.action in (Action.PAUSE, Action.RESTART) \
+                and not trial.status.is_terminal:
+            # paused or restarted at a report (e.g. MedianStoppingRule yielding to waiting
+            # trials): as when a trial's own job ends after that decision
+            trial.action = None
+            self._pause_checkpoint.pop(trial.trial_id, None)
+            if action.action is Action.PAUSE:
+                trial.status = TrialStatus.PAUSED
+                self._paused.add(trial.trial_id)
+                self.reporter.status_change(trial, self.trials, action.reason)
+                later = self._after_pause.pop(trial.trial_id, None)
+                if later is not None:
+                    self._act_on_suggestion(trial, later)
+            else:
+                trial.config = dict(action.config)
+                self._start(trial, action.checkpoint)
+                self.reporter.status_change(trial, self.trials, action.reason)
+            return
         if trial.status.is_terminal:
             return  # stopped by a decision, or the experiment
         if outcome.error is not None:

@@ -16,7 +16,12 @@ import pytest
 
 from tandem import train, tune
 from tandem.jobs.runtime import get_service
-from tandem.tune.schedulers import ASHAScheduler, FIFOScheduler, PopulationBasedTraining
+from tandem.tune.schedulers import (
+    ASHAScheduler,
+    FIFOScheduler,
+    MedianStoppingRule,
+    PopulationBasedTraining,
+)
 
 
 def _trivial(config):
@@ -245,3 +250,33 @@ def test_without_a_concurrency_limit_slots_follow_the_resources_not_the_trials(m
     assert all(r.metrics["training_iteration"] == 1 for r in grid)
     cpus = get_service().cluster.resources()["CPU"]
     assert 1 <= tuner._slot_jobs <= int(cpus) + 1
+
+
+def _curve(config):
+    for i in range(1, 13):
+        tune.report({"score": config["rate"] * i})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("streams", ["1", "0"])
+def test_a_trial_paused_by_the_median_rule_resumes_later(monkeypatch, tmp_path, streams):
+    # MedianStoppingRule pauses a trial it cannot judge yet while others wait (Ray's
+    # "yielding to waiting trials"): a paused streamed trial is paused, not ended, and
+    # runs again later, as with a job of its own
+    import tandem
+
+    monkeypatch.setenv("TANDEM_TRIAL_STREAMS", streams)
+    tandem.init(num_cpus=2, ignore_reinit_error=True)
+    sched = MedianStoppingRule(metric="score", mode="max", grace_period=2,
+                               min_samples_required=3, time_attr="training_iteration")
+    tuner = tune.Tuner(
+        _curve, param_space={"rate": tune.grid_search([4.0, 2.0, 1.0, 0.5, 0.2, 0.1])},
+        tune_config=tune.TuneConfig(scheduler=sched, max_concurrent_trials=6),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name=f"m{streams}", verbose=0),
+    )
+    grid = tuner.fit()
+    its = {r.config["rate"]: r.metrics["training_iteration"] for r in grid}
+    assert not grid.errors
+    assert its[4.0] == 12 and its[2.0] == 12  # paused at 2, then run to the end
+    assert min(its.values()) < 12  # the median rule stopped the worst
+    assert (tuner._slot_jobs > 0) == (streams == "1")
