@@ -115,8 +115,8 @@ class TrialStreams:
     """How trials run as a stream (``tandem.train.stream``): one job per slot whose worker
     runs one trial after another. Only for trials that need nothing a stream cannot give
     (the tuner decides: a function trainable on the embedded service, one worker of the
-    same resources, verdicts CONTINUE/STOP); a trial started from a checkpoint still runs
-    as a job of its own."""
+    same resources, no scheduler that pauses trials to exploit them); a trial started from
+    a checkpoint still runs as a job of its own."""
 
     #: ``launch(trial, listener) -> JobView``: a slot job holding ``trial``'s resources
     #: (every streamed trial's); its worker asks for its first trial once it runs
