@@ -115,10 +115,11 @@ class TrialStreams:
     """How trials run as a stream (``tandem.train.stream``): one job per slot whose worker
     runs one trial after another. Only for trials that need nothing a stream cannot give
     (the tuner decides: a function trainable on the embedded service, one worker of the
-    same resources, verdicts CONTINUE/STOP); a trial started from a checkpoint still runs
-    as a job of its own."""
+    same resources, no scheduler that pauses trials to exploit them); a trial started from
+    a checkpoint still runs as a job of its own."""
 
-    #: ``launch(first_trial, listener) -> JobView``: a slot job that starts with that trial
+    #: ``launch(trial, listener) -> JobView``: a slot job holding ``trial``'s resources
+    #: (every streamed trial's); its worker asks for its first trial once it runs
     launch: Callable[[TuneTrial, JobListener], JobView]
     #: trial -> what the slot's worker is handed (a ``StreamedRun``)
     describe: Callable[[TuneTrial], Any]
@@ -232,6 +233,8 @@ class TuneController:
         self._waiting_slots: list[_Slot] = []
         self._slot_of: dict[str, _Slot] = {}
         self._stream_stops: dict[str, float] = {}
+        # streamed trials started, waiting for a slot's worker to ask for them (in order)
+        self._stream_pending: dict[str, TuneTrial] = {}
         self._slot_count = 0
         self.slots_started = 0  # slot jobs launched (tests count them)
         if jobs.resources_of is not None:
@@ -480,7 +483,8 @@ class TuneController:
 
     # -- trial streams ----------------------------------------------------------------------
     def _start_streamed(self, trial: TuneTrial) -> None:
-        """The trial goes to a slot whose worker waits for one, else to a new slot job."""
+        """The trial goes to a slot whose worker waits for one, else it waits for the next
+        slot that asks (a new slot job is launched when none waits for room)."""
         assert self._streams is not None
         trial.gen += 1
         trial.status = TrialStatus.PENDING
@@ -488,16 +492,53 @@ class TuneController:
         trial.gang_reports = 0
         self._verdicts.pop(trial.trial_id, None)
         self._state_dirty = True
+        self._live_jobs += 1
         if self._waiting_slots:
             slot = self._waiting_slots.pop()
             reply, slot.reply = slot.reply, None
             assert reply is not None
-            slot.trial = trial
-            self._slot_of[trial.trial_id] = slot
-            self._live_jobs += 1
-            reply(True, self._streams.describe(trial))
-            self._trial_running(trial)
+            self._hand(slot, trial, reply)
             return
+        self._queued += 1
+        self._stream_pending[trial.trial_id] = trial
+        self._grow_slots()
+
+    def _hand(self, slot: _Slot, trial: TuneTrial,
+              reply: Callable[[bool, object], None]) -> None:
+        """``slot``'s waiting worker runs ``trial`` next."""
+        assert self._streams is not None
+        slot.trial = trial
+        self._slot_of[trial.trial_id] = slot
+        reply(True, self._streams.describe(trial))
+        self._trial_running(trial)
+
+    def _next_pending(self) -> TuneTrial | None:
+        """The streamed trial waiting longest for a slot (counted out of the queue)."""
+        while self._stream_pending:
+            tid = next(iter(self._stream_pending))
+            trial = self._stream_pending.pop(tid)
+            self._queued = max(0, self._queued - 1)
+            if trial.status is TrialStatus.PENDING:
+                return trial
+            self._live_jobs -= 1  # ended while it waited (e.g. the experiment stopped)
+        return None
+
+    def _grow_slots(self) -> None:
+        """A new slot job when trials wait for a slot and no slot job waits for room yet:
+        slots grow to what the resources hold, and one more waits in the queue."""
+        if not self._stream_pending or self._stopping_all or self._fatal is not None:
+            return
+        if self.max_concurrent is not None and len(self._slots) >= self.max_concurrent:
+            return
+        starting = 0  # slots that run and will ask for their first trial
+        for s in self._slots.values():
+            if not s.running:
+                return
+            if s.trial is None and s.reply is None:
+                starting += 1
+        if len(self._stream_pending) <= starting:
+            return
+        assert self._streams is not None
         self._slot_count += 1
         key = f"{_SLOT_PREFIX}{self._slot_count}"
         q = self._q
@@ -506,18 +547,15 @@ class TuneController:
             q.put((key, -1, event))
 
         slot = _Slot(key)
-        slot.trial = trial
         try:
-            slot.job = self._streams.launch(trial, listener)
+            slot.job = self._streams.launch(next(iter(self._stream_pending.values())),
+                                            listener)
         except (ConfigError, TandemError) as e:
             self._fatal = e
             self._stop_everything()
             return
         self.slots_started += 1
         self._slots[key] = slot
-        self._slot_of[trial.trial_id] = slot
-        self._live_jobs += 1
-        self._queued += 1
 
     def _trial_running(self, trial: TuneTrial) -> None:
         self._running += 1
@@ -547,35 +585,23 @@ class TuneController:
                 self._verdicts.setdefault(trial.trial_id, []).append(
                     (tuple(call.payload), call.reply))
             case Asked(question="stream_next", call=call):
+                # payload: how the slot's last trial ended, None before its first
                 outcome = call.payload
+                slot.running = True
                 trial = slot.trial
                 if trial is not None and outcome is not None and \
                         outcome.run_id == trial.trial_id:
                     self._stream_ended(slot, trial, outcome)
-                queued = None if outcome is None or outcome.last or self._stopping_all else next(
-                    (s for s in self._slots.values()
-                     if not s.running and s.trial is not None and s is not slot), None)
-                if outcome is None or outcome.last or self._stopping_all:
+                if (outcome is not None and outcome.last) or self._stopping_all:
                     call.reply(True, None)  # the stream ends: its job finishes
-                elif queued is not None and queued.trial is not None:
-                    # a slot still waiting for resources (held by this one): its trial runs
-                    # here and it is given up
-                    trial, queued.trial = queued.trial, None
-                    queued.running = True  # counted out of the queue here, not at its end
-                    self._queued = max(0, self._queued - 1)
-                    slot.trial = trial
-                    self._slot_of[trial.trial_id] = slot
-                    assert self._streams is not None
-                    call.reply(True, self._streams.describe(trial))
-                    self._trial_running(trial)
-                    if queued.job is not None:
-                        try:
-                            queued.job.stop()
-                        except Exception as e:  # noqa: BLE001 - a job that already ended
-                            logger.debug("stopping slot %s: %s", queued.key, e)
+                    return
+                nxt = self._next_pending()
+                if nxt is not None:
+                    self._hand(slot, nxt, call.reply)
                 else:
                     slot.reply = call.reply
                     self._waiting_slots.append(slot)
+                self._grow_slots()
             case Asked(call=call):
                 call.answer_default()
             case Checkpointed() | RankReported():
@@ -606,10 +632,7 @@ class TuneController:
     def _on_slot_status(self, slot: _Slot, status: JobStatus) -> None:
         if status is JobStatus.RUNNING:
             slot.running = True
-            trial = slot.trial
-            if trial is not None and trial.status is TrialStatus.PENDING:
-                self._queued = max(0, self._queued - 1)
-                self._trial_running(trial)
+            self._grow_slots()
             return
         if not status.is_terminal:
             return
@@ -620,10 +643,14 @@ class TuneController:
         outcome = job.outcome if job is not None else None
         if job is not None:
             self._forget_job(job.job_id)
-        if not slot.running:
-            self._queued = max(0, self._queued - 1)
         trial = slot.trial
         slot.trial = None
+        if trial is None and not slot.running and outcome is not None and \
+                outcome.error is not None and not self._stopping_all:
+            # a slot job that failed before it ran (e.g. refused): the trial waiting
+            # longest fails with its error, as its own job would have
+            trial = self._next_pending()  # still counted live: released below
+        self._grow_slots()
         if trial is None:
             return
         self._release(trial)
@@ -646,6 +673,25 @@ class TuneController:
             trial.job_state = JobStatus.FAILED.value
         else:
             trial.job_state = (JobStatus.STOPPED if outcome.stopped else JobStatus.FINISHED).value
+        action = trial.action
+        if action is not None and action.action in (Action.PAUSE, Action.RESTART) \
+                and not trial.status.is_terminal:
+            # paused or restarted at a report (e.g. MedianStoppingRule yielding to waiting
+            # trials): as when a trial's own job ends after that decision
+            trial.action = None
+            self._pause_checkpoint.pop(trial.trial_id, None)
+            if action.action is Action.PAUSE:
+                trial.status = TrialStatus.PAUSED
+                self._paused.add(trial.trial_id)
+                self.reporter.status_change(trial, self.trials, action.reason)
+                later = self._after_pause.pop(trial.trial_id, None)
+                if later is not None:
+                    self._act_on_suggestion(trial, later)
+            else:
+                trial.config = dict(action.config)
+                self._start(trial, action.checkpoint)
+                self.reporter.status_change(trial, self.trials, action.reason)
+            return
         if trial.status.is_terminal:
             return  # stopped by a decision, or the experiment
         if outcome.error is not None:
@@ -676,7 +722,8 @@ class TuneController:
             self._fail_fast(trial)
 
     def _release_idle_slots(self) -> None:
-        """Slots waiting for a trial when no more will come end (their jobs finish)."""
+        """Slots waiting for a trial when no more will come end (their jobs finish), and so
+        do slot jobs still waiting for room."""
         if not (self._stopping_all or self._fatal is not None or self._search_done
                 or (not self.searcher_counts and self._created >= self.num_samples)):
             return
@@ -685,6 +732,14 @@ class TuneController:
             if reply is not None:
                 reply(True, None)
         self._waiting_slots.clear()
+        if self._stream_pending:
+            return
+        for slot in self._slots.values():
+            if not slot.running and slot.trial is None and slot.job is not None:
+                try:
+                    slot.job.stop()
+                except Exception as e:  # noqa: BLE001 - a job that already ended
+                    logger.debug("stopping slot %s: %s", slot.key, e)
 
     def _check_stream_stops(self) -> None:
         now = time.monotonic()
@@ -703,6 +758,11 @@ class TuneController:
     def _stop_slots(self) -> None:
         """Ends every slot (waiting ones are told no more trials come; running ones are
         stopped) and waits for their jobs."""
+        for trial in self._stream_pending.values():
+            if trial.status is TrialStatus.PENDING:
+                trial.status = TrialStatus.TERMINATED
+        while self._next_pending() is not None:
+            pass
         self._release_idle_slots()
         slots = list(self._slots.values())
         for slot in slots:
@@ -918,6 +978,10 @@ class TuneController:
         self._stop_everything()
 
     def _stop_job(self, trial: TuneTrial) -> None:
+        if self._stream_pending.pop(trial.trial_id, None) is not None:
+            self._queued = max(0, self._queued - 1)  # it never reached a slot
+            self._live_jobs -= 1
+            return
         if trial.trial_id in self._slot_of:
             # its worker is answered "stop" at the report waiting for the verdict (the
             # trial ends there, the slot goes on); a worker that did not wait ends its slot
@@ -934,7 +998,7 @@ class TuneController:
         self._stopping_all = True
         for t in self.trials:
             if t.status in (TrialStatus.RUNNING, TrialStatus.PENDING):
-                if t.trial_id in self._slot_of:
+                if t.trial_id in self._slot_of or t.trial_id in self._stream_pending:
                     t.action = _STOPPED
                     self._end_trial(t, TrialStatus.TERMINATED, note="experiment stopped")
                 elif t.job is not None:

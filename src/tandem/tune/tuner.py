@@ -85,9 +85,9 @@ TRIAL_REUSE_ENV = "TANDEM_TRIAL_REUSE"
 ``Tuner._reuse_key``); the default runs trials back to back in the processes that ended
 theirs cleanly."""
 TRIAL_STREAMS_ENV = "TANDEM_TRIAL_STREAMS"
-"""``1``: the trials of a function trainable run as trial streams where they can
-(``Tuner._stream_refusal``): one job per slot whose worker runs one trial after another
-(``docs/warm_workers.md``). Off by default until the whole tune suite has run with it on."""
+"""The trials of a function trainable run as trial streams where they can (the default;
+``Tuner._stream_refusal``): one job per slot whose worker runs one trial after another
+(``docs/warm_workers.md``). ``0``: one job per trial."""
 SLOTS_FOLDER = ".slots"
 """The experiment's sub-folder holding its trial streams' slot jobs' folders (their
 workers' output between two trials)."""
@@ -453,8 +453,8 @@ class Tuner:
         """Why this experiment's trials cannot run as trial streams (None: they can)."""
         rc, tc = self.run_config, self.tune_config
         cc = rc.checkpoint_config
-        if os.environ.get(TRIAL_STREAMS_ENV, "0") != "1":
-            return f"{TRIAL_STREAMS_ENV} is not 1 (streams are off by default for now)"
+        if os.environ.get(TRIAL_STREAMS_ENV, "1") == "0":
+            return f"{TRIAL_STREAMS_ENV}=0 (one job per trial)"
         if not isinstance(self._fn, FunctionTrainableRunner) or self._kind != "function":
             return "not a function trainable"
         if tc.reuse_actors or reuse_key is None or not reuse_key.startswith(CLEAN_REUSE_PREFIX):
@@ -517,7 +517,7 @@ class Tuner:
                                else ScalingConfig(num_workers=1, resources_per_worker=res))
             count[0] += 1
             name = f"slot_{count[0]:05d}"
-            stream = RunStream(fn_bytes, base._takes_config, describe(trial))
+            stream = RunStream(fn_bytes, base._takes_config)  # it asks for its trials
             run = replace(
                 base, config={}, scaling_config=scaling[0],
                 metadata={**base.metadata, TRIAL_RESOURCES:

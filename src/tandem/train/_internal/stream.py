@@ -1,8 +1,8 @@
 """A trial stream: one train job whose single worker runs one run after another.
 
-The job's train function is a ``RunStream``. It runs its first run, then asks the driver
-for the next one with the outcome of the last (the driver call ``STREAM_NEXT``), until the
-driver answers None. Each run gets its own ``WorkerSession`` (its trial id, folder,
+The job's train function is a ``RunStream``. It asks the driver for a run (the driver
+call ``STREAM_NEXT``, first with None, then with the outcome of the last run), runs it, and
+asks again, until the driver answers None (a stream may be handed its first run instead). Each run gets its own ``WorkerSession`` (its trial id, folder,
 context; iterations from 1), its output in its own ``logs/rank_0.log``, and the process is
 put back between two runs as a fresh process starts (``tandem.cluster.reuse``); a run
 that left something running ends the stream (the process then exits, as clean reuse
@@ -38,8 +38,9 @@ from tandem.train._internal.run_context import StorageContext
 from tandem.train._internal.worker_session import CHECKPOINT_ONLY, WorkerSession
 
 STREAM_NEXT = "tune_stream_next"
-"""The driver call a stream's worker makes after each run: payload ``StreamOutcome``,
-answer the next ``StreamedRun`` or None (the stream ends)."""
+"""The driver call a stream's worker makes before its first run (payload None) and after
+each run (payload its ``StreamOutcome``): answer the next ``StreamedRun``, or None (the
+stream ends)."""
 STREAM_RUN_KEY = "_tandem_stream_run"
 """The key of a streamed run's report row that names its run (the driver pops it)."""
 STREAM_CHECKPOINT_KEY = "_tandem_stream_checkpoint"
@@ -48,9 +49,11 @@ STREAM_CHECKPOINT_ONLY = "_tandem_stream_checkpoint_only"
 """Set in a row that carries a checkpoint and no metrics (``CHECKPOINT_ONLY``)."""
 
 
-class RunStopped(BaseException):  # noqa: N818 - Ray's spelling of such signals
-    """Raised out of ``report`` in a streamed run the tuner stopped at that report (a
-    ``BaseException``: ``except Exception`` in the user's code does not swallow it)."""
+class RunStopped(SystemExit):  # noqa: N818 - Ray's spelling of such signals
+    """Raised out of ``report`` in a streamed run the tuner stopped at that report. A
+    ``SystemExit``, as Ray's function trainable raises out of the ``report`` of a trial it
+    stopped (``sys.exit(0)`` in its training thread): ``except Exception`` in the user's code
+    does not swallow it, and its ``finally`` blocks run."""
 
 
 @record
@@ -67,7 +70,8 @@ class StreamedRun:
 
 @record
 class StreamOutcome:
-    """How a streamed run ended: ``value`` (its return value, cloudpickled) or ``error``,
+    """How a streamed run ended (the payload of ``STREAM_NEXT``; None before the first
+    run): ``value`` (its return value, cloudpickled) or ``error``,
     or ``stopped`` (at the report the driver answered "stop"). ``last``: the stream ends
     after it (the run left something running, or raised ``SystemExit`` & co.)."""
 
@@ -95,6 +99,8 @@ class _RunChannel:
         self._run_id = run_id
         self._counter = counter
         self.objects = getattr(channel, "objects", None) or {}
+        #: the run's reported checkpoints, oldest first: ``(path, metrics reported with it)``
+        self.checkpoints: list[tuple[str, dict[str, Any]]] = []
 
     def on_message(self, handler: Callable[[object], None]) -> None:
         self._channel.on_message(handler)
@@ -109,6 +115,9 @@ class _RunChannel:
                 if CHECKPOINT_ONLY in row:
                     del row[CHECKPOINT_ONLY]
                     row[STREAM_CHECKPOINT_ONLY] = True
+                if path is not None:  # committed at once: the stream's worker is the gang
+                    self.checkpoints.append((path, {k: v for k, v in metrics.items()
+                                                    if k != CHECKPOINT_ONLY}))
                 row.setdefault("training_iteration", it)
                 row.setdefault("time_total_s", round(t, 6))
                 row[STREAM_RUN_KEY] = self._run_id
@@ -118,6 +127,24 @@ class _RunChannel:
                 batch.append((self._counter[0], t, row, None))
             obj = encode(ReportsFrame(frame.rank, batch))
         self._channel.send(obj)
+
+
+class _RunSession(WorkerSession):
+    """One streamed run's session: what a job's controller keeps per run and tells the
+    worker (its reported checkpoints) is kept here, per run."""
+
+    def __init__(self, start: _RunStart, channel: _RunChannel) -> None:
+        super().__init__(start, channel)
+        self._run_channel = channel
+
+    def call(self, method: str, payload: object, timeout_s: float | None = None) -> object:
+        if method == "reported_checkpoints":
+            # as the controller answers it for a one-worker run that keeps every
+            # checkpoint (the tuner streams no run with CheckpointConfig(num_to_keep)) and
+            # validates none (a function trainable has no validation_config)
+            return [(path, dict(metrics), "COMMITTED")
+                    for path, metrics in self._run_channel.checkpoints]
+        return super().call(method, payload, timeout_s)
 
 
 @record
@@ -134,7 +161,8 @@ class _RunStart:
 class RunStream:
     """The train function of a stream's job (see the module's docstring)."""
 
-    def __init__(self, fn_bytes: bytes, pass_config: bool, first: StreamedRun) -> None:
+    def __init__(self, fn_bytes: bytes, pass_config: bool,
+                 first: StreamedRun | None = None) -> None:
         self.fn_bytes = fn_bytes
         self.pass_config = pass_config
         self.first = first
@@ -152,6 +180,10 @@ class RunStream:
         saved = (os.dup(1), os.dup(2))
         run: StreamedRun | None = self.first
         try:
+            if run is None:  # the driver hands the first run once this worker runs
+                first = slot.call(STREAM_NEXT, None)
+                assert first is None or isinstance(first, StreamedRun), first
+                run = first
             while run is not None:
                 outcome = self._run_one(slot, channel, run, counter)
                 if not outcome.last and baseline.left_running():
@@ -181,7 +213,7 @@ class RunStream:
         context = replace(slot.context, storage=run.storage, trial_id=run.run_id,
                           trial_name=run.run_name, trial_dir=run_path,
                           metadata={**slot.context.metadata, **run.metadata})
-        session = WorkerSession(_RunStart(context), _RunChannel(channel, run.run_id, counter))
+        session = _RunSession(_RunStart(context), _RunChannel(channel, run.run_id, counter))
         session.share_calls(slot)
         session.stop_raises = RunStopped
         session_mod._set_session(session)
