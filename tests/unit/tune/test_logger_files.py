@@ -1,0 +1,85 @@
+"""The files Ray's logger callbacks write for each trial (``result.json``, ``progress.csv``,
+``params.json``, ``params.pkl``), read the way a user reads them: every row there once the
+experiment ends, the rows of a finished step there while it runs, a trial started again
+appending. The callbacks are driven directly (their own logic; the Tuner's use of them is
+in ``tests/integration/tune/test_logger_callbacks.py``)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import pickle
+from dataclasses import dataclass, field
+
+from tandem.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
+
+@dataclass
+class _Trial:
+    trial_id: str
+    path: str
+    config: dict = field(default_factory=dict)
+
+
+def _json_rows(trial: _Trial) -> list[dict]:
+    with open(os.path.join(trial.path, "result.json")) as f:
+        return [json.loads(line) for line in f]
+
+
+def _csv_rows(trial: _Trial) -> list[list[str]]:
+    with open(os.path.join(trial.path, "progress.csv"), newline="") as f:
+        return list(csv.reader(f))
+
+
+def _loggers() -> list[JsonLoggerCallback | CSVLoggerCallback]:
+    return [JsonLoggerCallback(), CSVLoggerCallback()]
+
+
+def test_rows_of_a_finished_step_are_on_disk_while_the_trial_runs(tmp_path):
+    trial = _Trial("t0", str(tmp_path / "exp" / "trial_0"), {"lr": 0.1})
+    loggers = _loggers()
+    for cb in loggers:
+        cb.on_trial_start(0, [trial], trial)  # the trial's folder does not exist yet
+    for i in range(3):
+        for cb in loggers:
+            cb.on_trial_result(i, [trial], trial, {"loss": i, "nest": {"a": i}})
+    for cb in loggers:
+        cb.on_step_end(0, [trial])
+    assert [r["loss"] for r in _json_rows(trial)] == [0, 1, 2]
+    assert _csv_rows(trial) == [["loss", "nest/a"], ["0", "0"], ["1", "1"], ["2", "2"]]
+    with open(os.path.join(trial.path, "params.json")) as f:
+        assert f.read() == json.dumps({"lr": 0.1}, indent=2, sort_keys=True)
+    with open(os.path.join(trial.path, "params.pkl"), "rb") as f:
+        assert pickle.load(f) == {"lr": 0.1}
+
+
+def test_every_row_is_written_at_a_checkpoint_at_the_end_and_when_the_experiment_ends(
+        tmp_path):
+    a, b, c = (_Trial(f"t{i}", str(tmp_path / f"trial_{i}")) for i in range(3))
+    loggers = _loggers()
+    for t in (a, b, c):
+        for cb in loggers:
+            cb.on_trial_result(0, [a, b, c], t, {"loss": 1.0, "big": "x" * 100_000})
+    for cb in loggers:  # no step end in between: each event writes what it must
+        cb.on_trial_save(0, [a, b, c], a)
+        cb.on_trial_complete(0, [a, b, c], b)
+    assert len(_json_rows(a)) == 1 and len(_csv_rows(a)) == 2
+    assert len(_json_rows(b)) == 1 and len(_csv_rows(b)) == 2
+    assert _json_rows(b)[0]["big"] == "x" * 100_000  # a row past any buffer, whole
+    for cb in loggers:
+        cb.on_experiment_end([a, b, c])  # e.g. interrupted: c never ended
+    assert len(_json_rows(c)) == 1 and _csv_rows(c)[1] == ["1.0", "x" * 100_000]
+
+
+def test_a_trial_started_again_appends_without_a_second_header(tmp_path):
+    trial = _Trial("t0", str(tmp_path / "trial_0"))
+    for run, losses in enumerate(([1, 2], [3])):
+        loggers = _loggers()  # as after Tuner.restore: new callbacks, the same folder
+        for cb in loggers:
+            cb.on_trial_start(0, [trial], trial)
+            for loss in losses:
+                cb.on_trial_result(run, [trial], trial, {"loss": loss, "it": run})
+            cb.on_trial_complete(0, [trial], trial)
+    assert [r["loss"] for r in _json_rows(trial)] == [1, 2, 3]
+    assert _csv_rows(trial) == [["loss", "it"], ["1", "0"], ["2", "0"], ["3", "1"]]
