@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
+import queue
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import cloudpickle
@@ -42,6 +45,8 @@ __all__ = [
     "TBXLoggerCallback",
     "pretty_print",
 ]
+
+logger = logging.getLogger(__name__)
 
 DISABLE_AUTO_LOGGERS_ENV = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
 """Ray's switch: ``"1"`` keeps ``Tuner.fit()`` from adding the CSV and JSON loggers."""
@@ -80,15 +85,18 @@ class _TrialFile:
     for an fsspec URL, in a local copy that starts from what the URL holds and is uploaded
     by :meth:`sync` (at each checkpoint and at the trial's end).
 
-    Rows are kept in memory and written with one ``os.write`` when :meth:`flush` is called
-    (the logger does it at the end of every step of the tuning loop, at every checkpoint
-    and when the trial ends): no Python file object per trial (its buffer, text layer and
-    the ``fstat``/``ioctl`` calls of opening one cost more than the file's own creation
-    here). ``write`` makes it the file ``csv.writer`` writes to."""
+    Rows are kept in memory and handed to the file writer (:data:`_WRITER`) as one text
+    when :meth:`flush` is called (the logger does it at the end of every step of the tuning
+    loop, at every checkpoint and when the trial ends). The writer opens the file with its
+    first text and writes each with one ``os.write``: no Python file object per file.
+    ``header`` (a CSV header row) goes first where the file is empty when opened, so a
+    trial started again appends without a second one. ``write`` makes it the file
+    ``csv.writer`` writes to. A file on a URL is written here, not by the writer."""
 
     def __init__(self, folder: str, name: str) -> None:
         self.url: str | None = None
         self._stage: str | None = None
+        self.folder = folder
         if "://" in folder:
             self.url = folder.rstrip("/") + "/" + name
             self._stage = tempfile.mkdtemp(prefix="tandem-log-")
@@ -96,22 +104,28 @@ class _TrialFile:
             fs, p = get_fs(self.url)
             if fs.exists(p):  # a trial started again goes on from what it wrote before
                 fs.get_file(p, local)
+            self.folder = self._stage
         else:
             local = os.path.join(folder, name)
         self.local = local
-        self.fd = _open_in(folder, local, _APPEND)
-        # appending: whether a trial started again wrote here before
-        self.had_content = os.lseek(self.fd, 0, os.SEEK_END) > 0
+        self.header: str | None = None
         self.rows: list[str] = []
+        self._fd: int | None = None  # used by the writer only (here, for a URL)
+        self._do: Callable[..., None] = _WRITER.submit if self.url is None else _call
 
     def write(self, text: str) -> None:
         self.rows.append(text)
+
+    def open(self) -> None:
+        """Creates the file now (empty where it is new), as Ray's loggers do when a trial
+        starts."""
+        self._do(self._write, b"")
 
     def flush(self) -> None:
         if self.rows:
             data = "".join(self.rows).encode()
             self.rows.clear()
-            _write_all(self.fd, data)
+            self._do(self._write, data)
 
     def sync(self) -> None:
         self.flush()
@@ -123,10 +137,84 @@ class _TrialFile:
         try:
             self.sync()
         finally:
-            os.close(self.fd)
+            self._do(self._close)
             if self._stage is not None:
                 shutil.rmtree(self._stage, ignore_errors=True)
 
+    def _write(self, data: bytes) -> None:
+        fd = self._fd
+        if fd is None:
+            fd = self._fd = _open_in(self.folder, self.local, _APPEND)
+            if self.header is not None and os.lseek(fd, 0, os.SEEK_END) == 0:
+                data = self.header.encode() + data
+        _write_all(fd, data)
+
+    def _close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def _call(fn: Callable[..., None], *args: object) -> None:
+    fn(*args)
+
+
+class _Writer:
+    """The local file writes of the logger callbacks, done in order on one thread: the
+    tuning loop hands over the bytes of a trial's four files and goes on while they are
+    created and written. :meth:`drain` waits until everything handed over is written (the
+    loggers call it when the experiment ends, so every row is on disk when ``Tuner.fit()``
+    returns) and raises the first ``OSError`` a write met since the last drain."""
+
+    def __init__(self) -> None:
+        self._q: queue.SimpleQueue[tuple[Callable[..., None], tuple[object, ...]]] = \
+            queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._thread: threading.Thread | None = None
+        self._error: OSError | None = None
+        self._pending = 0
+
+    def submit(self, fn: Callable[..., None], *args: object) -> None:
+        with self._lock:
+            self._pending += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="tandem-tune-files",
+                                                daemon=True)
+                self._thread.start()
+        self._q.put((fn, args))
+
+    def drain(self) -> None:
+        with self._lock:
+            self._idle.wait_for(lambda: self._pending == 0)
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def _run(self) -> None:
+        while True:
+            fn, args = self._q.get()
+            try:
+                fn(*args)
+            except OSError as e:
+                logger.warning("could not write a trial's result file: %s", e)
+                with self._lock:
+                    self._error = self._error or e
+            with self._lock:
+                self._pending -= 1
+                if self._pending == 0:
+                    self._idle.notify_all()
+
+
+_WRITER = _Writer()
+
+
+def _writer_after_fork() -> None:
+    global _WRITER
+    _WRITER = _Writer()  # a forked child has no writer thread: it starts its own
+
+
+os.register_at_fork(after_in_child=_writer_after_fork)
 
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
 _REPLACE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
@@ -145,7 +233,11 @@ def _write_whole(folder: str, name: str, data: bytes) -> None:
         with fs.open(p, "wb") as f:
             f.write(data)
         return
-    fd = _open_in(folder, os.path.join(folder, name), _REPLACE)
+    _WRITER.submit(_replace_file, folder, os.path.join(folder, name), data)
+
+
+def _replace_file(folder: str, path: str, data: bytes) -> None:
+    fd = _open_in(folder, path, _REPLACE)
     try:
         _write_all(fd, data)
     finally:
@@ -168,10 +260,13 @@ def _open_in(folder: str, path: str, flags: int) -> int:
 
 
 class _FileLogger(LoggerCallback):
-    """Keeps one open file per running trial; Ray's loggers flush after every row, these
-    flush at the end of every step of the tuning loop (``on_step_end``: a batch of
-    results), at every checkpoint and when the trial ends, so a reader sees every row once
-    ``Tuner.fit()`` returns and, while it runs, every row of the steps before."""
+    """Keeps one file per running trial. Ray's loggers write and flush each row as it comes;
+    these hand the rows of a trial to the file writer thread at the end of every step of
+    the tuning loop (``on_step_end``: a batch of results), at every checkpoint (and wait
+    until they are written) and when the trial ends; the writer is drained when the
+    experiment ends. A reader sees every row once ``Tuner.fit()`` returns, every row up to
+    a checkpoint once it is reported, and, while a trial runs, the rows of the steps
+    before a moment ago."""
 
     def __init__(self) -> None:
         self._trial_files: dict[str, _TrialFile] = {}
@@ -187,6 +282,7 @@ class _FileLogger(LoggerCallback):
         f = self._trial_files.get(trial.trial_id)
         if f is not None:
             f.sync()
+            _WRITER.drain()  # the rows up to a checkpoint are on disk before it is recorded
 
     def log_trial_end(self, trial: TuneTrial, failed: bool = False) -> None:
         self._close(trial)
@@ -198,10 +294,13 @@ class _FileLogger(LoggerCallback):
             self._unflushed.clear()
 
     def on_experiment_end(self, trials: Sequence[TuneTrial], **info: object) -> None:
-        for f in self._trial_files.values():
-            f.close()
-        self._trial_files.clear()
-        self._unflushed.clear()
+        try:
+            for f in self._trial_files.values():
+                f.close()
+        finally:
+            self._trial_files.clear()
+            self._unflushed.clear()
+            _WRITER.drain()  # every row on disk when fit() returns
 
 
 class JsonLoggerCallback(_FileLogger):
@@ -219,7 +318,8 @@ class JsonLoggerCallback(_FileLogger):
     def log_trial_start(self, trial: TuneTrial) -> None:
         self._close(trial)
         self.update_config(trial, trial.config)
-        self._trial_files[trial.trial_id] = _TrialFile(_trial_path(trial), EXPR_RESULT_FILE)
+        f = self._trial_files[trial.trial_id] = _TrialFile(_trial_path(trial), EXPR_RESULT_FILE)
+        f.open()
 
     def log_trial_result(self, iteration: int, trial: TuneTrial, result: dict[str, Any]) -> None:
         f = self._trial_files.get(trial.trial_id)
@@ -249,13 +349,11 @@ class CSVLoggerCallback(_FileLogger):
     def __init__(self) -> None:
         super().__init__()
         self._trial_csv: dict[str, tuple[Any, list[str]] | None] = {}
-        self._trial_continue: dict[str, bool] = {}
 
     def _setup_trial(self, trial: TuneTrial) -> _TrialFile:
         self._close(trial)
         f = _TrialFile(_trial_path(trial), EXPR_PROGRESS_FILE)
         self._trial_files[trial.trial_id] = f
-        self._trial_continue[trial.trial_id] = f.had_content
         self._trial_csv[trial.trial_id] = None
         return f
 
@@ -275,8 +373,9 @@ class CSVLoggerCallback(_FileLogger):
         if entry is None:
             entry = (csv.writer(f), list(row))
             self._trial_csv[tid] = entry
-            if not self._trial_continue[tid]:
-                entry[0].writerow(entry[1])
+            header = _Text()
+            csv.writer(header).writerow(entry[1])
+            f.header = "".join(header.rows)  # written where the file is empty
         writer, fields = entry
         writer.writerow(map(row.get, fields))  # a key the first result lacked: dropped
         self._unflushed[tid] = f
@@ -297,6 +396,16 @@ def pretty_print(result: Mapping[str, object], exclude: set[str] | None = None) 
            and (exclude is None or k not in exclude)}
     cleaned = json.loads(json.dumps(out, default=_fallback))
     return str(yaml.safe_dump(cleaned, default_flow_style=False))
+
+
+class _Text:
+    """What ``csv.writer`` writes, kept as text."""
+
+    def __init__(self) -> None:
+        self.rows: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.rows.append(text)
 
 
 _FLAT_TYPES = frozenset({int, float, str, bool, type(None)})

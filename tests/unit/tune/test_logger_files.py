@@ -10,7 +10,10 @@ import csv
 import json
 import os
 import pickle
+import time
 from dataclasses import dataclass, field
+
+import pytest
 
 from tandem.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
@@ -32,6 +35,21 @@ def _csv_rows(trial: _Trial) -> list[list[str]]:
         return list(csv.reader(f))
 
 
+def _rows_there(trial: _Trial, n: int, timeout_s: float = 10.0) -> None:
+    """Waits until the trial's files hold ``n`` rows (the writer thread writes them)."""
+    deadline = time.monotonic() + timeout_s
+
+    def there() -> bool:
+        try:
+            return len(_json_rows(trial)) == n and len(_csv_rows(trial)) == n + 1
+        except (FileNotFoundError, json.JSONDecodeError):  # created, not yet written
+            return False
+
+    while not there():
+        assert time.monotonic() < deadline, f"{n} rows not written in {timeout_s} s"
+        time.sleep(0.01)
+
+
 def _loggers() -> list[JsonLoggerCallback | CSVLoggerCallback]:
     return [JsonLoggerCallback(), CSVLoggerCallback()]
 
@@ -46,6 +64,7 @@ def test_rows_of_a_finished_step_are_on_disk_while_the_trial_runs(tmp_path):
             cb.on_trial_result(i, [trial], trial, {"loss": i, "nest": {"a": i}})
     for cb in loggers:
         cb.on_step_end(0, [trial])
+    _rows_there(trial, 3)  # written by the writer thread, the trial still running
     assert [r["loss"] for r in _json_rows(trial)] == [0, 1, 2]
     assert _csv_rows(trial) == [["loss", "nest/a"], ["0", "0"], ["1", "1"], ["2", "2"]]
     with open(os.path.join(trial.path, "params.json")) as f:
@@ -61,15 +80,29 @@ def test_every_row_is_written_at_a_checkpoint_at_the_end_and_when_the_experiment
     for t in (a, b, c):
         for cb in loggers:
             cb.on_trial_result(0, [a, b, c], t, {"loss": 1.0, "big": "x" * 100_000})
-    for cb in loggers:  # no step end in between: each event writes what it must
+    for cb in loggers:  # no step end in between: a checkpoint writes what it covers
         cb.on_trial_save(0, [a, b, c], a)
+    assert len(_json_rows(a)) == 1 and len(_csv_rows(a)) == 2  # on disk when it returns
+    for cb in loggers:
         cb.on_trial_complete(0, [a, b, c], b)
-    assert len(_json_rows(a)) == 1 and len(_csv_rows(a)) == 2
-    assert len(_json_rows(b)) == 1 and len(_csv_rows(b)) == 2
+    _rows_there(b, 1)
     assert _json_rows(b)[0]["big"] == "x" * 100_000  # a row past any buffer, whole
     for cb in loggers:
         cb.on_experiment_end([a, b, c])  # e.g. interrupted: c never ended
     assert len(_json_rows(c)) == 1 and _csv_rows(c)[1] == ["1.0", "x" * 100_000]
+
+
+def test_a_file_that_cannot_be_written_fails_the_experiments_end(tmp_path):
+    """As when Ray's logger cannot open a file: the error reaches the caller (here at the
+    experiment's end, where the writer is drained), naming the file."""
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the trial's folder should be")
+    trial = _Trial("t0", str(blocked / "trial_0"))
+    cb = CSVLoggerCallback()
+    cb.on_trial_result(0, [trial], trial, {"loss": 1})
+    cb.on_trial_complete(0, [trial], trial)
+    with pytest.raises(OSError, match="blocked"):
+        cb.on_experiment_end([trial])
 
 
 def test_a_trial_started_again_appends_without_a_second_header(tmp_path):
