@@ -16,6 +16,7 @@ import csv
 import json
 import logging
 import os
+import pickle
 import queue
 import shutil
 import tempfile
@@ -335,7 +336,7 @@ class JsonLoggerCallback(_FileLogger):
         folder = _trial_path(trial)
         text = json.dumps(config, indent=2, sort_keys=True, default=_json_fallback)
         _write_whole(folder, EXPR_PARAM_FILE, text.encode())
-        _write_whole(folder, EXPR_PARAM_PICKLE_FILE, cloudpickle.dumps(config))
+        _write_whole(folder, EXPR_PARAM_PICKLE_FILE, _pickled(config))
 
 
 class CSVLoggerCallback(_FileLogger):
@@ -396,6 +397,28 @@ def pretty_print(result: Mapping[str, object], exclude: set[str] | None = None) 
            and (exclude is None or k not in exclude)}
     cleaned = json.loads(json.dumps(out, default=_fallback))
     return str(yaml.safe_dump(cleaned, default_flow_style=False))
+
+
+def _pickled(config: dict[str, Any]) -> bytes:
+    """``cloudpickle.dumps(config)``; a config of plain values (dicts with string keys,
+    lists, tuples, numbers, strings) by ``pickle.dumps`` with cloudpickle's protocol: the
+    same bytes, without building a cloudpickle ``Pickler`` per trial."""
+    if _plain(config):
+        return pickle.dumps(config, protocol=cloudpickle.DEFAULT_PROTOCOL)
+    return cloudpickle.dumps(config)
+
+
+def _plain(value: object, depth: int = 0) -> bool:
+    t = type(value)
+    if t in _FLAT_TYPES:
+        return True
+    if depth > 20:
+        return False
+    if t is dict and isinstance(value, dict):  # exactly a dict: no subclass's reduce
+        return all(type(k) is str and _plain(v, depth + 1) for k, v in value.items())
+    if (t is list or t is tuple) and isinstance(value, (list, tuple)):
+        return all(_plain(v, depth + 1) for v in value)
+    return False
 
 
 class _Text:

@@ -114,5 +114,25 @@ def test_a_trial_started_again_appends_without_a_second_header(tmp_path):
             for loss in losses:
                 cb.on_trial_result(run, [trial], trial, {"loss": loss, "it": run})
             cb.on_trial_complete(0, [trial], trial)
+            cb.on_experiment_end([trial])
     assert [r["loss"] for r in _json_rows(trial)] == [1, 2, 3]
     assert _csv_rows(trial) == [["loss", "it"], ["1", "0"], ["2", "0"], ["3", "1"]]
+
+
+def test_params_pkl_holds_the_bytes_cloudpickle_writes(tmp_path):
+    """A plain config is pickled without cloudpickle's Pickler: the same bytes, so a
+    reader (Ray's ``ExperimentAnalysis``, ``pickle.load``) sees no difference."""
+    import cloudpickle
+    import numpy as np
+
+    shared = [1, 2]
+    configs = [{"lr": 0.1, "layers": [64, (32, "relu")], "opt": {"name": "adam", "b": None},
+                "nan": float("nan"), "big": 10**30, "a": shared, "b": shared},
+               {"x": np.float32(1.5), "f": len}]  # not plain: cloudpickle itself
+    for i, config in enumerate(configs):
+        trial = _Trial(f"t{i}", str(tmp_path / f"trial_{i}"), config)
+        cb = JsonLoggerCallback()
+        cb.on_trial_start(0, [trial], trial)
+        cb.on_experiment_end([trial])
+        with open(os.path.join(trial.path, "params.pkl"), "rb") as f:
+            assert f.read() == cloudpickle.dumps(config)
