@@ -162,30 +162,42 @@ def _call(fn: Callable[..., None], *args: object) -> None:
 
 class _Writer:
     """The local file writes of the logger callbacks, done in order on one thread: the
-    tuning loop hands over the bytes of a trial's four files and goes on while they are
-    created and written. :meth:`drain` waits until everything handed over is written (the
+    tuning loop hands over the bytes of a trial's four files (a batch at the end of each of
+    its steps, at a trial's end) and goes on while they are created and written. :meth:`drain` waits until everything handed over is written (the
     loggers call it when the experiment ends, so every row is on disk when ``Tuner.fit()``
     returns) and raises the first ``OSError`` a write met since the last drain."""
 
     def __init__(self) -> None:
-        self._q: queue.SimpleQueue[tuple[Callable[..., None], tuple[object, ...]]] = \
+        self._q: queue.SimpleQueue[list[tuple[Callable[..., None], tuple[object, ...]]]] = \
             queue.SimpleQueue()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
         self._error: OSError | None = None
-        self._pending = 0
+        self._batch: list[tuple[Callable[..., None], tuple[object, ...]]] = []
+        self._pending = 0  # batches handed over, not yet written
 
     def submit(self, fn: Callable[..., None], *args: object) -> None:
+        """Adds ``fn(*args)`` to the batch :meth:`kick` hands over."""
         with self._lock:
+            self._batch.append((fn, args))
+
+    def kick(self) -> None:
+        """Hands what was submitted since the last kick to the thread: one wake-up of the
+        thread per step of the tuning loop, not one per file."""
+        with self._lock:
+            if not self._batch:
+                return
+            batch, self._batch = self._batch, []
             self._pending += 1
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="tandem-tune-files",
                                                 daemon=True)
                 self._thread.start()
-        self._q.put((fn, args))
+        self._q.put(batch)
 
     def drain(self) -> None:
+        self.kick()
         with self._lock:
             self._idle.wait_for(lambda: self._pending == 0)
             error, self._error = self._error, None
@@ -194,13 +206,13 @@ class _Writer:
 
     def _run(self) -> None:
         while True:
-            fn, args = self._q.get()
-            try:
-                fn(*args)
-            except OSError as e:
-                logger.warning("could not write a trial's result file: %s", e)
-                with self._lock:
-                    self._error = self._error or e
+            for fn, args in self._q.get():
+                try:
+                    fn(*args)
+                except OSError as e:
+                    logger.warning("could not write a trial's result file: %s", e)
+                    with self._lock:
+                        self._error = self._error or e
             with self._lock:
                 self._pending -= 1
                 if self._pending == 0:
@@ -287,12 +299,14 @@ class _FileLogger(LoggerCallback):
 
     def log_trial_end(self, trial: TuneTrial, failed: bool = False) -> None:
         self._close(trial)
+        _WRITER.kick()
 
     def on_step_end(self, iteration: int, trials: Sequence[TuneTrial], **info: object) -> None:
         if self._unflushed:
             for f in self._unflushed.values():
                 f.flush()
             self._unflushed.clear()
+        _WRITER.kick()
 
     def on_experiment_end(self, trials: Sequence[TuneTrial], **info: object) -> None:
         try:
