@@ -196,10 +196,16 @@ class _Writer:
                 self._thread.start()
         self._q.put(batch)
 
-    def drain(self) -> None:
+    def wait(self) -> None:
+        """Returns once everything submitted so far is written (or failed)."""
         self.kick()
         with self._lock:
             self._idle.wait_for(lambda: self._pending == 0)
+
+    def drain(self) -> None:
+        """:meth:`wait`, then raises the first ``OSError`` met since the last drain."""
+        self.wait()
+        with self._lock:
             error, self._error = self._error, None
         if error is not None:
             raise error
@@ -220,6 +226,13 @@ class _Writer:
 
 
 _WRITER = _Writer()
+
+
+def wait_for_files() -> None:
+    """Waits until what the logger callbacks handed to their writer thread so far is on
+    disk: for a callback that reads a trial's folder when the trial ends (e.g. to upload
+    it, as ``MLflowLoggerCallback(save_artifact=True)`` does); any thread may call it."""
+    _WRITER.wait()
 
 
 def _writer_after_fork() -> None:
