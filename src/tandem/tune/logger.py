@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
+import pickle
+import queue
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
-from typing import IO, TYPE_CHECKING, Any, ClassVar
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import cloudpickle
 
@@ -42,6 +46,8 @@ __all__ = [
     "TBXLoggerCallback",
     "pretty_print",
 ]
+
+logger = logging.getLogger(__name__)
 
 DISABLE_AUTO_LOGGERS_ENV = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
 """Ray's switch: ``"1"`` keeps ``Tuner.fit()`` from adding the CSV and JSON loggers."""
@@ -76,13 +82,22 @@ def _trial_path(trial: TuneTrial) -> str:
 
 
 class _TrialFile:
-    """One file of a trial's folder opened for appending: in the folder itself, or, for an
-    fsspec URL, in a local copy that starts from what the URL holds and is uploaded by
-    :meth:`sync` (at each checkpoint and at the trial's end)."""
+    """One file of a trial's folder that rows are appended to: in the folder itself, or,
+    for an fsspec URL, in a local copy that starts from what the URL holds and is uploaded
+    by :meth:`sync` (at each checkpoint and at the trial's end).
+
+    Rows are kept in memory and handed to the file writer (:data:`_WRITER`) as one text
+    when :meth:`flush` is called (the logger does it at the end of every step of the tuning
+    loop, at every checkpoint and when the trial ends). The writer opens the file with its
+    first text and writes each with one ``os.write``: no Python file object per file.
+    ``header`` (a CSV header row) goes first where the file is empty when opened, so a
+    trial started again appends without a second one. ``write`` makes it the file
+    ``csv.writer`` writes to. A file on a URL is written here, not by the writer."""
 
     def __init__(self, folder: str, name: str) -> None:
         self.url: str | None = None
         self._stage: str | None = None
+        self.folder = folder
         if "://" in folder:
             self.url = folder.rstrip("/") + "/" + name
             self._stage = tempfile.mkdtemp(prefix="tandem-log-")
@@ -90,14 +105,31 @@ class _TrialFile:
             fs, p = get_fs(self.url)
             if fs.exists(p):  # a trial started again goes on from what it wrote before
                 fs.get_file(p, local)
+            self.folder = self._stage
         else:
             local = os.path.join(folder, name)
         self.local = local
-        self.f: IO[str] = _open_in(folder, local, "a")
-        self.had_content = self.f.tell() > 0  # appending: at the end of what is there
+        self.header: str | None = None
+        self.rows: list[str] = []
+        self._fd: int | None = None  # used by the writer only (here, for a URL)
+        self._do: Callable[..., None] = _WRITER.submit if self.url is None else _call
+
+    def write(self, text: str) -> None:
+        self.rows.append(text)
+
+    def open(self) -> None:
+        """Creates the file now (empty where it is new), as Ray's loggers do when a trial
+        starts."""
+        self._do(self._write, b"")
+
+    def flush(self) -> None:
+        if self.rows:
+            data = "".join(self.rows).encode()
+            self.rows.clear()
+            self._do(self._write, data)
 
     def sync(self) -> None:
-        self.f.flush()
+        self.flush()
         if self.url is not None:
             fs, p = get_fs(self.url)
             fs.put_file(self.local, p)
@@ -106,9 +138,118 @@ class _TrialFile:
         try:
             self.sync()
         finally:
-            self.f.close()
+            self._do(self._close)
             if self._stage is not None:
                 shutil.rmtree(self._stage, ignore_errors=True)
+
+    def _write(self, data: bytes) -> None:
+        fd = self._fd
+        if fd is None:
+            fd = self._fd = _open_in(self.folder, self.local, _APPEND)
+            if self.header is not None and os.lseek(fd, 0, os.SEEK_END) == 0:
+                data = self.header.encode() + data
+        _write_all(fd, data)
+
+    def _close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def _call(fn: Callable[..., None], *args: object) -> None:
+    fn(*args)
+
+
+class _Writer:
+    """The local file writes of the logger callbacks, done in order on one thread: the
+    tuning loop hands over the bytes of a trial's four files (a batch at the end of each of
+    its steps, at a trial's end) and goes on while they are created and written. :meth:`drain` waits until everything handed over is written (the
+    loggers call it when the experiment ends, so every row is on disk when ``Tuner.fit()``
+    returns) and raises the first ``OSError`` a write met since the last drain."""
+
+    def __init__(self) -> None:
+        self._q: queue.SimpleQueue[list[tuple[Callable[..., None], tuple[object, ...]]]] = \
+            queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._thread: threading.Thread | None = None
+        self._error: OSError | None = None
+        self._batch: list[tuple[Callable[..., None], tuple[object, ...]]] = []
+        self._pending = 0  # batches handed over, not yet written
+
+    def submit(self, fn: Callable[..., None], *args: object) -> None:
+        """Adds ``fn(*args)`` to the batch :meth:`kick` hands over."""
+        with self._lock:
+            self._batch.append((fn, args))
+
+    def kick(self) -> None:
+        """Hands what was submitted since the last kick to the thread: one wake-up of the
+        thread per step of the tuning loop, not one per file."""
+        with self._lock:
+            if not self._batch:
+                return
+            batch, self._batch = self._batch, []
+            self._pending += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="tandem-tune-files",
+                                                daemon=True)
+                self._thread.start()
+        self._q.put(batch)
+
+    def wait(self) -> None:
+        """Returns once everything submitted so far is written (or failed)."""
+        self.kick()
+        with self._lock:
+            self._idle.wait_for(lambda: self._pending == 0)
+
+    def drain(self) -> None:
+        """:meth:`wait`, then raises the first ``OSError`` met since the last drain."""
+        self.wait()
+        with self._lock:
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def _run(self) -> None:
+        while True:
+            for fn, args in self._q.get():
+                try:
+                    fn(*args)
+                except OSError as e:
+                    logger.warning("could not write a trial's result file: %s", e)
+                    with self._lock:
+                        self._error = self._error or e
+            with self._lock:
+                self._pending -= 1
+                if self._pending == 0:
+                    self._idle.notify_all()
+
+
+_WRITER = _Writer()
+
+
+def wait_for_files() -> None:
+    """Waits until what the logger callbacks handed to their writer thread so far is on
+    disk: for a callback that reads a trial's folder when the trial ends (e.g. to upload
+    it, as ``MLflowLoggerCallback(save_artifact=True)`` does); any thread may call it."""
+    _WRITER.wait()
+
+
+def _writer_after_fork() -> None:
+    global _WRITER
+    _WRITER = _Writer()  # a forked child has no writer thread: it starts its own
+
+
+os.register_at_fork(after_in_child=_writer_after_fork)
+
+_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+_REPLACE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _write_whole(folder: str, name: str, data: bytes) -> None:
@@ -118,31 +259,48 @@ def _write_whole(folder: str, name: str, data: bytes) -> None:
         with fs.open(p, "wb") as f:
             f.write(data)
         return
-    with _open_in(folder, os.path.join(folder, name), "wb") as f:
-        f.write(data)
+    _WRITER.submit(_replace_file, folder, os.path.join(folder, name), data)
 
 
-def _open_in(folder: str, path: str, mode: str) -> Any:
-    """``open(path, mode)``, making ``folder`` first where it does not exist yet (tried
-    first: a file created in a folder that exists costs one system call, not four)."""
-    kwargs: dict[str, Any] = {} if "b" in mode else {"newline": "", "buffering": 1 << 16}
+def _replace_file(folder: str, path: str, data: bytes) -> None:
+    fd = _open_in(folder, path, _REPLACE)
     try:
-        return open(path, mode, **kwargs)  # noqa: SIM115
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _open_in(folder: str, path: str, flags: int) -> int:
+    """``os.open(path, flags)``, making ``folder`` first where it does not exist yet (tried
+    first: a file created in a folder that exists costs one system call, not four)."""
+    try:
+        return os.open(path, flags, 0o666)
     except FileNotFoundError:
-        os.makedirs(folder, exist_ok=True)
-        return open(path, mode, **kwargs)  # noqa: SIM115
+        try:
+            os.mkdir(folder)
+        except FileNotFoundError:  # its parent is missing too
+            os.makedirs(folder, exist_ok=True)
+        except FileExistsError:
+            pass
+        return os.open(path, flags, 0o666)
 
 
 class _FileLogger(LoggerCallback):
-    """Keeps one open file per running trial; Ray's loggers flush after every row, these
-    flush at the end of every step of the tuning loop (``on_step_end``: a batch of
-    results), at every checkpoint and when the trial ends."""
+    """Keeps one file per running trial. Ray's loggers write and flush each row as it comes;
+    these hand the rows of a trial to the file writer thread at the end of every step of
+    the tuning loop (``on_step_end``: a batch of results), at every checkpoint (and wait
+    until they are written) and when the trial ends; the writer is drained when the
+    experiment ends. A reader sees every row once ``Tuner.fit()`` returns, every row up to
+    a checkpoint once it is reported, and, while a trial runs, the rows of the steps
+    before a moment ago."""
 
     def __init__(self) -> None:
         self._trial_files: dict[str, _TrialFile] = {}
+        self._unflushed: dict[str, _TrialFile] = {}  # files with rows not written yet
 
     def _close(self, trial: TuneTrial) -> None:
         f = self._trial_files.pop(trial.trial_id, None)
+        self._unflushed.pop(trial.trial_id, None)
         if f is not None:
             f.close()
 
@@ -150,18 +308,27 @@ class _FileLogger(LoggerCallback):
         f = self._trial_files.get(trial.trial_id)
         if f is not None:
             f.sync()
+            _WRITER.drain()  # the rows up to a checkpoint are on disk before it is recorded
 
     def log_trial_end(self, trial: TuneTrial, failed: bool = False) -> None:
         self._close(trial)
+        _WRITER.kick()
 
     def on_step_end(self, iteration: int, trials: Sequence[TuneTrial], **info: object) -> None:
-        for f in self._trial_files.values():
-            f.f.flush()
+        if self._unflushed:
+            for f in self._unflushed.values():
+                f.flush()
+            self._unflushed.clear()
+        _WRITER.kick()
 
     def on_experiment_end(self, trials: Sequence[TuneTrial], **info: object) -> None:
-        for f in self._trial_files.values():
-            f.close()
-        self._trial_files.clear()
+        try:
+            for f in self._trial_files.values():
+                f.close()
+        finally:
+            self._trial_files.clear()
+            self._unflushed.clear()
+            _WRITER.drain()  # every row on disk when fit() returns
 
 
 class JsonLoggerCallback(_FileLogger):
@@ -179,14 +346,16 @@ class JsonLoggerCallback(_FileLogger):
     def log_trial_start(self, trial: TuneTrial) -> None:
         self._close(trial)
         self.update_config(trial, trial.config)
-        self._trial_files[trial.trial_id] = _TrialFile(_trial_path(trial), EXPR_RESULT_FILE)
+        f = self._trial_files[trial.trial_id] = _TrialFile(_trial_path(trial), EXPR_RESULT_FILE)
+        f.open()
 
     def log_trial_result(self, iteration: int, trial: TuneTrial, result: dict[str, Any]) -> None:
         f = self._trial_files.get(trial.trial_id)
         if f is None:
             self.log_trial_start(trial)
             f = self._trial_files[trial.trial_id]
-        f.f.write(_ENCODER.encode(result) + "\n")
+        f.rows.append(_ENCODER.encode(result) + "\n")
+        self._unflushed[trial.trial_id] = f
 
     def update_config(self, trial: TuneTrial, config: dict[str, Any]) -> None:
         """Writes ``config`` as the trial's ``params.json`` and ``params.pkl``."""
@@ -194,7 +363,7 @@ class JsonLoggerCallback(_FileLogger):
         folder = _trial_path(trial)
         text = json.dumps(config, indent=2, sort_keys=True, default=_json_fallback)
         _write_whole(folder, EXPR_PARAM_FILE, text.encode())
-        _write_whole(folder, EXPR_PARAM_PICKLE_FILE, cloudpickle.dumps(config))
+        _write_whole(folder, EXPR_PARAM_PICKLE_FILE, _pickled(config))
 
 
 class CSVLoggerCallback(_FileLogger):
@@ -208,13 +377,11 @@ class CSVLoggerCallback(_FileLogger):
     def __init__(self) -> None:
         super().__init__()
         self._trial_csv: dict[str, tuple[Any, list[str]] | None] = {}
-        self._trial_continue: dict[str, bool] = {}
 
     def _setup_trial(self, trial: TuneTrial) -> _TrialFile:
         self._close(trial)
         f = _TrialFile(_trial_path(trial), EXPR_PROGRESS_FILE)
         self._trial_files[trial.trial_id] = f
-        self._trial_continue[trial.trial_id] = f.had_content
         self._trial_csv[trial.trial_id] = None
         return f
 
@@ -232,12 +399,14 @@ class CSVLoggerCallback(_FileLogger):
                 row = flatten_dict(row, delimiter="/")
         entry = self._trial_csv.get(tid)
         if entry is None:
-            entry = (csv.writer(f.f), list(row))
+            entry = (csv.writer(f), list(row))
             self._trial_csv[tid] = entry
-            if not self._trial_continue[tid]:
-                entry[0].writerow(entry[1])
+            header = _Text()
+            csv.writer(header).writerow(entry[1])
+            f.header = "".join(header.rows)  # written where the file is empty
         writer, fields = entry
         writer.writerow(map(row.get, fields))  # a key the first result lacked: dropped
+        self._unflushed[tid] = f
 
     def _close(self, trial: TuneTrial) -> None:
         self._trial_csv.pop(trial.trial_id, None)
@@ -255,6 +424,38 @@ def pretty_print(result: Mapping[str, object], exclude: set[str] | None = None) 
            and (exclude is None or k not in exclude)}
     cleaned = json.loads(json.dumps(out, default=_fallback))
     return str(yaml.safe_dump(cleaned, default_flow_style=False))
+
+
+def _pickled(config: dict[str, Any]) -> bytes:
+    """``cloudpickle.dumps(config)``; a config of plain values (dicts with string keys,
+    lists, tuples, numbers, strings) by ``pickle.dumps`` with cloudpickle's protocol: the
+    same bytes, without building a cloudpickle ``Pickler`` per trial."""
+    if _plain(config):
+        return pickle.dumps(config, protocol=cloudpickle.DEFAULT_PROTOCOL)
+    return cloudpickle.dumps(config)
+
+
+def _plain(value: object, depth: int = 0) -> bool:
+    t = type(value)
+    if t in _FLAT_TYPES:
+        return True
+    if depth > 20:
+        return False
+    if t is dict and isinstance(value, dict):  # exactly a dict: no subclass's reduce
+        return all(type(k) is str and _plain(v, depth + 1) for k, v in value.items())
+    if (t is list or t is tuple) and isinstance(value, (list, tuple)):
+        return all(_plain(v, depth + 1) for v in value)
+    return False
+
+
+class _Text:
+    """What ``csv.writer`` writes, kept as text."""
+
+    def __init__(self) -> None:
+        self.rows: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.rows.append(text)
 
 
 _FLAT_TYPES = frozenset({int, float, str, bool, type(None)})

@@ -318,6 +318,9 @@ class MLflowLoggerCallback(LoggerCallback):
 
         def end() -> None:
             if self.should_save_artifact:
+                from tandem.tune.logger import wait_for_files
+
+                wait_for_files()  # the trial's result files, written by their own thread
                 self._save_artifacts(client, run_id, path)
             if self.log_params_on_trial_end:
                 self.mlflow_util.log_params(run_id, config, skip)

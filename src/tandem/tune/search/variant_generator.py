@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import field
+from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
 from tandem._core.errors import ConfigError
@@ -113,15 +114,12 @@ class Variant:
 
 def _mistake(value: object) -> str | None:
     """Why ``value`` is not allowed in a param space, or None if it is fine."""
-    try:
-        if value in FACTORIES:
-            name = getattr(value, "__name__", "?")
-            return (
-                f"the function tune.{name} itself was given, not called. Call it, e.g. "
-                f"tune.{name}(...) with its bounds or values"
-            )
-    except TypeError:  # unhashable value
-        pass
+    if isinstance(value, FunctionType) and value in FACTORIES:  # (a Domain is not hashed)
+        name = getattr(value, "__name__", "?")
+        return (
+            f"the function tune.{name} itself was given, not called. Call it, e.g. "
+            f"tune.{name}(...) with its bounds or values"
+        )
     if isinstance(value, type) and issubclass(value, Domain):
         return (
             f"the class {value.__name__} was given instead of a search-space object. Create one "
@@ -448,6 +446,12 @@ def generate_variants(
         ConfigError: for mistaken objects in ``param_space`` (see module docstring).
     """
     validate_param_space(param_space)
+    yield from _variants(param_space, rng, constant_grid_search)
+
+
+def _variants(param_space: Mapping[str, object] | None, rng: np.random.Generator | None,
+              constant_grid_search: bool) -> Iterator[Variant]:
+    """:func:`generate_variants` of a space already validated."""
     spec = _copy_containers(dict(param_space or {}))
     constant: dict[str, Any] = {}
     if constant_grid_search:
@@ -491,8 +495,8 @@ def iter_variants(
     for spec in merged:
         yield from generate_variants(spec, rng, constant_grid_search=constant_grid_search)
     passes = itertools.count() if num_samples == -1 else range(num_samples - len(points))
-    for _ in passes:
-        yield from generate_variants(space, rng, constant_grid_search=constant_grid_search)
+    for _ in passes:  # the space was validated above: not again for each pass
+        yield from _variants(space, rng, constant_grid_search)
 
 
 def _check_num_samples(num_samples: object) -> None:
