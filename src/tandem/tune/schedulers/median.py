@@ -6,8 +6,6 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-import numpy as np
-
 from tandem._core.errors import ConfigError
 from tandem.tune.schedulers._paused import PausedTrials
 from tandem.tune.schedulers.base import CONTINUE, Decision, TrialScheduler, TrialSuggestion
@@ -92,6 +90,8 @@ class MedianStoppingRule(TrialScheduler):
         others = [t for t in self._trials_beyond_time(time) if t != tid]
         if len(others) < self._min_samples_required:
             return self._on_insufficient_samples(trial, time, len(others))
+        import numpy as np  # here, not at import: the tuner looks this class up per experiment
+
         median = float(np.median([self._running_mean(t, time) for t in others]))
         best = self._best_result(tid)
         worse = best < median if self._mode == "max" else best > median
@@ -141,7 +141,11 @@ class MedianStoppingRule(TrialScheduler):
 
     def _running_mean(self, trial_id: str, time: float) -> float:
         values = [v for t, v in self._results[trial_id] if self._grace_period <= t <= time]
-        return float(np.mean(values)) if values else float("nan")
+        if not values:
+            return float("nan")
+        import numpy as np
+
+        return float(np.mean(values))
 
     def _best_result(self, trial_id: str) -> float:
         values = [v for _, v in self._results[trial_id]]
