@@ -359,8 +359,9 @@ class _Warm:
 
 # -- a zygote started before its cluster (``start_zygote_early``) ------------------------
 _early_lock = threading.Lock()
-#: (process, os.environ when it started, the modules it was told to import)
-_early: tuple[ZygoteProcess, dict[str, str], tuple[str, ...]] | None = None
+#: (process, os.environ when it started, the modules it was told to import, how many
+#: "preload" messages it was sent: each is answered once, read only after adoption)
+_early: tuple[ZygoteProcess, dict[str, str], tuple[str, ...], int] | None = None
 
 
 #: A zygote: a process this one spawned, or one a warm host forked for it (``_host``).
@@ -426,7 +427,7 @@ def start_zygote_early(preload: Sequence[str], replace: bool = False) -> bool:
     old = None
     with _early_lock:
         if _early is not None and _early[0].poll() is None and not replace:
-            proc, env, had = _early
+            proc, env, had, sent = _early
             todo = tuple(m for m in preload if m not in had)
             if not todo:
                 return True
@@ -437,7 +438,7 @@ def start_zygote_early(preload: Sequence[str], replace: bool = False) -> bool:
             except (OSError, ValueError):
                 pass  # it died: started afresh below
             else:
-                _early = (proc, env, had + todo)
+                _early = (proc, env, had + todo, sent + 1)
                 logger.debug("the zygote started early also imports %s", todo)
                 return True
         if _early is not None and _early[2] == preload and _early[0].poll() is None:
@@ -451,7 +452,7 @@ def start_zygote_early(preload: Sequence[str], replace: bool = False) -> bool:
         except (OSError, ValueError):
             _end(proc)
             return False
-        _early = (proc, dict(os.environ), preload)
+        _early = (proc, dict(os.environ), preload, 1)
         timer = threading.Timer(_early_idle_s(), _end_if_idle, (proc,))
         timer.daemon = True
         timer.name = "tandem-early-zygote-idle"
@@ -495,19 +496,21 @@ def discard_early_zygote() -> None:
         _end(early[0])
 
 
-def _adopt_early_zygote() -> tuple[ZygoteProcess, tuple[str, ...]] | None:
+def _adopt_early_zygote() -> tuple[ZygoteProcess, tuple[str, ...], int] | None:
+    """The zygote started early, if it is still usable: (process, what it was told to
+    import, how many "preload" messages it was sent; none of their answers was read yet)."""
     global _early
     with _early_lock:
         early, _early = _early, None
     if early is None:
         return None
-    proc, env, preload = early
+    proc, env, preload, sent = early
     if proc.poll() is not None or env != dict(os.environ):
         logger.debug("not using the zygote started early: %s", "it exited" if
                      proc.poll() is not None else "the environment changed since")
         _end(proc)
         return None
-    return proc, preload
+    return proc, preload, sent
 
 
 def _end(proc: ZygoteProcess) -> None:
@@ -560,7 +563,9 @@ class _IOThread(_wire.IOThread):
         self._by_id: dict[str, LocalWorker] = {}
         self._preloaded: set[str] = set(early[1]) if early is not None else set()
         self._preload_done: dict[tuple[str, ...], threading.Event] = {}
-        self.preloads_out = 0  # "preload" messages the zygote has not answered yet
+        # "preload" messages the zygote has not answered yet: an adopted early zygote's
+        # too (their "preloaded" answers come first, and must not count as ours)
+        self.preloads_out = early[2] if early is not None else 0
         self._policy = WarmPoolPolicy(warm_pool or WarmPoolConfig())
         self._pool_lock = threading.Lock()
         self._warm_ids = itertools.count()

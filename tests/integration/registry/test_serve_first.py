@@ -1,6 +1,7 @@
 """The first deployment of a fresh program (issue 25): ``model.serve("name@1")`` right
 after ``import tandem.model`` answers correctly, and its replica imported only what serving
-needs: no SQL, no training or tuning code (checked inside the replica, by its model)."""
+needs: no SQL, no training or tuning code (checked inside the replica, by its model); nor
+did the program (its registry lookup read with the stdlib's sqlite3)."""
 
 from __future__ import annotations
 
@@ -62,7 +63,8 @@ try:
     with urllib.request.urlopen(req, timeout=60) as r:
         answer = json.loads(r.read())
     first = time.perf_counter() - t0
-    driver = [m for m in ("tandem.train", "tandem.tune", "torch") if m in sys.modules]
+    driver = [m for m in ("tandem.train", "tandem.tune", "torch", "sqlalchemy", "alembic")
+              if m in sys.modules]
 finally:
     handle.stop()
 print(json.dumps({"answer": answer, "at_import": at_import, "driver": driver,
@@ -84,5 +86,6 @@ def test_the_first_deployment_answers_and_its_replica_loaded_no_training_or_sql(
     assert (a, b) == (6.5, 6.5)  # 1+2+3+0.5 and 2*3+0.5: the registered weights
     assert here_a == here_b == [], "the replica imported training, tuning or SQL code"
     assert torch_a and torch_b
-    # the driver serving a registered torch model never imports torch or the training code
+    # the driver serving a registered torch model never imports torch, the training code
+    # or SQL (the local registry is read with the stdlib's sqlite3)
     assert out["driver"] == []

@@ -23,6 +23,10 @@ _STORE_NAMES = ("ModelStore", "VersionRecord", "unpack_to")
 
 
 def __getattr__(name: str) -> Any:
+    if name == "VersionRecord":  # (no sqlalchemy: the stdlib reader's record)
+        from tandem.model.registry._record import VersionRecord
+
+        return VersionRecord
     if name in _STORE_NAMES:  # sqlalchemy: imported on first use, not with tandem.model
         from tandem.model.registry import _store
 

@@ -37,7 +37,8 @@ if TYPE_CHECKING:  # (tandem.train is imported on use: a serving replica never n
     from tandem.jobs.handle import JobHandle
     from tandem.model._model import Model
     from tandem.model._result import ModelJobHandle
-    from tandem.model.registry._store import ModelStore, VersionRecord
+    from tandem.model.registry._record import VersionRecord
+    from tandem.model.registry._store import ModelStore
     from tandem.train import Checkpoint, Result
     from tandem.tune import ResultGrid
 
@@ -71,11 +72,16 @@ def set_process_registry(backend: RegistryBackend | None) -> None:
     _process_backend = backend
 
 
-def local_registry(path: str | None = None, storage: str | None = None) -> ModelStore:
-    """The local registry at ``path`` (default ``$TANDEM_MODELS_PATH`` or ``~/.tandem/models``)."""
+def _local_paths(path: str | None = None, storage: str | None = None) -> tuple[str, str]:
+    """The local registry's folder (its ``registry.db``) and where its files go."""
     root = os.path.abspath(os.path.expanduser(
         path or os.environ.get(MODELS_PATH_ENV) or os.path.join("~", ".tandem", "models")))
-    files = storage or os.environ.get(MODELS_STORAGE_ENV) or os.path.join(root, "files")
+    return root, storage or os.environ.get(MODELS_STORAGE_ENV) or os.path.join(root, "files")
+
+
+def local_registry(path: str | None = None, storage: str | None = None) -> ModelStore:
+    """The local registry at ``path`` (default ``$TANDEM_MODELS_PATH`` or ``~/.tandem/models``)."""
+    root, files = _local_paths(path, storage)
     with _lock:
         store = _local.get((root, files))
         if store is None:
@@ -111,17 +117,26 @@ def local_model_dirs(ref: ModelRef | str) -> builtins.list[str]:
     return [e.path for e in found]
 
 
+def _uses_server() -> bool:
+    """Whether this process's registry is a train server's (over HTTP)."""
+    from tandem.jobs import runtime
+    from tandem.jobs.client import RemoteJobService
+    from tandem.jobs.client.discovery import env_address
+
+    svc = runtime.current_service()
+    # (TANDEM_ADDRESS=local names no server: the local registry, as for an unset one)
+    return isinstance(svc, RemoteJobService) or (svc is None and env_address() is not None)
+
+
 def registry() -> RegistryBackend:
     """The registry this process uses (see the module docstring)."""
     if _process_backend is not None:
         return _process_backend
     from tandem.jobs import runtime
     from tandem.jobs.client import ADDRESS_ENV, RemoteJobService, ServerConnection
-    from tandem.jobs.client.discovery import env_address
 
-    svc = runtime.current_service()
-    # (TANDEM_ADDRESS=local names no server: the local registry, as for an unset one)
-    if isinstance(svc, RemoteJobService) or (svc is None and env_address() is not None):
+    if _uses_server():
+        svc = runtime.current_service()
         from tandem.model.registry._remote import RemoteRegistry
 
         if svc is None:
@@ -490,6 +505,18 @@ def resolve(ref: ModelRef | str, version: int | str | None = None) -> VersionRec
                               f"names a version already; give one or the other.")
         text = str(version)
         r = ModelRef(r.name, int(text)) if text.isdigit() else ModelRef(r.name, alias=text)
+    if _process_backend is None and not _uses_server():
+        # the local registry read with the stdlib (no SQLAlchemy import; model.serve's
+        # path): None for anything it does not know, which the full store then answers
+        from tandem.model.registry._record import read_sqlite
+
+        root, files = _local_paths()
+        with _lock:
+            opened = (root, files) in _local
+        if not opened:
+            found = read_sqlite(os.path.join(root, "registry.db"), r)
+            if found is not None:
+                return found
     return registry().resolve(r)
 
 

@@ -22,7 +22,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -33,6 +32,7 @@ from tandem._core.archives import ArchiveBudget, ArchiveLimits
 from tandem._core.errors import ConfigError
 from tandem.jobs.store.engine import is_lock_error, normalize_url, open_engine, transaction
 from tandem.jobs.store.migrate import Lineage, folder_of, migrate
+from tandem.model.registry._record import HEAD, META_KEYS, VersionRecord, record_of
 from tandem.model.registry._ref import (
     ModelNotFoundError,
     ModelRef,
@@ -66,7 +66,7 @@ LINEAGE = Lineage(
     name="model registry",
     folder=folder_of(__file__),
     version_table="tandem_alembic_registry",
-    head="registry_0001",
+    head=HEAD,
     baseline="registry_0001",
     tables=("tandem_model_versions", "tandem_model_aliases"),
     advisory_lock=7460110521,
@@ -74,36 +74,6 @@ LINEAGE = Lineage(
 )
 
 
-@dataclass
-class VersionRecord:
-    """One stored version. ``location`` is where its files are (a folder or a URL)."""
-
-    name: str
-    version: int
-    created: float
-    location: str
-    config: dict[str, Any] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)
-    lineage: dict[str, Any] = field(default_factory=dict)
-    environment: dict[str, Any] = field(default_factory=dict)
-    model_class: dict[str, Any] = field(default_factory=dict)
-    tags: dict[str, Any] = field(default_factory=dict)
-    aliases: list[str] = field(default_factory=list)
-
-    @property
-    def ref(self) -> ModelRef:
-        return ModelRef(self.name, self.version)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> VersionRecord:
-        keys = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in d.items() if k in keys})
-
-
-META_KEYS = ("config", "metrics", "lineage", "environment", "model_class", "tags")
 
 
 def _is_duplicate(e: BaseException) -> bool:
@@ -173,13 +143,7 @@ class ModelStore:
                 delay = min(delay * 2, 0.25)
 
     def _record(self, row: Any, aliases: list[str]) -> VersionRecord:
-        meta = json.loads(row.meta)
-        record = VersionRecord(name=row.name, version=int(row.version),
-                               created=float(row.created), location=row.location,
-                               aliases=sorted(aliases))
-        for key in META_KEYS:
-            setattr(record, key, meta.get(key) or {})
-        return record
+        return record_of(row.name, row.version, row.created, row.location, row.meta, aliases)
 
     def _aliases(self, conn: Connection, name: str) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}
