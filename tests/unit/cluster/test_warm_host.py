@@ -323,7 +323,9 @@ def test_a_host_exits_once_tandems_source_changes(tmp_path):
     host = psutil.Process(json.loads(start.stdout)["pid"])
     try:
         edited = src / "tandem" / "cluster" / "warm_host.py"
-        later = edited.stat().st_mtime + 10
+        # newer than every file of the copy (copytree keeps their times; a file edited
+        # after warm_host.py, in a branch or a merge, must not hide the edit)
+        later = max(f.stat().st_mtime for f in src.rglob("*.py")) + 10
         os.utime(edited, (later, later))
         host.wait(timeout=30)  # psutil.TimeoutExpired if it kept running
     finally:
