@@ -201,7 +201,6 @@ class TuneController:
         self._created = resumed.created if resumed is not None else 0
         self._search_done = resumed.search_done if resumed is not None else False
         self._queued = 0  # trials whose job waits in the service queue
-        self._running = 0
         self._iteration = 0
         self._state_dirty = True
         self._last_state_save = -math.inf  # the first step writes it
@@ -561,7 +560,6 @@ class TuneController:
         self._slots[key] = slot
 
     def _trial_running(self, trial: TuneTrial) -> None:
-        self._running += 1
         trial.status = TrialStatus.RUNNING
         self._state_dirty = True
         self.reporter.status_change(trial, self.trials)
@@ -794,11 +792,8 @@ class TuneController:
         trial.job_state = status.value  # recorded in experiment_state.json
         self._state_dirty = True
         job = trial.job
-        was_running = trial.status is TrialStatus.RUNNING
         if trial.status is TrialStatus.PENDING:
             self._queued = max(0, self._queued - 1)
-        elif was_running:
-            self._running = max(0, self._running - 1)
         outcome = job.outcome if job is not None else None
         if job is not None:
             self._forget_job(job.job_id)  # the service need not keep a finished trial's job
