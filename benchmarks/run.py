@@ -284,8 +284,10 @@ class Harness:
             return f"{exc}\n(log: {log_path})"
         except Exception:  # noqa: BLE001 - recorded as this variant's error
             return f"{traceback.format_exc()}\n(log: {log_path})"
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
+        # the folder stays until the run ends (``self.scratch`` goes then): deleting the
+        # thousands of files of one measurement (1,000 trials: ~5,000) slowed the file
+        # creation of the next for seconds on this machine's disk (ext4 mounted with
+        # ``discard``), which made every measurement after the first 3-4x slower
 
     def run(self) -> dict[str, Any]:
         args = self.args
