@@ -1,14 +1,15 @@
 """A trial stream: one train job whose single worker runs one run after another.
 
-The job's train function is a ``RunStream``. It asks the driver for a run (the driver
-call ``STREAM_NEXT``, first with None, then with the outcome of the last run), runs it, and
-asks again, until the driver answers None (a stream may be handed its first run instead).
-Each run gets its own ``WorkerSession`` (its trial id, folder, context; iterations from
-1), its output in its own ``logs/rank_0.log``, and the process is put back between two runs as a fresh process starts (``tandem.cluster.reuse``); a run
-that left something running ends the stream (the process then exits, as clean reuse
-does). Reports reach the job's controller with a job-wide iteration count; the run's own
-iteration, time and id travel in the row (``STREAM_RUN_KEY``), so the driver files each
-row under its run whatever order the job's events arrive in.
+The job's train function is a ``RunStream``. It asks the driver for a run (the driver call
+``STREAM_NEXT``, first with None, then with the outcome of the last run), runs it, and asks
+again, until the driver answers None (a stream may be handed its first run instead). Each
+run gets its own ``WorkerSession`` (its trial id, folder, context; iterations from 1), its
+output in its own ``logs/rank_0.log``, and the process is put back between two runs as a
+fresh process starts (``tandem.cluster.reuse``); a run that left something running ends the
+stream (the process then exits, as clean reuse does). Reports reach the job's controller
+with a job-wide iteration count; the run's own iteration, time and id travel in the row
+(``STREAM_RUN_KEY``), so the driver files each row under its run whatever order the job's
+events arrive in.
 
 A report the driver answers "stop" raises ``RunStopped`` out of ``train.report`` /
 ``tune.report``: the run ends there and the stream goes on.
