@@ -94,7 +94,8 @@ class _TrialFile:
     trial started again appends without a second one. ``write`` makes it the file
     ``csv.writer`` writes to. A file on a URL is written here, not by the writer."""
 
-    def __init__(self, folder: str, name: str) -> None:
+    def __init__(self, folder: str, name: str,
+                 do: Callable[..., None] | None = None) -> None:
         self.url: str | None = None
         self._stage: str | None = None
         self.folder = folder
@@ -112,7 +113,8 @@ class _TrialFile:
         self.header: str | None = None
         self.rows: list[str] = []
         self._fd: int | None = None  # used by the writer only (here, for a URL)
-        self._do: Callable[..., None] = _WRITER.submit if self.url is None else _call
+        # how a write is done: handed to the writer thread (``_WRITER.submit``), or at once
+        self._do: Callable[..., None] = do if do is not None and self.url is None else _call
 
     def write(self, text: str) -> None:
         self.rows.append(text)
@@ -252,14 +254,15 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _write_whole(folder: str, name: str, data: bytes) -> None:
+def _write_whole(folder: str, name: str, data: bytes,
+                 do: Callable[..., None] = _call) -> None:
     if "://" in folder:
         fs, p = get_fs(folder.rstrip("/") + "/" + name)
         fs.makedirs(p.rsplit("/", 1)[0], exist_ok=True)
         with fs.open(p, "wb") as f:
             f.write(data)
         return
-    _WRITER.submit(_replace_file, folder, os.path.join(folder, name), data)
+    do(_replace_file, folder, os.path.join(folder, name), data)
 
 
 def _replace_file(folder: str, path: str, data: bytes) -> None:
@@ -292,11 +295,30 @@ class _FileLogger(LoggerCallback):
     until they are written) and when the trial ends; the writer is drained when the
     experiment ends. A reader sees every row once ``Tuner.fit()`` returns, every row up to
     a checkpoint once it is reported, and, while a trial runs, the rows of the steps
-    before a moment ago."""
+    before a moment ago.
+
+    The writer thread is used only inside a tuning loop: from ``setup()`` (which the loop
+    calls before any trial starts) to ``on_experiment_end()`` (which drains it). A program
+    that calls the hooks itself, as Ray's own tests do, gets Ray's behaviour: each file is
+    written before the hook returns."""
 
     def __init__(self) -> None:
         self._trial_files: dict[str, _TrialFile] = {}
         self._unflushed: dict[str, _TrialFile] = {}  # files with rows not written yet
+        self._do: Callable[..., None] = _call  # _WRITER.submit inside a tuning loop
+
+    def setup(self, **info: object) -> None:
+        super().setup(**info)
+        self._do = _WRITER.submit
+
+    def _row_added(self, trial_id: str, f: _TrialFile) -> None:
+        if self._do is _call:  # outside a tuning loop: written now, as Ray's loggers do
+            f.flush()
+        else:
+            self._unflushed[trial_id] = f
+
+    def _file(self, trial: TuneTrial, name: str) -> _TrialFile:
+        return _TrialFile(_trial_path(trial), name, self._do)
 
     def _close(self, trial: TuneTrial) -> None:
         f = self._trial_files.pop(trial.trial_id, None)
@@ -328,6 +350,7 @@ class _FileLogger(LoggerCallback):
         finally:
             self._trial_files.clear()
             self._unflushed.clear()
+            self._do = _call
             _WRITER.drain()  # every row on disk when fit() returns
 
 
@@ -346,7 +369,7 @@ class JsonLoggerCallback(_FileLogger):
     def log_trial_start(self, trial: TuneTrial) -> None:
         self._close(trial)
         self.update_config(trial, trial.config)
-        f = self._trial_files[trial.trial_id] = _TrialFile(_trial_path(trial), EXPR_RESULT_FILE)
+        f = self._trial_files[trial.trial_id] = self._file(trial, EXPR_RESULT_FILE)
         f.open()
 
     def log_trial_result(self, iteration: int, trial: TuneTrial, result: dict[str, Any]) -> None:
@@ -355,15 +378,15 @@ class JsonLoggerCallback(_FileLogger):
             self.log_trial_start(trial)
             f = self._trial_files[trial.trial_id]
         f.rows.append(_ENCODER.encode(result) + "\n")
-        self._unflushed[trial.trial_id] = f
+        self._row_added(trial.trial_id, f)
 
     def update_config(self, trial: TuneTrial, config: dict[str, Any]) -> None:
         """Writes ``config`` as the trial's ``params.json`` and ``params.pkl``."""
         self._trial_configs[trial.trial_id] = config
         folder = _trial_path(trial)
         text = json.dumps(config, indent=2, sort_keys=True, default=_json_fallback)
-        _write_whole(folder, EXPR_PARAM_FILE, text.encode())
-        _write_whole(folder, EXPR_PARAM_PICKLE_FILE, _pickled(config))
+        _write_whole(folder, EXPR_PARAM_FILE, text.encode(), self._do)
+        _write_whole(folder, EXPR_PARAM_PICKLE_FILE, _pickled(config), self._do)
 
 
 class CSVLoggerCallback(_FileLogger):
@@ -380,7 +403,7 @@ class CSVLoggerCallback(_FileLogger):
 
     def _setup_trial(self, trial: TuneTrial) -> _TrialFile:
         self._close(trial)
-        f = _TrialFile(_trial_path(trial), EXPR_PROGRESS_FILE)
+        f = self._file(trial, EXPR_PROGRESS_FILE)
         self._trial_files[trial.trial_id] = f
         self._trial_csv[trial.trial_id] = None
         return f
@@ -406,7 +429,7 @@ class CSVLoggerCallback(_FileLogger):
             f.header = "".join(header.rows)  # written where the file is empty
         writer, fields = entry
         writer.writerow(map(row.get, fields))  # a key the first result lacked: dropped
-        self._unflushed[tid] = f
+        self._row_added(tid, f)
 
     def _close(self, trial: TuneTrial) -> None:
         self._trial_csv.pop(trial.trial_id, None)

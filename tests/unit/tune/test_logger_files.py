@@ -10,12 +10,13 @@ import csv
 import json
 import os
 import pickle
+import threading
 import time
 from dataclasses import dataclass, field
 
 import pytest
 
-from tandem.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+from tandem.tune.logger import _WRITER, CSVLoggerCallback, JsonLoggerCallback
 
 
 @dataclass
@@ -51,7 +52,40 @@ def _rows_there(trial: _Trial, n: int, timeout_s: float = 10.0) -> None:
 
 
 def _loggers() -> list[JsonLoggerCallback | CSVLoggerCallback]:
-    return [JsonLoggerCallback(), CSVLoggerCallback()]
+    """The loggers as a tuning loop holds them: ``setup()`` called, so their writes go to
+    the writer thread until ``on_experiment_end``."""
+    loggers = [JsonLoggerCallback(), CSVLoggerCallback()]
+    for cb in loggers:
+        cb.setup(stop=None, num_samples=1, total_num_samples=1)
+    return loggers
+
+
+def test_hooks_called_outside_a_tuning_loop_write_before_they_return(tmp_path):
+    """Ray's own logger tests call the hooks by hand and read the files at once: with no
+    ``setup()`` (no tuning loop) each row is on disk when its hook returns, even while the
+    writer thread is busy with another experiment's files."""
+    release = threading.Event()
+    _WRITER.submit(release.wait, 30)
+    _WRITER.kick()  # the writer thread is now stuck until the end of this test
+    try:
+        trial = _Trial("t0", str(tmp_path / "trial_0"), {"lr": 0.1})
+        loggers = [JsonLoggerCallback(), CSVLoggerCallback()]
+        for cb in loggers:
+            cb.on_trial_start(0, [trial], trial)
+        with open(os.path.join(trial.path, "params.json")) as f:
+            assert json.load(f) == {"lr": 0.1}
+        for cb in loggers:
+            cb.on_trial_result(0, [trial], trial, {"loss": 1, "nest": {"a": 2}})
+        assert _json_rows(trial) == [{"loss": 1, "nest": {"a": 2}}]
+        assert _csv_rows(trial) == [["loss", "nest/a"], ["1", "2"]]
+        for cb in loggers:
+            cb.on_trial_result(1, [trial], trial, {"loss": 3, "nest": {"a": 4}})
+            cb.on_trial_complete(1, [trial], trial)
+        assert [r["loss"] for r in _json_rows(trial)] == [1, 3]
+        assert _csv_rows(trial)[1:] == [["1", "2"], ["3", "4"]]
+    finally:
+        release.set()
+        _WRITER.wait()
 
 
 def test_rows_of_a_finished_step_are_on_disk_while_the_trial_runs(tmp_path):
@@ -99,10 +133,14 @@ def test_a_file_that_cannot_be_written_fails_the_experiments_end(tmp_path):
     blocked.write_text("a file where the trial's folder should be")
     trial = _Trial("t0", str(blocked / "trial_0"))
     cb = CSVLoggerCallback()
+    cb.setup(stop=None, num_samples=1, total_num_samples=1)
     cb.on_trial_result(0, [trial], trial, {"loss": 1})
     cb.on_trial_complete(0, [trial], trial)
     with pytest.raises(OSError, match="blocked"):
         cb.on_experiment_end([trial])
+    by_hand = CSVLoggerCallback()  # outside a tuning loop: raised by the hook that wrote
+    with pytest.raises(OSError, match="blocked"):
+        by_hand.on_trial_result(0, [trial], trial, {"loss": 1})
 
 
 def test_a_trial_started_again_appends_without_a_second_header(tmp_path):
