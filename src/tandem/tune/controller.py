@@ -590,18 +590,31 @@ class TuneController:
                 outcome = call.payload
                 slot.running = True
                 trial = slot.trial
-                if trial is not None and outcome is not None and \
-                        outcome.run_id == trial.trial_id:
-                    self._stream_ended(slot, trial, outcome)
-                if (outcome is not None and outcome.last) or self._stopping_all:
+                ended = trial is not None and outcome is not None and \
+                    outcome.run_id == trial.trial_id
+                if outcome is not None and outcome.last:
                     call.reply(True, None)  # the stream ends: its job finishes
+                    if ended:
+                        self._stream_ended(slot, trial, outcome)
+                    return
+                # The worker waits for this answer from now on: the slot waits as one with
+                # no trial, so whatever ending the trial leads to is answered (the
+                # experiment stopping answers it "no more trials" and waits for its job;
+                # a restarted trial may go straight back to it)
+                slot.reply = call.reply
+                self._waiting_slots.append(slot)
+                if ended:
+                    self._stream_ended(slot, trial, outcome)
+                if slot.reply is None:  # answered meanwhile
+                    return
+                if self._stopping_all:
+                    self._release_idle_slots()
                     return
                 nxt = self._next_pending()
                 if nxt is not None:
+                    self._waiting_slots.remove(slot)
+                    slot.reply = None
                     self._hand(slot, nxt, call.reply)
-                else:
-                    slot.reply = call.reply
-                    self._waiting_slots.append(slot)
                 self._grow_slots()
             case Asked(call=call):
                 call.answer_default()
@@ -764,10 +777,15 @@ class TuneController:
                 trial.status = TrialStatus.TERMINATED
         while self._next_pending() is not None:
             pass
+        # told "no more trials" now: their workers return and their jobs finish
+        answered = {slot.key for slot in self._waiting_slots if slot.reply is not None}
         self._release_idle_slots()
         slots = list(self._slots.values())
         for slot in slots:
-            if slot.trial is not None and slot.job is not None:
+            # every other slot is stopped: one running a trial, and one whose worker's
+            # question is still queued behind the event being handled (it would wait for an
+            # answer this loop gives only after the wait below)
+            if slot.key not in answered and slot.job is not None:
                 try:
                     slot.job.stop()
                 except Exception as e:  # noqa: BLE001 - a job that already ended

@@ -280,3 +280,32 @@ def test_a_trial_paused_by_the_median_rule_resumes_later(monkeypatch, tmp_path, 
     assert its[4.0] == 12 and its[2.0] == 12  # paused at 2, then run to the end
     assert min(its.values()) < 12  # the median rule stopped the worst
     assert (tuner._slot_jobs > 0) == (streams == "1")
+
+
+def _fails_at_once(config):
+    raise ValueError(f"trial {config['i']} fails on purpose")
+
+
+def test_fail_fast_stops_every_slot_without_waiting_for_one_out(monkeypatch, tmp_path):
+    """``FailureConfig(fail_fast="raise")`` while another slot's worker has asked for its
+    next trial (its question queued behind the failure being handled): that slot is stopped,
+    not waited for. It was waited for until its 30 s limit, in about half of the runs."""
+    from tandem.jobs.view import JobState
+
+    unanswered: list[str] = []
+    wait_outcome = JobState.wait_outcome
+
+    def recording(self, timeout_s):
+        outcome = wait_outcome(self, timeout_s)
+        if outcome is None:
+            unanswered.append(self.job_id)
+        return outcome
+
+    monkeypatch.setattr(JobState, "wait_outcome", recording)
+    for attempt in range(4):  # the failing order varies run to run: try it several times
+        with pytest.raises(Exception, match="fails on purpose"):  # noqa: B017, PT011
+            tune.Tuner(_fails_at_once, param_space={"i": tune.grid_search(list(range(6)))},
+                       run_config=tune.RunConfig(
+                           storage_path=str(tmp_path / str(attempt)), verbose=0,
+                           failure_config=tune.FailureConfig(fail_fast="raise"))).fit()
+        assert unanswered == [], f"attempt {attempt}: slot jobs waited out: {unanswered}"
