@@ -313,7 +313,14 @@ class IOThread(threading.Thread):
                     self.handshake_threads, thread_name_prefix=f"{self.name}-handshake")
             with self._hs_lock:
                 self._in_handshake.add(conn)
-            self._handshakes.submit(self._authenticate, conn)
+            try:
+                self._handshakes.submit(self._authenticate, conn)
+            except RuntimeError:  # the interpreter is exiting (its pools are shut down)
+                with self._hs_lock:
+                    self._in_handshake.discard(conn)
+                _close(conn)
+                self._stopping = True
+                return
 
     def _authenticate(self, conn: socket.socket) -> None:
         """On a pool thread: the handshake; an authenticated connection goes to the loop."""

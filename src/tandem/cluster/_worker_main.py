@@ -97,7 +97,7 @@ def _connect(spec: dict) -> SocketChannel:
     return SocketChannel(sock)
 
 
-def run(spec: dict) -> int:
+def run(spec: dict, names: ProcessNames | None = None) -> int:
     """A worker forked for one job (``enter_job`` was applied by the zygote)."""
     channel = _connect(spec)
     channel.send(("hello", spec["worker_id"], os.getpid()))
@@ -105,14 +105,31 @@ def run(spec: dict) -> int:
     if msg[0] != "run":
         return 1
     if spec.get("reuse"):
-        return _run_reused(channel, ("assign", spec, msg[1]))
+        return _run_reused(channel, ("assign", spec, msg[1]), names)
     return _run_task(channel, spec["worker_id"], msg[1])
 
 
-def run_warm(spec: dict, on_assign: Callable[[], None] | None = None) -> int:
+class ProcessNames:
+    """How the zygote names a worker process (``ps``, ``psutil``): idle in the pool (a
+    warm worker) or running a job."""
+
+    def __init__(self, name: Callable[[bool], None]) -> None:
+        self._name = name
+
+    def idle(self) -> None:
+        self._name(True)
+
+    def busy(self) -> None:
+        self._name(False)
+
+
+def run_warm(spec: dict, names: ProcessNames | None = None) -> int:
     """A warm worker (``tandem.cluster._pool``): connects and authenticates ahead of demand,
     then waits for ``("assign", job, task)`` — or ``("retire",)`` when the pool shrinks."""
-    channel = _connect(spec)
+    try:
+        channel = _connect(spec)
+    except (OSError, EOFError):
+        return 0  # forked as the driver exited (socket gone, or closed mid-handshake)
     channel.send(("hello", spec["warm_id"], os.getpid()))
     try:
         msg = channel.recv()
@@ -121,10 +138,10 @@ def run_warm(spec: dict, on_assign: Callable[[], None] | None = None) -> int:
     if msg[0] != "assign":
         return 0
     job = msg[1]
-    if on_assign is not None:
-        on_assign()
+    if names is not None:
+        names.busy()
     if job.get("reuse"):
-        return _run_reused(channel, msg)
+        return _run_reused(channel, msg, names)
     enter_job(job)
     return _run_task(channel, job["worker_id"], msg[2])
 
@@ -134,7 +151,7 @@ def run_warm(spec: dict, on_assign: Callable[[], None] | None = None) -> int:
 REUSE_MAX_RSS_MB = 2048.0
 
 
-def _run_reused(channel: SocketChannel, msg: Any) -> int:
+def _run_reused(channel: SocketChannel, msg: Any, names: ProcessNames | None = None) -> int:
     """A worker whose jobs allow reuse (``TuneConfig(reuse_actors=True)``): after a task
     that ended well it tells the driver ``("__reusable__", 0)`` instead of exiting, is put
     back clean (environment, working directory, ``sys.path``, ``sys.argv`` as before its
@@ -188,6 +205,8 @@ def _run_reused(channel: SocketChannel, msg: Any) -> int:
         # said first, so the driver ends the job and hands over the next task while this
         # process cleans up; the next assignment waits in ``control`` until it is done
         channel.send(("__reusable__", code))
+        if names is not None:
+            names.idle()  # back in the pool: a warm worker, as one forked ahead of demand
         _restore_environ(env)
         os.chdir(cwd)
         sys.path[:] = path
@@ -198,6 +217,8 @@ def _run_reused(channel: SocketChannel, msg: Any) -> int:
         msg = control.get()
         if msg[0] != "assign":
             return 0
+        if names is not None:
+            names.busy()
 
 
 #: Frameworks whose process-wide state (random generators, default dtype, grad mode, thread

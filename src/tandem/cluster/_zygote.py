@@ -212,11 +212,13 @@ class _Zygote:
             os.close(devnull)
             from tandem.cluster import _worker_main
 
+            names = _worker_main.ProcessNames(
+                lambda idle: _set_process_name(WARM_NAME if idle else _NAME))
             if warm:  # forked ahead of demand: takes on a job when assigned
-                code = _worker_main.run_warm(spec, on_assign=lambda: _set_process_name(_NAME))
+                code = _worker_main.run_warm(spec, names)
             else:
                 _worker_main.enter_job(spec)
-                code = _worker_main.run(spec)
+                code = _worker_main.run(spec, names)
         except BaseException:  # noqa: BLE001 - printed to the worker's log, then exit 1
             import traceback
 
