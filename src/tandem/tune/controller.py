@@ -590,12 +590,12 @@ class TuneController:
                 outcome = call.payload
                 slot.running = True
                 trial = slot.trial
-                ended = trial is not None and outcome is not None and \
-                    outcome.run_id == trial.trial_id
+                ended = trial if trial is not None and outcome is not None and \
+                    outcome.run_id == trial.trial_id else None
                 if outcome is not None and outcome.last:
                     call.reply(True, None)  # the stream ends: its job finishes
-                    if ended:
-                        self._stream_ended(slot, trial, outcome)
+                    if ended is not None:
+                        self._stream_ended(slot, ended, outcome)
                     return
                 # The worker waits for this answer from now on: the slot waits as one with
                 # no trial, so whatever ending the trial leads to is answered (the
@@ -603,8 +603,8 @@ class TuneController:
                 # a restarted trial may go straight back to it)
                 slot.reply = call.reply
                 self._waiting_slots.append(slot)
-                if ended:
-                    self._stream_ended(slot, trial, outcome)
+                if ended is not None:
+                    self._stream_ended(slot, ended, outcome)
                 if slot.reply is None:  # answered meanwhile
                     return
                 if self._stopping_all:
