@@ -36,6 +36,24 @@ def _history(uri: str, run, key: str) -> list[tuple[int, float]]:
     return [(m.step, m.value) for m in MlflowClient(uri).get_metric_history(run.info.run_id, key)]
 
 
+def _described(uri: str, runs: list, grid) -> str:
+    """What to look at when a run lacks its metrics: every run of the callback's experiment
+    and what each trial's own result.json holds (a flake seen once, not reproduced since)."""
+    lines = []
+    for r in runs:
+        lines.append(f"run {r.info.run_name} {r.info.run_id} {r.info.status} "
+                     f"loss={_history(uri, r, 'loss')} params={sorted(r.data.params)}")
+    for result in grid:
+        path = os.path.join(result.path, "result.json")
+        count = None
+        if os.path.exists(path):
+            with open(path) as f:
+                count = sum(1 for _ in f)
+        lines.append(f"trial {os.path.basename(result.path)}: result.json rows={count} "
+                     f"error={result.error!r}")
+    return "\n".join(lines)
+
+
 def _trainable(config):
     uri = config["uri"]
     mlflow_mod = setup_mlflow(config, tracking_uri=uri, experiment_name="inside",
@@ -61,15 +79,18 @@ def test_callback_one_run_per_trial_and_setup_mlflow_in_trials(tmp_path):
     assert len(names) == 3
 
     # the callback: one run per trial, named after it, its config as params
-    runs = {r.info.run_name: r for r in _runs(uri, "outer")}
+    outer = _runs(uri, "outer")
+    runs = {r.info.run_name: r for r in outer}
     assert set(runs) == set(names)
+    assert len(outer) == len(names), _described(uri, outer, grid)
     for name, run in runs.items():
         x = names[name]
         assert run.data.params["x"] == str(x)
         assert run.data.params["opt/lr"] == "0.1"  # nested config flattened, as Ray
         assert run.data.tags["user"] == "me" and run.data.tags["trial_name"] == name
         # every numeric result at step = training_iteration; strings are not metrics
-        assert _history(uri, run, "loss") == [(1, x / 1), (2, x / 2), (3, x / 3)]
+        assert _history(uri, run, "loss") == [(1, x / 1), (2, x / 2), (3, x / 3)], \
+            _described(uri, outer, grid)
         assert [v for _, v in _history(uri, run, "nested/a")] == [0, 1, 2]
         assert "label" not in run.data.metrics
         assert run.info.status == ("FAILED" if x == 3 else "FINISHED")

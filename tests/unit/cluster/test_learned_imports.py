@@ -42,10 +42,12 @@ def test_the_next_worker_starts_with_what_the_last_one_imported(tmp_path, monkey
         io = cluster._io_thread()
         _, out = _run(cluster, placement, tmp_path, probe, "before")
         assert out == [("had", False, False)]
+        before = io._generation
         _run(cluster, placement, tmp_path, imports_idna_and_user_module, "learner")
         assert "idna" in io.learned and "learned_probe_user" not in io.learned
-        # the zygote imported it and a warm worker of the newest round is ready
-        _wait(lambda: io.learn_outstanding == 0 and any(
+        # the zygote imported it (a round later than before: learn_outstanding stays 0
+        # until the pool's thread sends the round) and a warm worker of that round is ready
+        _wait(lambda: io._generation > before and io.learn_outstanding == 0 and any(
             w.generation == io._generation for w in list(io._warm_idle.values())))
         used = io.warm_used
         _, out = _run(cluster, placement, tmp_path, probe, "after")
