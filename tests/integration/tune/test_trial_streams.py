@@ -309,3 +309,16 @@ def test_fail_fast_stops_every_slot_without_waiting_for_one_out(monkeypatch, tmp
                            storage_path=str(tmp_path / str(attempt)), verbose=0,
                            failure_config=tune.FailureConfig(fail_fast="raise"))).fit()
         assert unanswered == [], f"attempt {attempt}: slot jobs waited out: {unanswered}"
+
+
+def test_slot_workers_back_in_the_pool_are_warm_workers_not_leftovers(monkeypatch, tmp_path):
+    """After a streamed experiment the slots' processes wait in the pool for the next job,
+    named ``tandem-warm`` as a warm worker forked ahead of demand is (``ps`` shows no
+    worker still running; the tests' leftover check waited 30 s for them to retire)."""
+    from tests.conftest import no_workers_left
+
+    monkeypatch.setenv("TANDEM_TRIAL_STREAMS", "1")
+    grid = tune.Tuner(_trivial, param_space={"i": tune.grid_search(list(range(6))), "fail": -1},
+                      run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0)).fit()
+    assert grid.num_errors == 0 and len(grid) == 6
+    assert no_workers_left(timeout_s=10) == []
