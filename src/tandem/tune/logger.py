@@ -13,6 +13,7 @@ only writers of those files for a Tuner's trials: a trial started again (resumed
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import logging
 import os
@@ -162,27 +163,32 @@ def _call(fn: Callable[..., None], *args: object) -> None:
     fn(*args)
 
 
+_Write = tuple[int, Callable[..., None], tuple[object, ...]]  # id(owner), fn, args
+
+
 class _Writer:
     """The local file writes of the logger callbacks, done in order on one thread: the
     tuning loop hands over the bytes of a trial's four files (a batch at the end of each of
-    its steps, at a trial's end) and goes on while they are created and written. :meth:`drain` waits until everything handed over is written (the
-    loggers call it when the experiment ends, so every row is on disk when ``Tuner.fit()``
-    returns) and raises the first ``OSError`` a write met since the last drain."""
+    its steps, at a trial's end) and goes on while they are created and written.
+    :meth:`drain` waits until everything handed over is written (the loggers call it when the
+    experiment ends, so every row is on disk when ``Tuner.fit()`` returns) and raises the
+    first ``OSError`` one logger's writes met since its last drain: each logger hears of its
+    own files only, so two experiments running in one process do not fail each other."""
 
     def __init__(self) -> None:
-        self._q: queue.SimpleQueue[list[tuple[Callable[..., None], tuple[object, ...]]]] = \
-            queue.SimpleQueue()
+        self._q: queue.SimpleQueue[list[_Write]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
-        self._error: OSError | None = None
-        self._batch: list[tuple[Callable[..., None], tuple[object, ...]]] = []
+        self._errors: dict[int, OSError] = {}  # id(owner) -> the first error of its writes
+        self._batch: list[_Write] = []
         self._pending = 0  # batches handed over, not yet written
 
-    def submit(self, fn: Callable[..., None], *args: object) -> None:
-        """Adds ``fn(*args)`` to the batch :meth:`kick` hands over."""
+    def submit(self, owner: object, fn: Callable[..., None], *args: object) -> None:
+        """Adds ``fn(*args)`` to the batch :meth:`kick` hands over; an ``OSError`` it raises
+        is ``owner``'s (see :meth:`drain`)."""
         with self._lock:
-            self._batch.append((fn, args))
+            self._batch.append((id(owner), fn, args))
 
     def kick(self) -> None:
         """Hands what was submitted since the last kick to the thread: one wake-up of the
@@ -204,23 +210,24 @@ class _Writer:
         with self._lock:
             self._idle.wait_for(lambda: self._pending == 0)
 
-    def drain(self) -> None:
-        """:meth:`wait`, then raises the first ``OSError`` met since the last drain."""
+    def drain(self, owner: object) -> None:
+        """:meth:`wait`, then raises the first ``OSError`` ``owner``'s writes met since its
+        last drain."""
         self.wait()
         with self._lock:
-            error, self._error = self._error, None
+            error = self._errors.pop(id(owner), None)
         if error is not None:
             raise error
 
     def _run(self) -> None:
         while True:
-            for fn, args in self._q.get():
+            for owner, fn, args in self._q.get():
                 try:
                     fn(*args)
                 except OSError as e:
                     logger.warning("could not write a trial's result file: %s", e)
                     with self._lock:
-                        self._error = self._error or e
+                        self._errors.setdefault(owner, e)
             with self._lock:
                 self._pending -= 1
                 if self._pending == 0:
@@ -309,7 +316,7 @@ class _FileLogger(LoggerCallback):
 
     def setup(self, **info: object) -> None:
         super().setup(**info)
-        self._do = _WRITER.submit
+        self._do = functools.partial(_WRITER.submit, self)
 
     def _row_added(self, trial_id: str, f: _TrialFile) -> None:
         if self._do is _call:  # outside a tuning loop: written now, as Ray's loggers do
@@ -330,7 +337,7 @@ class _FileLogger(LoggerCallback):
         f = self._trial_files.get(trial.trial_id)
         if f is not None:
             f.sync()
-            _WRITER.drain()  # the rows up to a checkpoint are on disk before it is recorded
+            _WRITER.drain(self)  # the rows up to a checkpoint are on disk before it is recorded
 
     def log_trial_end(self, trial: TuneTrial, failed: bool = False) -> None:
         self._close(trial)
@@ -351,7 +358,7 @@ class _FileLogger(LoggerCallback):
             self._trial_files.clear()
             self._unflushed.clear()
             self._do = _call
-            _WRITER.drain()  # every row on disk when fit() returns
+            _WRITER.drain(self)  # every row on disk when fit() returns
 
 
 class JsonLoggerCallback(_FileLogger):

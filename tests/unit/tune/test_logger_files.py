@@ -65,7 +65,7 @@ def test_hooks_called_outside_a_tuning_loop_write_before_they_return(tmp_path):
     ``setup()`` (no tuning loop) each row is on disk when its hook returns, even while the
     writer thread is busy with another experiment's files."""
     release = threading.Event()
-    _WRITER.submit(release.wait, 30)
+    _WRITER.submit(release, release.wait, 30)
     _WRITER.kick()  # the writer thread is now stuck until the end of this test
     try:
         trial = _Trial("t0", str(tmp_path / "trial_0"), {"lr": 0.1})
@@ -141,6 +141,26 @@ def test_a_file_that_cannot_be_written_fails_the_experiments_end(tmp_path):
     by_hand = CSVLoggerCallback()  # outside a tuning loop: raised by the hook that wrote
     with pytest.raises(OSError, match="blocked"):
         by_hand.on_trial_result(0, [trial], trial, {"loss": 1})
+
+
+def test_a_write_error_fails_only_the_experiment_whose_file_it_was(tmp_path):
+    """Two experiments in one process (e.g. two Tuners on threads) share the writer thread:
+    one whose folder cannot be written fails at its end; the other ends cleanly, every row
+    written, before or after it."""
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the trial's folder should be")
+    bad, good = _Trial("t0", str(blocked / "trial_0")), _Trial("t1", str(tmp_path / "trial_1"))
+    bad_loggers, good_loggers = _loggers(), _loggers()
+    for loggers, trial in ((bad_loggers, bad), (good_loggers, good)):
+        for cb in loggers:
+            cb.on_trial_result(0, [trial], trial, {"loss": 1})
+            cb.on_trial_complete(0, [trial], trial)
+    for cb in good_loggers:  # drained after the bad one's writes failed: not its error
+        cb.on_experiment_end([good])
+    assert len(_json_rows(good)) == 1 and len(_csv_rows(good)) == 2
+    for cb in bad_loggers:
+        with pytest.raises(OSError, match="blocked"):
+            cb.on_experiment_end([bad])
 
 
 def test_a_trial_started_again_appends_without_a_second_header(tmp_path):
