@@ -20,6 +20,8 @@ import logging
 import math
 import os
 import queue
+import signal
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -210,6 +212,7 @@ class TuneController:
         # ended trials' entries of the state file, encoded: trial id -> (_ended_key, JSON)
         self._state_json: dict[str, tuple[tuple, str]] = {}
         self._stopping_all = False
+        self.interrupted = False  # ended by a stop signal (Ctrl-C, SIGUSR1): see _StopSignal
         self._fatal: BaseException | None = None
         self._start_time = time.monotonic()
         # Kept incrementally so one loop step costs O(events), not O(trials):
@@ -256,19 +259,32 @@ class TuneController:
         for t in self.trials:
             if t.status is TrialStatus.PENDING:
                 self.scheduler.on_trial_add(t)
+        stop_signal = _StopSignal.install()
         try:
             while not self._finished():
+                if stop_signal is not None and stop_signal.received and \
+                        not self._stopping_all:
+                    self.interrupted = True
+                    self._stop_everything()
+                    continue
                 self.step()
         except BaseException:
             self._stop_everything()
             raise
         finally:
+            if stop_signal is not None:
+                stop_signal.uninstall()
             self._save_state(force=True)
             self.reporter.end(self.trials, elapsed_s=time.monotonic() - self._start_time)
             for cb in self.callbacks:
                 cb.on_experiment_end(trials=self.trials)
         if self._fatal is not None:
             raise self._fatal
+        if self.interrupted:
+            logger.warning(
+                "Experiment has been interrupted, but the most recent state was saved.\n"
+                'Continue running this experiment with: Tuner.restore(path="%s", trainable=...)',
+                self.experiment_path)
         return self.trials
 
     def step(self) -> None:
@@ -1013,6 +1029,8 @@ class TuneController:
     def _stop_everything(self) -> None:
         self._stopping_all = True
         for t in self.trials:
+            if not t.status.is_terminal:  # saved as it was: Tuner.restore resumes it
+                t.unfinished_status = t.status
             if t.status in (TrialStatus.RUNNING, TrialStatus.PENDING):
                 if t.trial_id in self._slot_of or t.trial_id in self._stream_pending:
                     t.action = _STOPPED
@@ -1162,6 +1180,46 @@ class _Slot:
         self.running = False
 
 
+class _StopSignal:
+    """Ray Tune's stop signal: the first SIGINT (Ctrl-C) or SIGUSR1 while ``Tuner.fit()``
+    runs ends the experiment gracefully (trials stopped, the state saved, ``fit()`` returns
+    the results so far, a warning says how to resume); a second SIGINT raises
+    ``KeyboardInterrupt`` at once. Installed only in the main thread;
+    ``TUNE_DISABLE_SIGINT_HANDLER=1`` leaves SIGINT alone (SIGUSR1 still stops), as in Ray."""
+
+    def __init__(self) -> None:
+        self.received = False
+        self._previous: dict[int, Any] = {}
+
+    @classmethod
+    def install(cls) -> _StopSignal | None:
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        catcher = cls()
+        signals = [getattr(signal, "SIGUSR1", None)]
+        if os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") in ("", "0"):
+            signals.append(signal.SIGINT)
+        for sig in signals:
+            if sig is not None:
+                catcher._previous[sig] = signal.signal(sig, catcher._on_signal)
+        return catcher
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        if not self.received:
+            logger.warning(
+                "Stop signal received (e.g. via SIGINT/Ctrl+C), ending the tuning run. "
+                "This will checkpoint the experiment state one last time. Press Ctrl+C "
+                "again to skip.")
+        self.received = True
+        if signum == signal.SIGINT:  # the next one interrupts at once
+            signal.signal(signal.SIGINT, self._previous.pop(signal.SIGINT))
+
+    def uninstall(self) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+        self._previous.clear()
+
+
 class _Stopped:
     action = Action.STOP
     reason = "stopped"
@@ -1200,7 +1258,8 @@ def _ended_key(t: TuneTrial) -> tuple:
     """What an ended trial's state entry is made of: a change makes the cached entry
     stale (a restarted trial is no longer ended, so it is re-encoded). The objects
     themselves, held: compared by identity first, so a hit costs no deep comparison."""
-    return (t.status, t.name, t.index, t.path, t.experiment_tag, t.num_failures,
+    return (t.status, t.unfinished_status, t.name, t.index, t.path, t.experiment_tag,
+            t.num_failures,
             len(t.decisions), t.job_state, t.config, t.last_result, t.checkpoint, t.error)
 
 
@@ -1209,7 +1268,7 @@ def _trial_state(t: TuneTrial) -> dict:
         "trial_id": t.trial_id,
         "name": t.name,
         "index": t.index,
-        "status": t.status.value,
+        "status": (t.unfinished_status or t.status).value,
         "config": t.config,
         "experiment_tag": t.experiment_tag,
         "path": t.path,

@@ -255,6 +255,7 @@ class TuneTrial(Trial):
         "path",
         "result",
         "time_total_s",
+        "unfinished_status",
     )
 
     def __init__(self, trial_id: str, config: dict[str, Any], *, name: str, path: str, index: int,
@@ -273,6 +274,10 @@ class TuneTrial(Trial):
         self.error: BaseException | None = None
         self.time_total_s = 0.0
         self.result: Result | None = None
+        # the status it had when the experiment stopped it (interrupted, fail_fast, a
+        # stopper's stop_all, an error): experiment_state.json records that one, so
+        # Tuner.restore resumes it, as Ray's saved state does
+        self.unfinished_status: TrialStatus | None = None
         # scheduler decisions other than CONTINUE, for the dashboard's learning curves
         self.decisions: list[dict[str, Any]] = []
 
