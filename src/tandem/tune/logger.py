@@ -451,13 +451,13 @@ def pretty_print(result: Mapping[str, object], exclude: set[str] | None = None) 
 _PARAMS_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",\n  ", ": "))
 
 
-def _params_json(config: dict[str, Any]) -> str:
+def _params_json(config: object) -> str:
     """``params.json``'s text: ``json.dumps(config, indent=2, sort_keys=True)``. With
     ``indent`` json encodes in Python (~20 µs a trial even for ``{}``); a flat config of
     plain values (string keys; numbers, strings, booleans, None) is encoded in C with the
     same separators, the same text."""
-    if type(config) is dict and all(type(k) is str and type(v) in _FLAT_TYPES
-                                    for k, v in config.items()):
+    if isinstance(config, dict) and type(config) is dict and all(
+            type(k) is str and type(v) in _FLAT_TYPES for k, v in config.items()):
         if not config:
             return "{}"
         return "{\n  " + _PARAMS_ENCODER.encode(config)[1:-1] + "\n}"
