@@ -18,13 +18,14 @@ class ProcessBaseline:
 
     def __init__(self) -> None:
         self._env = dict(os.environ)
+        self._env_data = _worker_main._environ_data()
         self._cwd = os.getcwd()
         self._path = list(sys.path)
         self._argv = list(sys.argv)
         self._modules = set(sys.modules)
 
     def restore(self) -> None:
-        _worker_main._restore_environ(self._env)
+        _worker_main._restore_environ(self._env, self._env_data)
         os.chdir(self._cwd)
         sys.path[:] = self._path
         sys.argv[:] = self._argv

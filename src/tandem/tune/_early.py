@@ -5,8 +5,10 @@ which imports the train worker code and ``tune.report``'s module while the drive
 from __future__ import annotations
 
 #: What a trial's worker imports besides the train worker code: ``tune.report``'s module and
-#: the function trainable's runner.
-TRIAL_MODULES = ("tandem.tune.session", "tandem.tune.trainable")
+#: the function trainable's runner, and ``tandem.tune`` itself, the name a trial's job asks
+#: the cluster to preload (without it there, the first job's preload was one more round
+#: of the zygote's, and a new generation of warm workers, before the first trial ran).
+TRIAL_MODULES = ("tandem.tune", "tandem.tune.session", "tandem.tune.trainable")
 
 
 def start_trial_workers_early() -> bool:

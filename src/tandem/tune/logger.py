@@ -391,8 +391,7 @@ class JsonLoggerCallback(_FileLogger):
         """Writes ``config`` as the trial's ``params.json`` and ``params.pkl``."""
         self._trial_configs[trial.trial_id] = config
         folder = _trial_path(trial)
-        text = json.dumps(config, indent=2, sort_keys=True, default=_json_fallback)
-        _write_whole(folder, EXPR_PARAM_FILE, text.encode(), self._do)
+        _write_whole(folder, EXPR_PARAM_FILE, _params_json(config).encode(), self._do)
         _write_whole(folder, EXPR_PARAM_PICKLE_FILE, _pickled(config), self._do)
 
 
@@ -454,6 +453,22 @@ def pretty_print(result: Mapping[str, object], exclude: set[str] | None = None) 
            and (exclude is None or k not in exclude)}
     cleaned = json.loads(json.dumps(out, default=_fallback))
     return str(yaml.safe_dump(cleaned, default_flow_style=False))
+
+
+_PARAMS_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",\n  ", ": "))
+
+
+def _params_json(config: object) -> str:
+    """``params.json``'s text: ``json.dumps(config, indent=2, sort_keys=True)``. With
+    ``indent`` json encodes in Python (~20 µs a trial even for ``{}``); a flat config of
+    plain values (string keys; numbers, strings, booleans, None) is encoded in C with the
+    same separators, the same text."""
+    if isinstance(config, dict) and type(config) is dict and all(
+            type(k) is str and type(v) in _FLAT_TYPES for k, v in config.items()):
+        if not config:
+            return "{}"
+        return "{\n  " + _PARAMS_ENCODER.encode(config)[1:-1] + "\n}"
+    return json.dumps(config, indent=2, sort_keys=True, default=_json_fallback)
 
 
 def _pickled(config: dict[str, Any]) -> bytes:

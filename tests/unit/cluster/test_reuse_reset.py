@@ -24,6 +24,25 @@ def test_restore_environ_puts_back_exactly_the_saved_environment(monkeypatch):
     assert os.getenv("TB_KEEP") == "same"  # the process environment too, not only the dict
 
 
+def test_restore_environ_with_the_encoded_snapshot_still_restores_a_change(monkeypatch):
+    """The quick check (the encoded mapping unchanged: nothing to do) never skips a change:
+    a variable set, changed or removed by the task is put back, the process's too."""
+    monkeypatch.setenv("TB_KEEP", "same")
+    monkeypatch.delenv("TB_ADDED", raising=False)
+    saved, data = dict(os.environ), wm._environ_data()
+    assert data is not None  # CPython's os.environ keeps one
+    wm._restore_environ(saved, data)  # nothing changed: the environment as it was
+    assert dict(os.environ) == saved
+    os.environ["TB_ADDED"] = "by the task"
+    os.environ["TB_KEEP"] = "changed"
+    wm._restore_environ(saved, data)
+    assert dict(os.environ) == saved and os.getenv("TB_KEEP") == "same"
+    assert "TB_ADDED" not in os.environ
+    del os.environ["TB_KEEP"]
+    wm._restore_environ(saved, data)
+    assert os.getenv("TB_KEEP") == "same"
+
+
 def test_drop_user_modules_forgets_user_modules_only(tmp_path):
     baseline = set(sys.modules)
     user = types.ModuleType("tb_user_mod")

@@ -263,11 +263,18 @@ def _redirect_output(path: str) -> None:
     """The process's stdout and stderr into ``path`` (appended to), as a fresh worker of
     that run has them."""
     _flush()
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    except FileNotFoundError:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    logs = os.path.dirname(path)
+    # the run's folder, then its logs folder: two system calls where the experiment's
+    # folder exists (os.makedirs looks at each level first)
+    for folder in (os.path.dirname(logs), logs):
+        try:
+            os.mkdir(folder)
+        except FileExistsError:
+            pass
+        except FileNotFoundError:
+            os.makedirs(logs, exist_ok=True)
+            break
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
