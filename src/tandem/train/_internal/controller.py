@@ -782,13 +782,9 @@ class TrainController(JobRunner):
             if direct is not None and (type(decoded) is ReportsFrame or (
                     type(decoded) is CallFrame and decoded.method in direct)):
                 with lock:  # on the reading thread, in the order the worker sent them
-                    try:
-                        self._handle([item])
-                        return
-                    except Exception:  # noqa: BLE001 - our bug: the controller meets it too
-                        logger.exception("worker %s: a frame failed on the reading thread",
-                                         worker.worker_id)
-            q.put(item)  # (a frame that failed above fails the run there, as it did before)
+                    self._handle([item])
+                return
+            q.put(item)
 
         self._start_echo()
         self._workers = ctx.cluster.start_workers(placement, specs, tasks, sink)
