@@ -15,7 +15,6 @@ import logging
 import os
 import queue
 import signal
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import field, replace
@@ -171,7 +170,6 @@ class TrainController(JobRunner):
                                              owner=spec.storage.run_path,
                                              on_commit=self._record_checkpoints)
         self._q: queue.SimpleQueue[tuple[int, int, ControllerItem]] = queue.SimpleQueue()
-        self._direct_lock = threading.Lock()  # frames handled on the reading thread
         self._attempt = 0
         self._workers: list[WorkerProcess] = []
         self._done: dict[int, Any] = {}
@@ -645,26 +643,6 @@ class TrainController(JobRunner):
             return
         handler(self, rank, payload, reply)
 
-    def _direct_calls(self) -> frozenset[str] | None:
-        """A trial stream's slot job (``tandem.train.stream``): its one worker's reports and
-        its questions for the submitter (``AskSubmitter`` calls: the next trial, a verdict)
-        are passed on by the thread that reads them, in the order sent, not through this
-        controller's thread (one thread hand-over less in the round trip between two
-        trials of a slot, and one thread less to wake per trial). Only where nothing else here needs them: one worker,
-        no restarts or resizes (its frames all belong to one gang), no callbacks, rank
-        reports or validations. The calls so passed; None: every frame goes through the
-        queue."""
-        spec = self.spec
-        if not spec.call_handlers or spec.num_workers != 1:
-            return None  # a plain run: the stream's module is not even imported
-        from tandem.train._internal.stream import STREAM_NEXT
-
-        if (STREAM_NEXT not in spec.call_handlers or spec.num_workers != 1 or self._elastic
-                or spec.callbacks or spec.emit_rank_reports or spec.validation is not None
-                or self.policy.config.max_failures != 0):
-            return None
-        return frozenset(m for m, h in spec.call_handlers.items() if isinstance(h, AskSubmitter))
-
     # -- gang lifecycle ------------------------------------------------------------------
     def _seed_checkpoints(self) -> None:
         spec = self.spec
@@ -769,8 +747,6 @@ class TrainController(JobRunner):
             ))
         q = self._q
         ranks = {s.worker_id: i for i, s in enumerate(specs)}
-        direct = self._direct_calls()
-        lock = self._direct_lock
 
         def sink(worker: WorkerProcess, frame: object) -> None:
             try:
@@ -778,13 +754,7 @@ class TrainController(JobRunner):
             except ValueError as e:
                 logger.warning("worker %s: dropped a frame: %s", worker.worker_id, e)
                 return
-            item = (attempt, ranks[worker.worker_id], decoded)
-            if direct is not None and (type(decoded) is ReportsFrame or (
-                    type(decoded) is CallFrame and decoded.method in direct)):
-                with lock:  # on the reading thread, in the order the worker sent them
-                    self._handle([item])
-                return
-            q.put(item)
+            q.put((attempt, ranks[worker.worker_id], decoded))
 
         self._start_echo()
         self._workers = ctx.cluster.start_workers(placement, specs, tasks, sink)
