@@ -390,3 +390,35 @@ def test_models_view(srv, tmp_path):
         if serve_job is not None:
             with srv.http() as c:
                 c.post(f"/api/jobs/{serve_job}/stop")
+
+
+def test_logging_out_asks_the_server_nothing_more(srv):
+    """The logout answer clears the cookie while the old page still runs: a view's timer
+    or a live event in that moment earned a 401 and a console error (a CI failure). The
+    page now ends its timers, live stream and API calls before the form goes. The browser's
+    clock is driven by hand here, and the form's navigation held back, so the old page
+    keeps running for as long as the test likes."""
+    pw, browser = _browser()
+    try:
+        ctx = browser.new_context()
+        ctx.clock.install()
+        page = ctx.new_page()
+        page.goto(srv.url + "/login")
+        page.fill("#token", srv.token)
+        page.click("button[type=submit]")
+        page.wait_for_selector("#jobs")
+        page.goto(srv.url + "/#/cluster")
+        page.wait_for_selector("#scheduling")
+        asked: list[str] = []
+        page.on("request", lambda r: asked.append(r.url) if "/api/" in r.url else None)
+        page.clock.run_for(11_000)  # the cluster view refreshes every 5 s
+        assert asked, "the cluster view's refresh did not run: the test would prove nothing"
+        page.evaluate("""() => document.getElementById('logout').addEventListener(
+            'submit', e => e.preventDefault())""")  # runs after the page's own listener
+        page.click("#logout button")
+        asked.clear()
+        page.clock.run_for(30_000)
+        assert asked == [], f"the page asked the server after logging out: {asked}"
+    finally:
+        browser.close()
+        pw.stop()

@@ -5,7 +5,12 @@ export function cookie(name) {
   var m = document.cookie.match(new RegExp("(?:^|; )" + name + "=([^;]*)"));
   return m ? decodeURIComponent(m[1]) : "";
 }
+// Set when the page logs out: the logout answer clears the cookie while this page still
+// runs, so a call made after it would only earn a 401 (and a console error).
+var leaving = false;
+export function leave() { leaving = true; }
 export function api(path, opts) {
+  if (leaving) return new Promise(function () { /* the page is going to /login */ });
   opts = opts || {};
   var headers = { "Accept": "application/json" };
   if (opts.method && opts.method !== "GET") headers["X-Tandem-CSRF"] = cookie("tandem_csrf");

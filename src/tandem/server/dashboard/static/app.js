@@ -3,7 +3,7 @@
    This module starts the page (asks the server what it is, shows the matching tabs) and
    routes each address to its view's module. */
 
-import { api } from "./api.js";
+import { api, leave } from "./api.js";
 import { auditView } from "./audit.js";
 import { clusterView } from "./cluster.js";
 import { experimentView, experimentsView, runView } from "./experiments.js";
@@ -65,4 +65,11 @@ api("/api/dashboard/summary").then(function (s) {
   route();
 }).catch(function (e) { clear(main).appendChild(el("p", { cls: "error", text: "Cannot reach the server: " + e.message })); });
 window.addEventListener("hashchange", route);
+// Logging out: the view's timers, the live stream and any later call end before the form
+// goes, so nothing asks the server between its clearing the cookie and the login page.
+document.getElementById("logout").addEventListener("submit", function () {
+  leave(); endView(); disconnect();
+  if (page.view && page.view.close) page.view.close();
+  page.view = null;
+});
 window.addEventListener("resize", debounce(route, 300));
