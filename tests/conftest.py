@@ -10,6 +10,7 @@ start their own; tests that need a variable set it themselves.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -56,10 +57,11 @@ def _warm_hosts() -> dict[str, int]:
 
 
 @pytest.fixture(autouse=True)
-def _no_leftover_processes():
+def _no_leftover_processes(request):
     before = {p.pid for p in _descendants()}
     hosts_before = _warm_hosts()
     yield
+    _ray_only_in_its_group(request.node)
     tandem.shutdown()
     new_hosts = {s: pid for s, pid in _warm_hosts().items() if s not in hosts_before}
     if new_hosts:
@@ -81,6 +83,29 @@ def _no_leftover_processes():
         except psutil.Error:
             pass
     assert not left, f"processes left behind: {[(p.pid, _cmd(p)) for p in left]}"
+
+
+#: The processes of a local Ray cluster that ``ray.init`` starts as its children.
+RAY_PROCESSES = ("raylet", "gcs_server")
+
+
+def _ray_only_in_its_group(item: pytest.Item) -> None:
+    """A test that leaves a local Ray cluster running (for its file's next tests) must be in
+    a file marked ``ray_cluster``: under pytest-xdist, two Ray clusters at once on a
+    2-core machine starve each other's health checks."""
+    if _starts_ray(str(item.path)):
+        return
+    ray = [p for p in _descendants() if _name(p) in RAY_PROCESSES]
+    assert not ray, (f"{item.nodeid} left a local Ray cluster running ({[_name(p) for p in ray]})"
+                     f" but its file is not marked ray_cluster: add pytest.mark.ray_cluster to "
+                     f"its pytestmark so it runs in the tests' Ray group")
+
+
+def _name(p: psutil.Process) -> str:
+    try:
+        return p.name()
+    except psutil.Error:
+        return "?"
 
 
 def _pooled_by_older_zygote(p: psutil.Process, before: set[int]) -> bool:
@@ -152,13 +177,37 @@ def _warm(p: psutil.Process) -> bool:
         return False
 
 
-def _xdist_group(nodeid: str) -> str:
-    """The group a test runs in under pytest-xdist: its file; every test that may start a
-    Ray cluster shares the group "ray"."""
+#: What a test file that starts a local Ray cluster puts in its ``pytestmark``.
+RAY_CLUSTER_MARK = "pytest.mark.ray_cluster"
+
+
+@functools.cache
+def _starts_ray(path: str) -> bool:
+    """Whether the test file at ``path`` is marked ``ray_cluster`` (read from its text: the
+    xdist scheduler runs in the controlling process, which collects no test)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return RAY_CLUSTER_MARK in f.read()
+    except OSError:
+        return False
+
+
+def _xdist_group(nodeid: str, root: str = ".") -> str:
+    """The group a test runs in under pytest-xdist: its file; every file marked
+    ``ray_cluster`` shares the group "ray"."""
     path = nodeid.split("::")[0]
-    if "/ray/" in path or "/ray_autoscaling/" in path or "test_ray" in path:
-        return "ray"
-    return path
+    return "ray" if _starts_ray(os.path.join(root, path)) else path
+
+
+def _group_rank(group: str, root: str) -> int:
+    """0 for the Ray group, 1 for a file with slow tests, 2 for the rest."""
+    if group == "ray":
+        return 0
+    try:
+        with open(os.path.join(root, group), encoding="utf-8") as f:
+            return 1 if "pytest.mark.slow" in f.read() else 2
+    except OSError:
+        return 2
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -175,8 +224,25 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    root = str(config.rootpath)
+
     class FileAndRayGroups(LoadScopeScheduling):
+        """Whole groups go to the test processes longest first, as near as the files tell:
+        the Ray group (the longest by far), then files with slow tests, each kind by its
+        number of tests, so no long group is left to run alone at the end."""
+
+        _ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
-            return _xdist_group(nodeid)
+            return _xdist_group(nodeid, root)
+
+        def _assign_work_unit(self, node) -> None:
+            if not self._ordered:
+                self._ordered = True
+                groups = sorted(self.workqueue.items(), key=lambda g: (
+                    _group_rank(g[0], root), -len(g[1])))
+                self.workqueue.clear()
+                self.workqueue.update(groups)
+            super()._assign_work_unit(node)
 
     return FileAndRayGroups(config, log)

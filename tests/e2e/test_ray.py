@@ -17,7 +17,7 @@ import pytest
 from tests.e2e.conftest import free_port, line, ray_cli
 
 pytest.importorskip("ray")
-pytestmark = [pytest.mark.timeout(240), pytest.mark.slow, pytest.mark.ray]
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow, pytest.mark.ray, pytest.mark.ray_cluster]
 
 
 @pytest.fixture

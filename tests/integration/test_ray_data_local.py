@@ -20,7 +20,7 @@ from tandem.train.torch import TorchTrainer
 
 ray = pytest.importorskip("ray")
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow, pytest.mark.ray_cluster]
 
 
 def loop(config):

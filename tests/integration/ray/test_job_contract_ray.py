@@ -10,7 +10,7 @@ from tandem.jobs.service import LocalJobService
 from tandem.jobs.testing.service_conformance import REPORT_WINDOW, JobServiceTestCase
 from tandem.train.testing import TrainConformanceJobs
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.timeout(120), pytest.mark.ray_cluster]
 
 
 class TestRayServiceContract(JobServiceTestCase):

@@ -21,7 +21,7 @@ from tandem.train import (
 
 ray = pytest.importorskip("ray")
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(180), pytest.mark.ray_cluster]
 
 
 def _where() -> dict:

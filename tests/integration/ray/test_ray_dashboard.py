@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 import ray
 
 from tests.integration.ray.test_ray_server import _start, _stop
+
+pytestmark = [pytest.mark.ray_cluster]
 
 
 def test_cluster_view_lists_each_ray_node(ray_cluster, tmp_path):

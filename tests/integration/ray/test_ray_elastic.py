@@ -24,7 +24,7 @@ from tandem.train import (
 
 ray = pytest.importorskip("ray")
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(240), pytest.mark.ray_cluster]
 
 ROWS = 40
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 pytest.importorskip("ray")
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(300), pytest.mark.ray_cluster]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 

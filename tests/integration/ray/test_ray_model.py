@@ -13,7 +13,7 @@ from tandem import model
 from tandem.train import RunConfig
 
 ray = pytest.importorskip("ray")
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.ray_cluster]
 
 
 class Digits(model.TorchModel):

@@ -10,7 +10,7 @@ import tandem
 from tandem import model
 from tests.integration.registry._util import MODEL_SRC
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.ray_cluster]
 
 
 def test_replicas_are_ray_actors_and_answer(tmp_path, monkeypatch):

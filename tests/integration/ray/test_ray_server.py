@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 ray = pytest.importorskip("ray")
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(180), pytest.mark.ray_cluster]
 
 CLIENT = textwrap.dedent('''
     import json, sys

@@ -12,7 +12,7 @@ from tandem.train.xgboost import XGBoostTrainer
 
 ray = pytest.importorskip("ray")
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(240), pytest.mark.ray_cluster]
 
 
 def test_xgboost_on_ray_with_a_ray_dataset(storage):

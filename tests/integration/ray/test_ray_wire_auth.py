@@ -14,7 +14,7 @@ from tandem.cluster.base import WorkerSpec
 from tandem.cluster.ray import RayCluster
 from tests.unit.cluster.test_wire_auth import Evil, _send_quietly, read_until_closed
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.ray_cluster]
 
 
 def test_ray_listener_refuses_peers_without_the_key(ray_cluster, tmp_path):

@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 pytest.importorskip("ray")
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(150), pytest.mark.ray_cluster]
 
 DRIVER = textwrap.dedent('''
     import json, sys, tempfile, threading, time
