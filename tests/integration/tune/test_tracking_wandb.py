@@ -109,3 +109,65 @@ def test_setup_wandb_in_a_two_worker_torch_trainer_logs_from_rank_zero_only(tmp_
     assert runs[0].project == "ddp" and runs[0].config["lr"] == 0.01
     assert runs[0].metric("rank") == [(0, 0), (1, 0)]
     assert runs[0].exit_code == 0
+
+
+HOLDER = """
+import ctypes, sys
+ctypes.CDLL(None).prctl(15, b"wandb-core", 0, 0, 0)  # PR_SET_NAME: the service's name
+f = open(sys.argv[1], "ab")
+print("open", flush=True)
+sys.stdin.readline()  # holds the file until told
+f.close()
+print("closed", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_the_callback_waits_until_the_service_has_closed_each_run_file(tmp_path):
+    """``run.finish()`` only tells wandb-core that the run is over; the service writes and
+    closes the run's file later (a CI run read a callback's file with no run record in it
+    yet). The callback waits for the service, here a process of that name holding a file."""
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from tandem.tune.integration.wandb import _wait_closed
+
+    path = str(tmp_path / "run-x.wandb")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, path], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        # still open at the deadline: answered, after waiting until then
+        t0 = time.monotonic()
+        assert _wait_closed({path}, time.monotonic() + 0.3) == {path}
+        assert time.monotonic() - t0 >= 0.3
+        # closed while the callback waits: it returns once the file is closed
+        release = threading.Timer(0.2, lambda: (holder.stdin.write("\n"), holder.stdin.flush()))
+        release.start()
+        assert _wait_closed({path}, time.monotonic() + 60) == set()
+        assert holder.stdout.readline().strip() == "closed"  # not before the holder closed it
+        release.join()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_run_whose_trial_never_ended_is_finished_and_whole_when_the_experiment_ends(
+        tmp_path):
+    """A trial still running when the experiment ends (Ctrl-C, fail_fast): its run is
+    finished with the others and ``on_experiment_end`` waits for it (it did not: the run was
+    told to end and left unwatched)."""
+    from types import SimpleNamespace
+
+    cb = WandbLoggerCallback(project="outer", mode="offline")
+    cb.setup()
+    trial = SimpleNamespace(trial_id="t0001", name="t0001", config={"x": 1},
+                            path=str(tmp_path / "t0001"))
+    cb.log_trial_start(trial)
+    cb.log_trial_result(1, trial, {"loss": 0.5, "training_iteration": 1})
+    cb.on_experiment_end([trial])
+    (run,) = offline_runs(trial.path)
+    assert run.project == "outer" and run.exit_code == 0
+    assert run.metric("loss") == [(1, 0.5)]

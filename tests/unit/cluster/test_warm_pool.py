@@ -115,10 +115,14 @@ def test_gangs_start_on_warm_workers_each_from_a_clean_state(tmp_path):
         assert _gone(w1.pid)
         _wait(lambda: len(cluster.warm_worker_pids()) >= 1)  # refilled again
         # Idle for idle_s (the pool's clock moved past it): the pool lets its warm workers go.
+        # (the zygote's own children only: a warm worker of another cluster of this test
+        # process, a fixture's, is no business of this pool)
+        zygote = psutil.Process(warm_pid).ppid()
         policy = io._policy
         start = policy.now()
         policy._clock = lambda: start + 61.0 + (time.monotonic() - start)
-        _wait(lambda: cluster.warm_worker_pids() == [] and not _warm_children())
+        _wait(lambda: cluster.warm_worker_pids() == [] and not _warm_children(zygote),
+              what=lambda: (cluster.warm_worker_pids(), _warm_children(zygote)))
     finally:
         cluster.shutdown()
 
@@ -148,9 +152,20 @@ def test_a_new_heavy_import_retires_the_warm_workers_forked_before_it(tmp_path):
         cluster.shutdown()
 
 
-def _warm_children() -> list:
-    return [c for c in psutil.Process().children(recursive=True)
-            if c.status() != "zombie" and c.name() == "tandem-warm"]
+def _warm_children(parent: int | None = None) -> list:
+    """Live processes named ``tandem-warm`` under ``parent`` (default: this process)."""
+    try:
+        children = psutil.Process(parent).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    out = []
+    for c in children:
+        try:
+            if c.status() != "zombie" and c.name() == "tandem-warm":
+                out.append(c)
+        except psutil.NoSuchProcess:
+            pass
+    return out
 
 
 def _gone(pid: int) -> bool:
@@ -161,11 +176,12 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _wait(cond, timeout_s: float = 30.0) -> None:
+def _wait(cond, timeout_s: float = 30.0, what=None) -> None:
     deadline = time.monotonic() + timeout_s
     while not cond():
         if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
+            raise AssertionError("condition not reached in time"
+                                 + (f" (last: {what()!r})" if what is not None else ""))
         time.sleep(0.02)
 
 

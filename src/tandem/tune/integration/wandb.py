@@ -200,6 +200,7 @@ class _TrialLogger(threading.Thread):
         self._kwargs = init_kwargs
         self._trial_name = init_kwargs.get("name", "unknown")
         self.error: BaseException | None = None
+        self.sync_file: str | None = None  # the run's .wandb file, once it started
 
     def run(self) -> None:
         try:
@@ -208,6 +209,7 @@ class _TrialLogger(threading.Thread):
             self.error = e
             logger.error("W&B run of trial %s could not start: %s", self._trial_name, e)
             return
+        self.sync_file = getattr(getattr(run, "settings", None), "sync_file", None)
         try:
             run.config.update({"trial_log_path": self._logdir}, allow_val_change=True)
             while True:
@@ -405,8 +407,10 @@ class WandbLoggerCallback(LoggerCallback):
 
     def on_experiment_end(self, trials: Sequence[TuneTrial], **info: object) -> None:
         """Waits (up to ``upload_timeout`` s) for every run to finish writing."""
-        for trial_id in list(self._loggers):
-            self._loggers.pop(trial_id).queue.put(("end", False))
+        for trial_id in list(self._loggers):  # runs of trials that did not end
+            thread = self._loggers.pop(trial_id)
+            thread.queue.put(("end", False))
+            self._finished.append(thread)
         import time
 
         deadline = time.monotonic() + self._upload_timeout
@@ -415,7 +419,44 @@ class WandbLoggerCallback(LoggerCallback):
             if thread.is_alive():
                 logger.warning("W&B run %s did not finish within upload_timeout=%s s.",
                                thread.name, self._upload_timeout)
+        files = {t.sync_file for t in self._finished if t.sync_file and not t.is_alive()}
+        open_files = _wait_closed(files, deadline)
+        if open_files:
+            logger.warning("W&B has not finished writing %s within upload_timeout=%s s.",
+                           ", ".join(sorted(open_files)), self._upload_timeout)
         self._finished = []
+
+
+def _wait_closed(files: set[str], deadline: float) -> set[str]:
+    """Waits until W&B's service process (``wandb-core``, a child of this process) has closed
+    every one of ``files``; answers those still open at ``deadline``.
+
+    ``run.finish()`` only tells the service that the run is over: the service writes and
+    closes the run's file afterwards. Ray's logging actor is a process of its own, whose exit
+    waits for the service; here the runs live in the driver, whose service goes on, so the
+    callback waits for the files, and a run read back after ``fit()`` is whole."""
+    import time
+
+    import psutil
+
+    left = set(files)
+    while left:
+        try:
+            services = [p for p in psutil.Process().children(recursive=True)
+                        if p.name().startswith("wandb-core")]
+            held = set()
+            for p in services:
+                try:
+                    held.update(os.path.realpath(f.path) for f in p.open_files())
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            return left
+        left = {f for f in left if os.path.realpath(f) in held}
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.02)
+    return left
 
 
 def setup_wandb(
