@@ -444,7 +444,7 @@ def _wait_closed(files: set[str], deadline: float) -> set[str]:
         try:
             services = [p for p in psutil.Process().children(recursive=True)
                         if p.name().startswith("wandb-core")]
-            held = set()
+            held: set[str] = set()
             for p in services:
                 try:
                     held.update(os.path.realpath(f.path) for f in p.open_files())
