@@ -67,6 +67,7 @@ class ServeRunner(JobRunner):
         self._restarts = 0
         self._failures_before_ready: dict[int, int] = {}
         self._log_dir: str | None = None
+        self._routed = False  # the HTTP route answers: replicas may be reported ready
         self.url: str | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -123,7 +124,7 @@ class ServeRunner(JobRunner):
                 self._start_replica(i)
             serving = self._start_http(listener)
             ctx.set_status(JobStatus.RUNNING)
-            self._publish()
+            loop.call_soon_threadsafe(self._on_routed)
             while not self._stop.wait(0.2) and not ctx.stop_event.is_set():
                 if self._fatal is not None:
                     break
@@ -257,14 +258,25 @@ class ServeRunner(JobRunner):
         except Exception as e:  # noqa: BLE001
             self._fatal = f"replica {index} could not be restarted: {type(e).__name__}: {e}"
 
+    def _on_routed(self) -> None:
+        """On the loop, once the HTTP server routes this model's prefix."""
+        self._routed = True
+        self._publish()
+
     def _publish(self) -> None:
+        """Publishes the replicas' state (``ServeHandle.status()``, ``model.serve``'s wait).
+        Only on the loop, where the front's replica state changes: a report is one moment
+        of it, reports are in the order of those moments, and a replica counts as ready
+        with its pid. It is ready once the HTTP route answers too (a warm replica can be
+        ready before ``run`` routes the prefix: ``serve`` must not return before then)."""
         ctx, front = self._ctx, self._front
-        if ctx is None:
+        if ctx is None or front is None:
             return
-        ready = front.ready_count() if front is not None else 0
+        ready = [r for r in front.replicas if r.ready]
         ctx.publish([{"url": self.url, "replicas": self.settings.num_replicas,
-                      "replicas_ready": ready, "restarts": self._restarts,
-                      "model": self._what(), "pids": dict(self._pids)}])
+                      "replicas_ready": len(ready) if self._routed else 0,
+                      "restarts": self._restarts, "model": self._what(),
+                      "pids": {r.index: r.pid for r in ready if r.pid is not None}}])
 
     def info(self) -> dict[str, Any]:
         front = self._front
