@@ -7,7 +7,12 @@ only once the HTTP route answers:
   replica ready and published after, used to end the list: ``status()`` then said 0 ready
   and no pids, and ``test_serve_warm`` failed on ``status()["pids"]`` once in 10 runs);
 * a warm replica that is ready before ``run`` routed the prefix is not reported ready
-  before the route is there (``serve`` returned before its route answered).
+  before the route is there (``serve`` returned before its route answered);
+* a request sent once the replica is reported ready is answered, also when the replica
+  was ready before the cluster's ``start_workers`` returned (the front attached the worker
+  after its ready frame then, which marked it not ready again while the report said ready:
+  every request waited until request_timeout_s, and ``benchmarks/serve_again.py``'s client
+  saw no answer for 120 s; docs/benchmarks.md, "A warm host").
 
 The runner's ``run`` is real (its front, the shared HTTP server on a real socket); the
 cluster and the job's context are fakes that deliver the replica's frames at the moments
@@ -30,9 +35,19 @@ READY = ("ready", {"pid": 4242, "item_shape": None, "device": "cpu", "reused": T
 
 
 class _Worker:
+    """A replica that answers each batch at once with its inputs doubled (through the sink,
+    as the cluster's I/O thread delivers a real replica's frames)."""
+
     exitcode = 0  # (the runner's shutdown waits for a real worker's exit)
 
-    def send(self, msg: object) -> None: ...
+    def __init__(self) -> None:
+        self.sink: Any = None
+
+    def send(self, msg: Any) -> None:
+        if msg[0] == "batch" and self.sink is not None:
+            _, bid, requests, *_ = msg
+            self.sink(self, ("out", bid, [("ok", [2 * x for x in inputs])
+                                          for inputs in requests]))
 
     def kill(self) -> None: ...
 
@@ -49,7 +64,7 @@ class _Cluster:
         self.ready_at_start = ready_at_start
 
     def start_workers(self, placement, specs, tasks, sink):
-        self.sink = sink
+        self.sink = self.worker.sink = sink
         if self.ready_at_start:  # a warm replica with its model kept: ready at once, and
             sink(self.worker, READY)  # the loop has seen it before this call returns
             _flush_loop()
@@ -156,3 +171,50 @@ def test_a_replica_ready_before_the_route_is_reported_ready_once_the_route_answe
         _stop(runner, t, outcome)
     assert routed_when_ready and all(routed_when_ready), routed_when_ready
     assert ctx.rows[-1]["replicas_ready"] == 1 and ctx.rows[-1]["pids"] == {0: 4242}
+
+
+def test_a_request_is_answered_when_the_replica_was_ready_before_start_workers_returned(
+        tmp_path):
+    import httpx
+
+    settings = ServeSettings.of({"route_prefix": "/r", "request_timeout_s": 10})
+    runner = ServeRunner("m", 1, {}, str(tmp_path), settings)
+    ctx = _Ctx(_Cluster(ready_at_start=True))
+    t, outcome = _run(runner, ctx)
+    try:
+        ctx.wait_for(_ready_with_pid)  # what model.serve waits for
+        r = httpx.post(f"{runner.url}/predict", json={"inputs": [1, 2.5]}, timeout=20)
+        assert (r.status_code, r.json()) == (200, {"outputs": [2, 5.0]})
+    finally:
+        _stop(runner, t, outcome)
+
+
+class _BrokenWorker(_Worker):
+    def send(self, msg: Any) -> None:
+        if msg[0] == "batch":
+            raise RuntimeError("the connection's send failed")
+
+
+def test_a_front_that_can_no_longer_dispatch_fails_the_job_and_answers_its_requests(
+        tmp_path):
+    """Anything that ends the front's dispatcher (here a worker whose send raises) fails the
+    served job with the reason, and the request it held is answered, not left waiting."""
+    import httpx
+
+    settings = ServeSettings.of({"route_prefix": "/b", "request_timeout_s": 60})
+    runner = ServeRunner("m", 1, {}, str(tmp_path), settings)
+    cluster = _Cluster(ready_at_start=True)
+    cluster.worker = _BrokenWorker()
+    ctx = _Ctx(cluster)
+    t, outcome = _run(runner, ctx)
+    try:
+        ctx.wait_for(_ready_with_pid)
+        r = httpx.post(f"{runner.url}/predict", json={"inputs": [1]}, timeout=30)
+        assert r.status_code == 503 and "being stopped" in r.json()["detail"]
+        t.join(timeout=30)
+        assert outcome and outcome[0].status is JobStatus.FAILED
+        assert "request dispatcher stopped: RuntimeError: the connection's send failed" in \
+            str(outcome[0].error)
+    finally:
+        runner.stop()
+        t.join(timeout=30)

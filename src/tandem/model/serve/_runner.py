@@ -119,7 +119,8 @@ class ServeRunner(JobRunner):
         self._loop = loop
         serving = None
         try:
-            self._front = asyncio.run_coroutine_threadsafe(self._make_front(), loop).result()
+            batcher = asyncio.run_coroutine_threadsafe(self._make_front(), loop).result()
+            self._front = batcher
             for i in range(self.settings.num_replicas):
                 self._start_replica(i)
             serving = self._start_http(listener)
@@ -131,6 +132,9 @@ class ServeRunner(JobRunner):
                 if serving.done():  # the HTTP server ended on its own
                     exc = serving.exception()
                     self._fatal = f"the HTTP server stopped: {exc!r}"
+                    break
+                if batcher.task.done():  # no request would reach a replica again
+                    self._fatal = f"its request dispatcher stopped: {_task_error(batcher.task)}"
                     break
         finally:
             asked_to_stop = self._stop.is_set() or ctx.stop_event.is_set()
@@ -270,7 +274,7 @@ class ServeRunner(JobRunner):
         with its pid. It is ready once the HTTP route answers too (a warm replica can be
         ready before ``run`` routes the prefix: ``serve`` must not return before then)."""
         ctx, front = self._ctx, self._front
-        if ctx is None or front is None:
+        if ctx is None or front is None or self._stop.is_set():
             return
         ready = [r for r in front.replicas if r.ready]
         ctx.publish([{"url": self.url, "replicas": self.settings.num_replicas,
@@ -303,12 +307,12 @@ class ServeRunner(JobRunner):
 
     def _shutdown(self, loop: asyncio.AbstractEventLoop) -> None:
         self._stop.set()
+        batcher = self._front
+        if batcher is not None:  # waiting requests are answered (503) first: the HTTP
+            loop.call_soon_threadsafe(batcher.close)  # server's stop waits for them
         if self._listener is not None:  # the route answers no more (the port is free
             front().release(self._listener, self.prefix)  # once no other model uses it)
             self._listener = None
-        batcher = self._front
-        if batcher is not None:
-            loop.call_soon_threadsafe(batcher.close)
         with self._lock:
             workers = list(self._workers_by_index.values())
         for w in workers:
@@ -323,3 +327,11 @@ class ServeRunner(JobRunner):
             shutil.rmtree(self.location, ignore_errors=True)
         if self._log_dir is not None and not os.listdir(self._log_dir):
             os.rmdir(self._log_dir)
+
+
+def _task_error(task: asyncio.Task[None]) -> str:
+    """What ended a finished task of the front's loop (read from the job's thread)."""
+    if task.cancelled():
+        return "cancelled"
+    exc = task.exception()
+    return f"{type(exc).__name__}: {exc}" if exc is not None else "it returned"
