@@ -144,6 +144,7 @@ class Front:
         self.answered = 0
         self.batches = 0
         self.largest_batch = 0
+        self.closed = False  # stopping: requests are answered 503 at once
         self.task = loop.create_task(self._dispatch())
 
     # -- from HTTP ------------------------------------------------------------------------
@@ -158,6 +159,8 @@ class Front:
         return [y for part in parts for y in part]
 
     async def _predict_one(self, inputs: list[object], offset: int = 0) -> list[object]:
+        if self.closed:
+            raise HTTPError(503, "the model is being stopped.")
         if len(self.queue) >= self.max_queued:
             raise HTTPError(503, f"{len(self.queue)} requests are waiting already (the "
                                  f"limit is max_queued_requests={self.max_queued}); retry later.")
@@ -296,6 +299,7 @@ class Front:
         rep.ready = False
 
     def close(self) -> None:
+        self.closed = True
         self.task.cancel()
         err = HTTPError(503, "the model is being stopped.")
         for req in self.queue:

@@ -67,6 +67,7 @@ class ServeRunner(JobRunner):
         self._restarts = 0
         self._failures_before_ready: dict[int, int] = {}
         self._log_dir: str | None = None
+        self._routed = False  # the HTTP route answers: replicas may be reported ready
         self.url: str | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -118,18 +119,22 @@ class ServeRunner(JobRunner):
         self._loop = loop
         serving = None
         try:
-            self._front = asyncio.run_coroutine_threadsafe(self._make_front(), loop).result()
+            batcher = asyncio.run_coroutine_threadsafe(self._make_front(), loop).result()
+            self._front = batcher
             for i in range(self.settings.num_replicas):
                 self._start_replica(i)
             serving = self._start_http(listener)
             ctx.set_status(JobStatus.RUNNING)
-            self._publish()
+            loop.call_soon_threadsafe(self._on_routed)
             while not self._stop.wait(0.2) and not ctx.stop_event.is_set():
                 if self._fatal is not None:
                     break
                 if serving.done():  # the HTTP server ended on its own
                     exc = serving.exception()
                     self._fatal = f"the HTTP server stopped: {exc!r}"
+                    break
+                if batcher.task.done():  # no request would reach a replica again
+                    self._fatal = f"its request dispatcher stopped: {_task_error(batcher.task)}"
                     break
         finally:
             asked_to_stop = self._stop.is_set() or ctx.stop_event.is_set()
@@ -257,14 +262,25 @@ class ServeRunner(JobRunner):
         except Exception as e:  # noqa: BLE001
             self._fatal = f"replica {index} could not be restarted: {type(e).__name__}: {e}"
 
+    def _on_routed(self) -> None:
+        """On the loop, once the HTTP server routes this model's prefix."""
+        self._routed = True
+        self._publish()
+
     def _publish(self) -> None:
+        """Publishes the replicas' state (``ServeHandle.status()``, ``model.serve``'s wait).
+        Only on the loop, where the front's replica state changes: a report is one moment
+        of it, reports are in the order of those moments, and a replica counts as ready
+        with its pid. It is ready once the HTTP route answers too (a warm replica can be
+        ready before ``run`` routes the prefix: ``serve`` must not return before then)."""
         ctx, front = self._ctx, self._front
-        if ctx is None:
+        if ctx is None or front is None or self._stop.is_set():
             return
-        ready = front.ready_count() if front is not None else 0
+        ready = [r for r in front.replicas if r.ready]
         ctx.publish([{"url": self.url, "replicas": self.settings.num_replicas,
-                      "replicas_ready": ready, "restarts": self._restarts,
-                      "model": self._what(), "pids": dict(self._pids)}])
+                      "replicas_ready": len(ready) if self._routed else 0,
+                      "restarts": self._restarts, "model": self._what(),
+                      "pids": {r.index: r.pid for r in ready if r.pid is not None}}])
 
     def info(self) -> dict[str, Any]:
         front = self._front
@@ -291,12 +307,12 @@ class ServeRunner(JobRunner):
 
     def _shutdown(self, loop: asyncio.AbstractEventLoop) -> None:
         self._stop.set()
+        batcher = self._front
+        if batcher is not None:  # waiting requests are answered (503) first: the HTTP
+            loop.call_soon_threadsafe(batcher.close)  # server's stop waits for them
         if self._listener is not None:  # the route answers no more (the port is free
             front().release(self._listener, self.prefix)  # once no other model uses it)
             self._listener = None
-        batcher = self._front
-        if batcher is not None:
-            loop.call_soon_threadsafe(batcher.close)
         with self._lock:
             workers = list(self._workers_by_index.values())
         for w in workers:
@@ -311,3 +327,11 @@ class ServeRunner(JobRunner):
             shutil.rmtree(self.location, ignore_errors=True)
         if self._log_dir is not None and not os.listdir(self._log_dir):
             os.rmdir(self._log_dir)
+
+
+def _task_error(task: asyncio.Task[None]) -> str:
+    """What ended a finished task of the front's loop (read from the job's thread)."""
+    if task.cancelled():
+        return "cancelled"
+    exc = task.exception()
+    return f"{type(exc).__name__}: {exc}" if exc is not None else "it returned"
