@@ -44,19 +44,21 @@ def _first_answer(port: int, body: bytes, timeout_s: float = 120) -> float:
     import http.client
 
     deadline = time.monotonic() + timeout_s
+    last = "no connection"
     while time.monotonic() < deadline:
         try:
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
             c.request("POST", "/bench/predict", body, {"Content-Type": "application/json"})
             r = c.getresponse()
-            r.read()
+            text = r.read()
             c.close()
             if r.status == 200:
                 return time.perf_counter()
-        except OSError:
-            pass
+            last = f"HTTP {r.status}: {text[:300]!r}"
+        except OSError as e:
+            last = f"{type(e).__name__}: {e}"
         time.sleep(0.005)
-    raise RuntimeError("no answer")
+    raise RuntimeError(f"no answer within {timeout_s} s; the last try got {last}")
 
 
 def child(weights: str, fresh: bool = False) -> None:
