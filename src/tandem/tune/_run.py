@@ -206,6 +206,7 @@ def run(
         tuner = Tuner(trainable, param_space=config, tune_config=tune_config, run_config=run_config)
     if progress_reporter is not None:
         tuner._progress_reporter = progress_reporter  # type: ignore[attr-defined]
+    tuner._restore_hint = "tune.run(..., resume=True)"  # Ray's hint for tune.run
     grid = tuner.fit()
 
     default_metric = metric or getattr(scheduler, "metric", None) or getattr(search_alg, "metric", None)

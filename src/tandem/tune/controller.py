@@ -112,6 +112,9 @@ class ExperimentOutput:
     callbacks: tuple[Callback, ...] = ()  # in the order they are told
     trial_name_creator: Callable[[Any], str] | None = None
     trial_dirname_creator: Callable[[Any], str] | None = None
+    #: how to continue an interrupted experiment, named in the warning (Ray's
+    #: ``restore_entrypoint``: ``tune.run`` names its own ``resume=True``)
+    restore_hint: str = 'Tuner.restore(path="{path}", trainable=...)'
 
 
 @dataclass(frozen=True)
@@ -283,8 +286,8 @@ class TuneController:
         if self.interrupted:
             logger.warning(
                 "Experiment has been interrupted, but the most recent state was saved.\n"
-                'Continue running this experiment with: Tuner.restore(path="%s", trainable=...)',
-                self.experiment_path)
+                "Continue running this experiment with: %s",
+                self.output.restore_hint.format(path=self.experiment_path))
         return self.trials
 
     def step(self) -> None:

@@ -196,6 +196,10 @@ class Tuner:
     "scaling_config": {...}}`` then tunes its loop config and gang; each trial is a gang).
     """
 
+    #: how the "interrupted" warning says to continue (None: ``Tuner.restore(...)``);
+    #: ``tune.run`` sets its own
+    _restore_hint: str | None = None
+
     def __init__(
         self,
         trainable: Any = None,
@@ -371,7 +375,9 @@ class Tuner:
             ExperimentOutput(experiment_path=exp_path, name_prefix=name_prefix, exp_uid=exp_uid,
                              callbacks=tuple(callbacks), reporter=reporter,
                              trial_name_creator=tc.trial_name_creator,
-                             trial_dirname_creator=tc.trial_dirname_creator),
+                             trial_dirname_creator=tc.trial_dirname_creator,
+                             **({"restore_hint": self._restore_hint}
+                                if self._restore_hint is not None else {})),
             TrialJobs(launch=launch, forget_job=service.forget,
                       done_ends_job=tc.reuse_actors and isinstance(self._fn, ClassTrainableRunner),
                       checkpoints_on_pause=isinstance(self._fn, ClassTrainableRunner),

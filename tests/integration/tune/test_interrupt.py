@@ -156,3 +156,32 @@ def test_tune_disable_sigint_handler_leaves_ctrl_c_alone(default_sigint, monkeyp
         assert catcher.received
     finally:
         catcher.uninstall()
+
+
+class _CtrlC(tune.Callback):
+    """Presses Ctrl-C (SIGINT to this process) at the first result."""
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if iteration == 1 or result.get("step") == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+@pytest.mark.parametrize("entry", ["tune.run", "Tuner"])
+def test_the_interrupted_warning_names_how_each_entry_point_continues(
+        default_sigint, tmp_path, caplog, entry):
+    """Ray's ``restore_entrypoint``: ``tune.run(..., resume=True)`` after ``tune.run``,
+    ``Tuner.restore(path=..., trainable=...)`` after ``Tuner.fit``."""
+    config = {"x": tune.grid_search([1, 2])}
+    with caplog.at_level("WARNING", logger="tandem.tune"):
+        if entry == "tune.run":
+            tune.run(_steps, config=config, storage_path=str(tmp_path), name="exp",
+                     callbacks=[_CtrlC()], verbose=0)
+        else:
+            tune.Tuner(_steps, param_space=config, run_config=tune.RunConfig(
+                storage_path=str(tmp_path), name="exp", callbacks=[_CtrlC()],
+                verbose=0)).fit()
+    warned = [r.getMessage() for r in caplog.records if "interrupted" in r.getMessage()]
+    assert len(warned) == 1, caplog.text
+    expected = ("tune.run(..., resume=True)" if entry == "tune.run" else
+                f'Tuner.restore(path="{tmp_path / "exp"}", trainable=...)')
+    assert warned[0].endswith("Continue running this experiment with: " + expected)
