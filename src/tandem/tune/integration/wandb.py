@@ -441,17 +441,15 @@ def _wait_closed(files: set[str], deadline: float) -> set[str]:
 
     left = set(files)
     while left:
-        try:
-            services = [p for p in psutil.Process().children(recursive=True)
-                        if p.name().startswith("wandb-core")]
-            held: set[str] = set()
-            for p in services:
-                try:
+        held: set[str] = set()
+        # every child of the driver (workers, the zygote) may end while this looks: one
+        # that does is skipped, it cannot hold a run's file
+        for p in psutil.Process().children(recursive=True):
+            try:
+                if p.name().startswith("wandb-core"):
                     held.update(os.path.realpath(f.path) for f in p.open_files())
-                except psutil.Error:
-                    pass
-        except psutil.Error:
-            return left
+            except psutil.Error:
+                pass
         left = {f for f in left if os.path.realpath(f) in held}
         if not left or time.monotonic() >= deadline:
             return left
