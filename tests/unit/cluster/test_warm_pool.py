@@ -108,16 +108,18 @@ def test_gangs_start_on_warm_workers_each_from_a_clean_state(tmp_path):
         _wait(lambda: len(cluster.warm_worker_pids()) == 1)  # refilled after that start
         warm_pid = cluster.warm_worker_pids()[0]
         assert psutil.Process(warm_pid).name() == "tandem-warm"
+        # the zygote, asked now: the warm worker runs one task and exits (its pid is gone later)
+        zygote = psutil.Process(warm_pid).ppid()
         w2, out2 = _run(cluster, placement, tmp_path, probe_task, "t2")
         assert io.warm_used == 1 and w2.pid == warm_pid  # it ran on the warm worker
         # The job's env and cwd; nothing of the earlier task (module, env, path, globals).
         assert out2 == [("state", warm_pid, "t2", str(tmp_path), False, False, False, False)]
         assert _gone(w1.pid)
+        _wait(lambda: _gone(warm_pid))  # one task per warm worker: it exits after its task
         _wait(lambda: len(cluster.warm_worker_pids()) >= 1)  # refilled again
         # Idle for idle_s (the pool's clock moved past it): the pool lets its warm workers go.
         # (the zygote's own children only: a warm worker of another cluster of this test
         # process, a fixture's, is no business of this pool)
-        zygote = psutil.Process(warm_pid).ppid()
         policy = io._policy
         start = policy.now()
         policy._clock = lambda: start + 61.0 + (time.monotonic() - start)
