@@ -15,6 +15,7 @@ import logging
 import os
 import queue
 import signal
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import field, replace
@@ -170,6 +171,15 @@ class TrainController(JobRunner):
                                              owner=spec.storage.run_path,
                                              on_commit=self._record_checkpoints)
         self._q: queue.SimpleQueue[tuple[int, int, ControllerItem]] = queue.SimpleQueue()
+        # A trial stream's slot job: frames handled on the thread that reads them
+        # (``_direct_calls``). ``_direct_open`` while that is safe: the gang is set, the run
+        # is RUNNING and no frame of the gang waits in ``_q`` (``_direct_pending``), so a
+        # frame handled there never overtakes one sent before it. Both under the lock,
+        # which the controller thread holds while it handles frames too.
+        self._direct: frozenset[str] | None = None
+        self._direct_lock = threading.Lock()
+        self._direct_open = False
+        self._direct_pending = 0
         self._attempt = 0
         self._workers: list[WorkerProcess] = []
         self._done: dict[int, Any] = {}
@@ -326,11 +336,13 @@ class TrainController(JobRunner):
                 if self.state is TrainControllerState.WORKER_FAILED:
                     error, self.state = self._on_failure()
         except BaseException as e:  # our own bug: never leave workers behind
+            self._close_direct()
             self._kill_gang()
             error = ControllerError(e)
             self.state = TrainControllerState.ERRORED
             logger.exception("controller failure")
         finally:
+            self._close_direct()
             self._stop_echo()
         return self._finish(self.state, error)
 
@@ -348,7 +360,18 @@ class TrainController(JobRunner):
                 items.append(self._q.get_nowait())
             except queue.Empty:
                 break
-        return self._handle(items)
+        if self._direct is None:
+            return self._handle(items)
+        with self._direct_lock:
+            try:
+                state = self._handle(items)
+            except BaseException:
+                self._direct_open = False
+                raise
+            self._direct_pending -= sum(1 for _a, rank, _f in items if rank >= 0)
+            self._direct_open = (state is TrainControllerState.RUNNING and bool(self._workers)
+                                 and self._direct_pending == 0)
+        return state
 
     def _handle(self, items: list[tuple[int, int, ControllerItem]],
                 seen: dict[int, set[type]] | None = None) -> TrainControllerState:
@@ -643,6 +666,50 @@ class TrainController(JobRunner):
             return
         handler(self, rank, payload, reply)
 
+    def _direct_calls(self) -> frozenset[str] | None:
+        """A trial stream's slot job (``tandem.train.stream``): its one worker's reports and
+        its questions for the submitter (``AskSubmitter`` calls: the next trial, a verdict)
+        are handled by the thread that reads them, not through this controller's thread:
+        one thread hand-over less in the round trip between two trials of a slot, one thread
+        less to wake per trial. Only where nothing else here needs them: one worker, no
+        restarts or resizes (its frames all belong to one gang), no callbacks, rank reports
+        or validations. The calls so handled; None: every frame goes through the queue."""
+        spec = self.spec
+        if not spec.call_handlers or spec.num_workers != 1:
+            return None  # a plain run: the stream's module is not even imported
+        from tandem.train._internal.stream import STREAM_NEXT
+
+        if (STREAM_NEXT not in spec.call_handlers or self._elastic or spec.callbacks
+                or spec.emit_rank_reports or spec.validation is not None
+                or self.policy.config.max_failures != 0):
+            return None
+        return frozenset(m for m, h in spec.call_handlers.items() if isinstance(h, AskSubmitter))
+
+    def _sink_direct(self, direct: frozenset[str], item: tuple[int, int, ControllerItem],
+                     worker_id: str) -> None:
+        """A frame of a slot job whose frames may be handled here (``_direct_calls``): on
+        this, the reading thread, when that is safe and it is a report or such a call;
+        otherwise queued for the controller thread, and nothing is handled here until the
+        controller has handled it (frames are handled in the order sent)."""
+        frame = item[2]
+        with self._direct_lock:
+            if self._direct_open and (type(frame) is ReportsFrame or (
+                    type(frame) is CallFrame and frame.method in direct)):
+                try:
+                    self._handle([item])
+                    return
+                except Exception:  # our bug: the controller thread meets it again and fails
+                    logger.exception("worker %s: a frame failed on the reading thread",
+                                     worker_id)
+            self._direct_open = False
+            self._direct_pending += 1
+            self._q.put(item)
+
+    def _close_direct(self) -> None:
+        """From now on every frame goes through the queue (the run left RUNNING)."""
+        with self._direct_lock:
+            self._direct_open = False
+
     # -- gang lifecycle ------------------------------------------------------------------
     def _seed_checkpoints(self) -> None:
         spec = self.spec
@@ -747,6 +814,9 @@ class TrainController(JobRunner):
             ))
         q = self._q
         ranks = {s.worker_id: i for i, s in enumerate(specs)}
+        direct = self._direct = self._direct_calls()
+        with self._direct_lock:
+            self._direct_open, self._direct_pending = False, 0
 
         def sink(worker: WorkerProcess, frame: object) -> None:
             try:
@@ -754,10 +824,17 @@ class TrainController(JobRunner):
             except ValueError as e:
                 logger.warning("worker %s: dropped a frame: %s", worker.worker_id, e)
                 return
-            q.put((attempt, ranks[worker.worker_id], decoded))
+            if direct is not None:
+                self._sink_direct(direct, (attempt, ranks[worker.worker_id], decoded),
+                                  worker.worker_id)
+            else:
+                q.put((attempt, ranks[worker.worker_id], decoded))
 
         self._start_echo()
         self._workers = ctx.cluster.start_workers(placement, specs, tasks, sink)
+        if direct is not None:
+            with self._direct_lock:  # frames that came before this wait in the queue
+                self._direct_open = self._direct_pending == 0 and bool(self._workers)
 
     def _runtime_env(self) -> dict[str, Any]:
         """``WorkerSpec`` fields for a job's runtime_env (train server jobs only)."""
