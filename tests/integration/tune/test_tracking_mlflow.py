@@ -175,3 +175,32 @@ def test_logger_callback_hooks_setup_first_and_one_save_per_checkpoint(tmp_path)
     saves = [e for e in rec.events if e[0] == "save"]
     assert len(saves) == 2 and all(ok for _, _, ok in saves)
     assert rec.events[-1][2] is False
+
+
+def test_trials_that_create_the_same_experiment_at_once_both_use_it(tmp_path, monkeypatch):
+    """Two trials start together with ``create_experiment_if_not_exists=True``: each looks the
+    experiment up, finds none and creates it; the one whose create comes second gets MLflow's
+    RESOURCE_ALREADY_EXISTS. It uses the experiment the other made instead of failing its
+    trial. (The test above starts two such trials together; this race is the likely cause
+    of its rare failure under load, whose output was not kept.)"""
+    from tandem.tune.integration.mlflow import _MLflowSession
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    look = MlflowClient.get_experiment_by_name
+    raced: list[str] = []
+
+    def other_trial_creates_it_meanwhile(self, name):
+        if not raced:  # the first look: empty; then the other trial's create lands
+            raced.append(MlflowClient(uri).create_experiment(name))
+            return None
+        return look(self, name)
+
+    monkeypatch.setattr(MlflowClient, "get_experiment_by_name", other_trial_creates_it_meanwhile)
+    session = _MLflowSession(mlflow, "setup_mlflow")
+    session.setup(tracking_uri=uri, registry_uri=None, experiment_id=None,
+                  experiment_name="together", tracking_token=None, artifact_location=None,
+                  create_experiment_if_not_exists=True)
+    assert raced and session.experiment_id == raced[0]
+    monkeypatch.setattr(MlflowClient, "get_experiment_by_name", look)
+    assert [e.name for e in MlflowClient(uri).search_experiments()
+            if e.name == "together"] == ["together"]

@@ -161,8 +161,17 @@ class _MLflowSession:
                 self.experiment_id = found.experiment_id
                 return
             if experiment_name and create_experiment_if_not_exists:
-                self.experiment_id = self.client.create_experiment(
-                    experiment_name, artifact_location=artifact_location)
+                try:
+                    self.experiment_id = self.client.create_experiment(
+                        experiment_name, artifact_location=artifact_location)
+                except MlflowException as e:
+                    # trials that start together each find no experiment and create it: the
+                    # one whose create comes second uses the other's instead of failing
+                    found = (self.client.get_experiment_by_name(experiment_name)
+                             if e.error_code == "RESOURCE_ALREADY_EXISTS" else None)
+                    if found is None:
+                        raise
+                    self.experiment_id = found.experiment_id
                 return
         except (MlflowException, OSError) as e:  # OSError: e.g. a SQLite path under a file
             raise _store_error(self.where, tracking_uri, e) from e
