@@ -159,10 +159,16 @@ def test_tune_disable_sigint_handler_leaves_ctrl_c_alone(default_sigint, monkeyp
 
 
 class _CtrlC(tune.Callback):
-    """Presses Ctrl-C (SIGINT to this process) at the first result."""
+    """Presses Ctrl-C (SIGINT to this process) once, at the first result. Once only: both
+    trials' first results can come in one step, and a second Ctrl-C interrupts at once
+    (``KeyboardInterrupt``), as it should."""
+
+    def __init__(self) -> None:
+        self.pressed = False
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        if iteration == 1 or result.get("step") == 1:
+        if not self.pressed:
+            self.pressed = True
             os.kill(os.getpid(), signal.SIGINT)
 
 
