@@ -128,10 +128,14 @@ class TrialStreams:
     #: ``launch(trial, listener) -> JobView``: a slot job holding ``trial``'s resources
     #: (every streamed trial's); its worker asks for its first trial once it runs
     launch: Callable[[TuneTrial, JobListener], JobView]
-    #: trial -> what the slot's worker is handed (a ``StreamedRun``)
-    describe: Callable[[TuneTrial], Any]
+    #: ``(trial, ahead) -> StreamedRun``: what the slot's worker is handed; ``ahead``: its
+    #: worker asks for the trial after it while it runs (``STREAM_AHEAD``)
+    describe: Callable[[TuneTrial, bool], Any]
     #: ``(trial, StreamOutcome) -> error``: the error a failed streamed trial ends with
     error_of: Callable[[TuneTrial, Any], BaseException]
+    #: makes what a trial's worker would make first (its output file): for a trial handed
+    #: ahead, while its slot's worker runs the trial before
+    prepare: Callable[[TuneTrial], None] = lambda trial: None
 
 
 @dataclass(frozen=True)
@@ -243,8 +247,12 @@ class TuneController:
         self._stream_stops: dict[str, float] = {}
         # streamed trials started, waiting for a slot's worker to ask for them (in order)
         self._stream_pending: dict[str, TuneTrial] = {}
+        # streamed trials handed ahead to a slot whose worker runs another (``_Slot.next``)
+        self._reserved: dict[str, _Slot] = {}
+        self._lookahead = self._hands_ahead()
         self._slot_count = 0
         self.slots_started = 0  # slot jobs launched (tests count them)
+        self.started_ahead = 0  # streamed trials started from a hand-out ahead (tests)
         if jobs.resources_of is not None:
             for t in self.trials:
                 if t.resources is None:
@@ -390,7 +398,7 @@ class TuneController:
                     self._after_pause[trial.trial_id] = suggestion
                 continue
             self._act_on_suggestion(trial, suggestion)
-        while self._room() and not self._search_done:
+        while self._room(ahead=True) and not self._search_done:
             if not self.searcher_counts and self._created >= self.num_samples:
                 break
             trial_id = f"{self.exp_uid}_{self._created:05d}"
@@ -435,10 +443,15 @@ class TuneController:
         else:
             self._end_trial(trial, TrialStatus.TERMINATED, remove=True, note=suggestion.reason)
 
-    def _room(self) -> bool:
+    def _room(self, ahead: bool = False) -> bool:
+        """A trial may start. ``ahead``: a new streamed trial may also start as the next
+        trial of a slot that runs one (``_hands_ahead``), at max_concurrent_trials."""
         if self._queued >= self.queue_depth:
             return False
-        return self.max_concurrent is None or self._live_jobs < self.max_concurrent
+        if self.max_concurrent is None or self._live_jobs < self.max_concurrent:
+            return True
+        return ahead and not self._stream_pending and self._ahead_open() and any(
+            s.ahead is not None and s.next is None for s in self._slots.values())
 
     def _new_trial(self, trial_id: str, config: dict) -> TuneTrial:
         index = self._created
@@ -520,6 +533,11 @@ class TuneController:
             assert reply is not None
             self._hand(slot, trial, reply)
             return
+        if self._lookahead and self._ahead_open():
+            for slot in self._slots.values():
+                if slot.ahead is not None and slot.next is None:
+                    self._reserve(slot, trial)
+                    return
         self._queued += 1
         self._stream_pending[trial.trial_id] = trial
         self._grow_slots()
@@ -530,8 +548,108 @@ class TuneController:
         assert self._streams is not None
         slot.trial = trial
         self._slot_of[trial.trial_id] = slot
-        reply(True, self._streams.describe(trial))
+        reply(True, self._streams.describe(trial, self._lookahead))
         self._trial_running(trial)
+
+    # -- trials handed ahead ----------------------------------------------------------------
+    def _hands_ahead(self) -> bool:
+        """Whether a slot's worker is handed its next trial while it runs one, so it starts
+        that trial the moment the one before ends, with no round trip to this loop between
+        them (``tandem.train.stream``'s ``STREAM_AHEAD``). Only where that changes nothing
+        but the timing: trials streamed at ``max_concurrent_trials`` (the slots are as many
+        and all run, so every trial waits for one of them anyway), by the FIFO scheduler
+        (it runs trials in the order they came) and the basic variant generator (a trial's
+        config does not depend on the results before it, so creating it while the trial
+        before it still runs makes the same config). The trial handed ahead is created,
+        PENDING, up to one per slot beyond ``max_concurrent_trials``; it runs only once the
+        slot's trial has ended, so no more trials than that run at once."""
+        from tandem.tune.schedulers.fifo import FIFOScheduler
+        from tandem.tune.search.basic_variant import BasicVariantGenerator
+
+        return (self._streams is not None and self.max_concurrent is not None
+                and type(self.scheduler) is FIFOScheduler
+                and type(self.searcher) is BasicVariantGenerator)
+
+    def _ahead_open(self) -> bool:
+        """Trials may be handed ahead now: every slot there will be runs."""
+        return (self._lookahead and not self._stopping_all and self._fatal is None
+                and self.max_concurrent is not None
+                and len(self._slots) >= self.max_concurrent
+                and all(s.running for s in self._slots.values()))
+
+    def _reserve(self, slot: _Slot, trial: TuneTrial) -> None:
+        """``slot``'s worker runs ``trial`` once its trial ends (it asked ahead)."""
+        assert self._streams is not None and slot.ahead is not None
+        reply, slot.ahead = slot.ahead, None
+        slot.next = trial
+        self._reserved[trial.trial_id] = slot
+        reply(True, self._streams.describe(trial, True))
+        self._streams.prepare(trial)
+
+    def _unreserve(self, slot: _Slot) -> None:
+        """The trial handed ahead to ``slot`` waits for a slot again, first in line (its
+        worker will not run it), or is let go if it ended meanwhile."""
+        if slot.ahead is not None:  # the worker no longer waits for that answer
+            reply, slot.ahead = slot.ahead, None
+            reply(True, None)
+        trial, slot.next = slot.next, None
+        if trial is None:
+            return
+        self._reserved.pop(trial.trial_id, None)
+        if trial.status is TrialStatus.PENDING and not self._stopping_all:
+            self._stream_pending = {trial.trial_id: trial, **self._stream_pending}
+            self._queued += 1
+        else:
+            self._live_jobs -= 1
+
+    def _serve_aheads(self) -> None:
+        """Slots that asked ahead get the trials waiting for a slot, in order."""
+        if not (self._stream_pending and self._ahead_open()):
+            return
+        for slot in self._slots.values():
+            if slot.ahead is not None and slot.next is None:
+                trial = self._next_pending()
+                if trial is None:
+                    return
+                self._reserve(slot, trial)
+
+    def _on_ahead(self, slot: _Slot, call: Any) -> None:
+        """``STREAM_AHEAD``: the worker runs ``ask.started`` (after ending its trial with
+        ``ask.outcome``, when it started the trial handed ahead) and asks for the next."""
+        ask = call.payload
+        slot.running = True
+        if ask.outcome is not None:
+            nxt = slot.next
+            if nxt is None or nxt.trial_id != ask.started:  # not what it was handed
+                call.reply(True, None)
+                logger.warning("slot %s started %s, not the trial handed to it; stopping it",
+                               slot.key, ask.started)
+                if slot.job is not None:
+                    slot.job.stop()
+                return
+            prev = slot.trial
+            if prev is not None and ask.outcome.run_id == prev.trial_id:
+                # the trial before ends first, as when the next starts after a round trip
+                self._stream_ended(slot, prev, ask.outcome)
+            if self._slots.get(slot.key) is not slot:  # the experiment let its slots go
+                call.reply(True, None)
+                return
+            slot.next = None
+            self._reserved.pop(nxt.trial_id, None)
+            slot.trial = nxt
+            self._slot_of[nxt.trial_id] = slot
+            if nxt.status is not TrialStatus.PENDING or self._stopping_all:
+                # it ended while it waited (e.g. the experiment stopped): the worker stops
+                self._stream_stops[nxt.trial_id] = 0.0
+                call.reply(True, None)
+                return
+            self.started_ahead += 1
+            self._trial_running(nxt)
+        elif slot.trial is None or slot.trial.trial_id != ask.started:
+            call.reply(True, None)  # a trial that ended already
+            return
+        slot.ahead = call.reply
+        self._serve_aheads()
 
     def _next_pending(self) -> TuneTrial | None:
         """The streamed trial waiting longest for a slot (counted out of the queue)."""
@@ -546,16 +664,21 @@ class TuneController:
 
     def _grow_slots(self) -> None:
         """A new slot job when trials wait for a slot and no slot job waits for room yet:
-        slots grow to what the resources hold, and one more waits in the queue."""
+        slots grow to what the resources hold, and one more waits in the queue. Under
+        ``max_concurrent_trials`` the slots are bounded anyway: they start together, as
+        that many jobs of their own would (not one after another)."""
         if not self._stream_pending or self._stopping_all or self._fatal is not None:
             return
+        bounded = self.max_concurrent is not None
         if self.max_concurrent is not None and len(self._slots) >= self.max_concurrent:
             return
-        starting = 0  # slots that run and will ask for their first trial
+        starting = 0  # slots that will ask for their first trial
         for s in self._slots.values():
             if not s.running:
-                return
-            if s.trial is None and s.reply is None:
+                if not bounded:
+                    return
+                starting += 1
+            elif s.trial is None and s.reply is None:
                 starting += 1
         if len(self._stream_pending) <= starting:
             return
@@ -604,10 +727,15 @@ class TuneController:
                 self.verdict_questions += 1
                 self._verdicts.setdefault(trial.trial_id, []).append(
                     (tuple(call.payload), call.reply))
+            case Asked(question="stream_ahead", call=call):
+                self._on_ahead(slot, call)
             case Asked(question="stream_next", call=call):
                 # payload: how the slot's last trial ended, None before its first
                 outcome = call.payload
                 slot.running = True
+                # a trial handed ahead it did not see in time is its answer below (first in
+                # line again), or another slot's if this one ends
+                self._unreserve(slot)
                 trial = slot.trial
                 ended = trial if trial is not None and outcome is not None and \
                     outcome.run_id == trial.trial_id else None
@@ -666,12 +794,14 @@ class TuneController:
         if status is JobStatus.RUNNING:
             slot.running = True
             self._grow_slots()
+            self._serve_aheads()
             return
         if not status.is_terminal:
             return
         self._slots.pop(slot.key, None)
         if slot in self._waiting_slots:
             self._waiting_slots.remove(slot)
+        self._unreserve(slot)
         job = slot.job
         outcome = job.outcome if job is not None else None
         if job is not None:
@@ -815,6 +945,7 @@ class TuneController:
             if slot.trial is not None:
                 self._release(slot.trial)
                 slot.trial = None
+            self._unreserve(slot)
         self._slots.clear()
 
     # -- events ------------------------------------------------------------------------------
@@ -1013,6 +1144,8 @@ class TuneController:
         self._stop_everything()
 
     def _stop_job(self, trial: TuneTrial) -> None:
+        if trial.trial_id in self._reserved:
+            return  # handed ahead: if its worker starts it, it is stopped then (_on_ahead)
         if self._stream_pending.pop(trial.trial_id, None) is not None:
             self._queued = max(0, self._queued - 1)  # it never reached a slot
             self._live_jobs -= 1
@@ -1035,7 +1168,8 @@ class TuneController:
             if not t.status.is_terminal:  # saved as it was: Tuner.restore resumes it
                 t.unfinished_status = t.status
             if t.status in (TrialStatus.RUNNING, TrialStatus.PENDING):
-                if t.trial_id in self._slot_of or t.trial_id in self._stream_pending:
+                if t.trial_id in self._slot_of or t.trial_id in self._stream_pending \
+                        or t.trial_id in self._reserved:
                     t.action = _STOPPED
                     self._end_trial(t, TrialStatus.TERMINATED, note="experiment stopped")
                 elif t.job is not None:
@@ -1173,7 +1307,7 @@ class _Slot:
     """A slot job of a trial stream: the trial it runs, or the reply that hands its
     waiting worker the next one."""
 
-    __slots__ = ("job", "key", "reply", "running", "trial")
+    __slots__ = ("ahead", "job", "key", "next", "reply", "running", "trial")
 
     def __init__(self, key: str) -> None:
         self.key = key
@@ -1181,6 +1315,10 @@ class _Slot:
         self.trial: TuneTrial | None = None
         self.reply: Callable[[bool, object], None] | None = None
         self.running = False
+        #: the reply to its worker's ``STREAM_AHEAD`` while no trial is handed ahead yet
+        self.ahead: Callable[[bool, object], None] | None = None
+        #: the trial handed ahead (PENDING): its worker runs it once ``trial`` ends
+        self.next: TuneTrial | None = None
 
 
 class _StopSignal:

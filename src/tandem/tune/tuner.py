@@ -389,6 +389,7 @@ class Tuner:
         )
         trials = controller.run()
         self._slot_jobs = controller.slots_started  # trial streams' slot jobs (tests)
+        self._started_ahead = controller.started_ahead  # their trials handed ahead (tests)
         self._results = ResultGrid(
             [self._result_of(t) for t in trials], exp_path, metric, mode,
             trial_ids=[t.trial_id for t in trials],
@@ -507,22 +508,31 @@ class Tuner:
         if refused is not None:
             logger.debug("trials run one job each: %s", refused)
             return None
-        from tandem.train.stream import STREAM_NEXT, RunStream, StreamedRun, stream_error
+        from tandem.train.stream import (
+            STREAM_AHEAD,
+            STREAM_NEXT,
+            RunStream,
+            StreamedRun,
+            prepare_output,
+            stream_error,
+        )
 
         base, fn_bytes = self._launch_parts
         resources = self.trainable.resources if isinstance(self.trainable, _WithResources) else None
         slots_path = exp_path.rstrip("/") + "/" + SLOTS_FOLDER
-        handlers: dict[str, Any] = {STREAM_NEXT: AskSubmitter("stream_next", default=None)}
+        handlers: dict[str, Any] = {STREAM_NEXT: AskSubmitter("stream_next", default=None),
+                                    STREAM_AHEAD: AskSubmitter("stream_ahead", default=None)}
         if verdicts is not None:
             handlers["tune_verdict"] = AskSubmitter("verdict", default="continue")
         count = [0]
         scaling: list[ScalingConfig] = []
 
-        def describe(trial: TuneTrial) -> StreamedRun:
+        def describe(trial: TuneTrial, ahead: bool) -> StreamedRun:
             return StreamedRun(
                 trial.trial_id, trial.name, StorageContext(exp_path, trial.dirname, exp_name),
                 trial.config,
-                metadata={AWAIT_VERDICT: verdicts(trial)} if verdicts is not None else {})
+                metadata={AWAIT_VERDICT: verdicts(trial)} if verdicts is not None else {},
+                ahead=ahead)
 
         def launch(trial: TuneTrial, listener: JobListener) -> JobView:
             if not scaling:
@@ -547,7 +557,9 @@ class Tuner:
                                            fn_bytes=cloudpickle.dumps(stream)))
 
         return TrialStreams(launch=launch, describe=describe,
-                            error_of=lambda trial, outcome: stream_error(outcome, trial.path))
+                            error_of=lambda trial, outcome: stream_error(outcome, trial.path),
+                            prepare=lambda trial: prepare_output(
+                                StorageContext(exp_path, trial.dirname, exp_name).run_path))
 
     def _make_launcher(self, service: JobService, exp_path: str, exp_name: str,
                        verbose: int, verdicts: GateOf | None = None,

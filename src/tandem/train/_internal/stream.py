@@ -13,6 +13,13 @@ events arrive in.
 
 A report the driver answers "stop" raises ``RunStopped`` out of ``train.report`` /
 ``tune.report``: the run ends there and the stream goes on.
+
+A run handed with ``ahead=True`` is followed by the question ``STREAM_AHEAD`` ("the run
+after this one?"), which the driver answers when it has one, while the run runs. A worker
+whose run ends with that answer in hand starts the next run at once and tells the driver
+with the next ``STREAM_AHEAD`` (the outcome, and the run it started): no round trip between
+two runs. Without the answer in hand it asks ``STREAM_NEXT`` and waits, as before; that
+answer decides, and an answer to the earlier ``STREAM_AHEAD`` that comes later is dropped.
 """
 
 from __future__ import annotations
@@ -42,6 +49,10 @@ STREAM_NEXT = "tune_stream_next"
 """The driver call a stream's worker makes before its first run (payload None) and after
 each run (payload its ``StreamOutcome``): answer the next ``StreamedRun``, or None (the
 stream ends)."""
+STREAM_AHEAD = "tune_stream_ahead"
+"""The driver call a stream's worker makes while it runs a run handed with ``ahead=True``
+(payload a ``StreamAhead``): answer the ``StreamedRun`` to run after it, when there is one
+(the driver may hold the answer), or None."""
 STREAM_RUN_KEY = "_tandem_stream_run"
 """The key of a streamed run's report row that names its run (the driver pops it)."""
 STREAM_CHECKPOINT_KEY = "_tandem_stream_checkpoint"
@@ -67,6 +78,8 @@ class StreamedRun:
     config: Any
     #: the run's own entries of its context's metadata (e.g. its verdict gate)
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: the worker asks ``STREAM_AHEAD`` for the run after this one while this one runs
+    ahead: bool = False
 
 
 @record
@@ -81,6 +94,16 @@ class StreamOutcome:
     error: ErrorInfo | None = None
     stopped: bool = False
     last: bool = False
+
+
+@record
+class StreamAhead:
+    """The payload of ``STREAM_AHEAD``: the worker runs ``started`` (the run the driver
+    handed it last), having ended the run before it with ``outcome`` (None: ``started``
+    came as the answer to ``STREAM_NEXT``, or as the stream's first run)."""
+
+    started: str
+    outcome: StreamOutcome | None = None
 
 
 class _Channel(Protocol):
@@ -185,12 +208,19 @@ class RunStream:
                 first = slot.call(STREAM_NEXT, None)
                 assert first is None or isinstance(first, StreamedRun), first
                 run = first
+            ahead = _ask_ahead(slot, run)
             while run is not None:
                 outcome = self._run_one(slot, channel, run, counter)
                 if not outcome.last and baseline.left_running():
                     outcome = replace(outcome, last=True)
                 channel.on_message(slot._on_driver_message)
                 session_mod._set_session(slot)
+                handed = _answered(ahead) if not outcome.last else None
+                if handed is not None:  # the next run is here: start it, then tell
+                    ahead = slot.call_later(STREAM_AHEAD, StreamAhead(handed.run_id, outcome))
+                    baseline.restore()
+                    run = handed
+                    continue
                 wait = slot.call_later(STREAM_NEXT, outcome)
                 if outcome.last:
                     wait(None)
@@ -199,6 +229,7 @@ class RunStream:
                 answer = wait(None)
                 assert answer is None or isinstance(answer, StreamedRun), answer
                 run = answer
+                ahead = _ask_ahead(slot, run)
         finally:
             _flush()
             os.dup2(saved[0], 1)
@@ -251,6 +282,25 @@ class RunStream:
             _flush()
 
 
+def _ask_ahead(slot: WorkerSession,
+               run: StreamedRun | None) -> Callable[[float | None], object] | None:
+    """Asks for the run after ``run`` while it runs, where the driver hands runs ahead."""
+    if run is None or not run.ahead:
+        return None
+    return slot.call_later(STREAM_AHEAD, StreamAhead(run.run_id))
+
+
+def _answered(ahead: Callable[[float | None], object] | None) -> StreamedRun | None:
+    """The run ``ahead`` was answered with, if that answer is here already."""
+    if ahead is None:
+        return None
+    try:
+        answer = ahead(0)
+    except Exception:  # noqa: BLE001 - not answered yet (TimeoutError), or refused: ask STREAM_NEXT
+        return None
+    return answer if isinstance(answer, StreamedRun) else None
+
+
 def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -263,7 +313,17 @@ def _redirect_output(path: str) -> None:
     """The process's stdout and stderr into ``path`` (appended to), as a fresh worker of
     that run has them."""
     _flush()
-    logs = os.path.dirname(path)
+    try:  # made already for a run handed ahead (prepare_output)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except FileNotFoundError:
+        _make_logs(os.path.dirname(path))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _make_logs(logs: str) -> None:
     # the run's folder, then its logs folder: two system calls where the experiment's
     # folder exists (os.makedirs looks at each level first)
     for folder in (os.path.dirname(logs), logs):
@@ -274,10 +334,18 @@ def _redirect_output(path: str) -> None:
         except FileNotFoundError:
             os.makedirs(logs, exist_ok=True)
             break
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+
+
+def prepare_output(run_path: str) -> None:
+    """Makes a run's ``logs/rank_0.log`` before its worker starts it: the driver does, for
+    a run handed ahead, while the slot's worker still runs the run before, so creating the
+    run's folders and file (slow on some disks) is not done between two runs."""
+    path = os.path.join(run_path, "logs", "rank_0.log")
+    try:
+        _make_logs(os.path.dirname(path))
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
+    except OSError:  # the worker makes them then, and says what failed
+        pass
 
 
 def stream_error(outcome: StreamOutcome, run_path: str) -> BaseException:

@@ -1,0 +1,117 @@
+"""Issue 25, the 100 ms row: at ``max_concurrent_trials`` with the FIFO scheduler and the
+basic variant generator, a slot's worker is handed its next trial while it runs one
+(``STREAM_AHEAD``) and starts it the moment the one before ends, with no round trip to the
+tuner between them. Only the timing may change: no more trials than the limit run at once,
+each trial runs once with its own config and files, and an experiment stopped with trials
+handed ahead resumes them."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from tandem import tune
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _timed(config):
+    """Sleeps ``config["s"]``; notes when it ran (its own file, in ``config["log"]``)."""
+    start = time.time()
+    time.sleep(config["s"])
+    with open(os.path.join(config["log"], f"{config['i']}.json"), "w") as f:
+        json.dump([start, time.time(), os.getpid()], f)
+    tune.report({"i": config["i"]})
+
+
+def _most_at_once(spans: list[tuple[float, float]]) -> int:
+    edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    live = most = 0
+    for _, d in edges:  # an end sorts before a start at the same instant
+        live += d
+        most = max(most, live)
+    return most
+
+
+def test_slots_start_the_trial_handed_ahead_and_never_run_more_than_the_limit(tmp_path):
+    log = tmp_path / "log"
+    log.mkdir()
+    n = 12
+    tuner = tune.Tuner(
+        _timed, param_space={"i": tune.grid_search(list(range(n))), "s": 0.3, "log": str(log)},
+        tune_config=tune.TuneConfig(max_concurrent_trials=2),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="ahead", verbose=0),
+    )
+    grid = tuner.fit()
+    assert not grid.errors
+    assert sorted(r.metrics["i"] for r in grid) == list(range(n))  # each once, its config
+    for r in grid:
+        with open(os.path.join(r.path, "params.json")) as f:
+            assert json.load(f)["i"] == r.metrics["i"]
+    runs = [json.loads((log / f"{i}.json").read_text()) for i in range(n)]
+    assert _most_at_once([(s, e) for s, e, _ in runs]) <= 2  # max_concurrent_trials holds
+    assert len({pid for _, _, pid in runs}) <= 2  # two slot workers ran them all
+    # each slot's first trial comes as the answer to its question; the others were in its
+    # worker's hands when the trial before ended (a 0.3 s trial leaves the tuner ample time)
+    assert tuner._started_ahead >= n - 4, tuner._started_ahead
+
+
+def test_trials_are_not_handed_ahead_where_the_order_or_the_configs_could_change(tmp_path):
+    """No limit (slots follow the cluster's room), or a scheduler that picks which trial
+    runs next, or a searcher that learns from results: trials go one round trip at a time."""
+    log = tmp_path / "log"
+    log.mkdir()
+    space = {"i": tune.grid_search(list(range(4))), "s": 0.05, "log": str(log)}
+    for name, tc in [
+        ("unlimited", tune.TuneConfig()),
+        ("asha", tune.TuneConfig(max_concurrent_trials=2, metric="i", mode="max",
+                                 scheduler=tune.schedulers.ASHAScheduler())),
+    ]:
+        tuner = tune.Tuner(_timed, param_space=space, tune_config=tc,
+                           run_config=tune.RunConfig(storage_path=str(tmp_path), name=name,
+                                                     verbose=0))
+        grid = tuner.fit()
+        assert not grid.errors and len(grid) == 4
+        assert tuner._slot_jobs >= 1 and tuner._started_ahead == 0, name
+
+
+class _StopAllAfter(tune.Stopper):
+    """Stops the experiment after ``n`` results, the first time only (the restored
+    experiment brings the stopper back)."""
+
+    def __init__(self, n: int, marker: str) -> None:
+        self.n, self.seen, self.marker = n, 0, marker
+
+    def __call__(self, trial_id, result):
+        self.seen += 1
+        return False
+
+    def stop_all(self):
+        if self.seen >= self.n and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            return True
+        return False
+
+
+def test_an_experiment_stopped_with_trials_handed_ahead_resumes_them(tmp_path):
+    log = tmp_path / "log"
+    log.mkdir()
+    n = 10
+    tuner = tune.Tuner(
+        _timed, param_space={"i": tune.grid_search(list(range(n))), "s": 0.2, "log": str(log)},
+        tune_config=tune.TuneConfig(max_concurrent_trials=2),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="stopped", verbose=0,
+                                  stop=_StopAllAfter(3, str(tmp_path / "stopped_once"))),
+    )
+    first = tuner.fit()
+    done_first = sorted(r.metrics["i"] for r in first if r.metrics.get("i") is not None)
+    assert 3 <= len(done_first) < n
+    assert tuner._started_ahead >= 1  # trials were handed ahead when it stopped
+
+    grid = tune.Tuner.restore(str(tmp_path / "stopped"), _timed).fit()
+    assert not grid.errors
+    assert sorted(r.metrics["i"] for r in grid) == list(range(n))  # every trial ran to its end
+    assert len(grid) == n
