@@ -448,7 +448,10 @@ class TuneController:
         trial of a slot that runs one (``_hands_ahead``), at max_concurrent_trials."""
         if self._queued >= self.queue_depth:
             return False
-        if self.max_concurrent is None or self._live_jobs < self.max_concurrent:
+        # a trial handed ahead runs only once its slot's trial has ended: it does not take
+        # a place a slot waiting for a trial would run one in now
+        if self.max_concurrent is None or \
+                self._live_jobs - len(self._reserved) < self.max_concurrent:
             return True
         return ahead and not self._stream_pending and self._ahead_open() and any(
             s.ahead is not None and s.next is None for s in self._slots.values())
