@@ -115,3 +115,31 @@ def test_an_experiment_stopped_with_trials_handed_ahead_resumes_them(tmp_path):
     assert not grid.errors
     assert sorted(r.metrics["i"] for r in grid) == list(range(n))  # every trial ran to its end
     assert len(grid) == n
+
+
+def _meets(config):
+    """Notes that it runs; the first trial waits (up to 20 s) until another one runs too."""
+    folder = config["log"]
+    open(os.path.join(folder, f"running_{config['i']}"), "w").close()
+    deadline = time.monotonic() + 20
+    others = []
+    while config["i"] == 0 and not others and time.monotonic() < deadline:
+        others = [f for f in os.listdir(folder) if f != "running_0"]
+        time.sleep(0.01)
+    tune.report({"i": config["i"], "met": config["i"] != 0 or bool(others)})
+
+
+def test_the_first_trials_run_together_though_one_was_handed_ahead(tmp_path):
+    """A trial handed ahead does not take a place under the limit from a slot waiting for
+    its first trial: the first slot's worker may be handed the second trial ahead before
+    the second slot asks, and the second slot still gets one at once (it waited for the
+    first slot's trial to end)."""
+    log = tmp_path / "log"
+    log.mkdir()
+    grid = tune.Tuner(
+        _meets, param_space={"i": tune.grid_search(list(range(6))), "log": str(log)},
+        tune_config=tune.TuneConfig(max_concurrent_trials=2),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="together", verbose=0),
+    ).fit()
+    assert not grid.errors
+    assert all(r.metrics["met"] for r in grid)
