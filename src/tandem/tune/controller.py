@@ -40,7 +40,7 @@ from tandem.jobs.events import (
     Reported,
     StatusChanged,
 )
-from tandem.jobs.spec import JobStatus
+from tandem.jobs.spec import JobCall, JobStatus
 from tandem.train.api.checkpoint import Checkpoint
 from tandem.train.api.files import join_path, make_dirs, write_file
 from tandem.train.api.result import Result
@@ -249,6 +249,9 @@ class TuneController:
         self._stream_pending: dict[str, TuneTrial] = {}
         # streamed trials handed ahead to a slot whose worker runs another (``_Slot.next``)
         self._reserved: dict[str, _Slot] = {}
+        # slots whose worker asked for its next trial and has none handed yet, by when
+        # they asked (the first to ask started its trial first: it gets the next trial)
+        self._asking_ahead: dict[str, _Slot] = {}
         self._lookahead = self._hands_ahead()
         self._slot_count = 0
         self.slots_started = 0  # slot jobs launched (tests count them)
@@ -453,8 +456,8 @@ class TuneController:
         if self.max_concurrent is None or \
                 self._live_jobs - len(self._reserved) < self.max_concurrent:
             return True
-        return ahead and not self._stream_pending and self._ahead_open() and any(
-            s.ahead is not None and s.next is None for s in self._slots.values())
+        return (ahead and not self._stream_pending and bool(self._asking_ahead)
+                and self._ahead_open())
 
     def _new_trial(self, trial_id: str, config: dict) -> TuneTrial:
         index = self._created
@@ -536,11 +539,9 @@ class TuneController:
             assert reply is not None
             self._hand(slot, trial, reply)
             return
-        if self._lookahead and self._ahead_open():
-            for slot in self._slots.values():
-                if slot.ahead is not None and slot.next is None:
-                    self._reserve(slot, trial)
-                    return
+        if self._asking_ahead and self._ahead_open():
+            self._reserve(next(iter(self._asking_ahead.values())), trial)
+            return
         self._queued += 1
         self._stream_pending[trial.trial_id] = trial
         self._grow_slots()
@@ -574,16 +575,20 @@ class TuneController:
                 and type(self.searcher) is BasicVariantGenerator)
 
     def _ahead_open(self) -> bool:
-        """Trials may be handed ahead now: every slot there will be runs."""
+        """Trials may be handed ahead now: every slot there will be runs and has asked for
+        its first trial (a trial waiting for a slot goes to one that asks for its first,
+        not ahead to one busy with another: the first trials start in order)."""
         return (self._lookahead and not self._stopping_all and self._fatal is None
                 and self.max_concurrent is not None
                 and len(self._slots) >= self.max_concurrent
-                and all(s.running for s in self._slots.values()))
+                and all(s.running and (s.trial is not None or s.reply is not None)
+                        for s in self._slots.values()))
 
     def _reserve(self, slot: _Slot, trial: TuneTrial) -> None:
         """``slot``'s worker runs ``trial`` once its trial ends (it asked ahead)."""
         assert self._streams is not None and slot.ahead is not None
         reply, slot.ahead = slot.ahead, None
+        del self._asking_ahead[slot.key]
         slot.next = trial
         self._reserved[trial.trial_id] = slot
         reply(True, self._streams.describe(trial, True))
@@ -594,6 +599,7 @@ class TuneController:
         worker will not run it), or is let go if it ended meanwhile."""
         if slot.ahead is not None:  # the worker no longer waits for that answer
             reply, slot.ahead = slot.ahead, None
+            del self._asking_ahead[slot.key]
             reply(True, None)
         trial, slot.next = slot.next, None
         if trial is None:
@@ -607,16 +613,15 @@ class TuneController:
 
     def _serve_aheads(self) -> None:
         """Slots that asked ahead get the trials waiting for a slot, in order."""
-        if not (self._stream_pending and self._ahead_open()):
+        if not (self._stream_pending and self._asking_ahead and self._ahead_open()):
             return
-        for slot in self._slots.values():
-            if slot.ahead is not None and slot.next is None:
-                trial = self._next_pending()
-                if trial is None:
-                    return
-                self._reserve(slot, trial)
+        for slot in list(self._asking_ahead.values()):
+            trial = self._next_pending()
+            if trial is None:
+                return
+            self._reserve(slot, trial)
 
-    def _on_ahead(self, slot: _Slot, call: Any) -> None:
+    def _on_ahead(self, slot: _Slot, call: JobCall) -> None:
         """``STREAM_AHEAD``: the worker runs ``ask.started`` (after ending its trial with
         ``ask.outcome``, when it started the trial handed ahead) and asks for the next."""
         ask = call.payload
@@ -652,6 +657,7 @@ class TuneController:
             call.reply(True, None)  # a trial that ended already
             return
         slot.ahead = call.reply
+        self._asking_ahead[slot.key] = slot
         self._serve_aheads()
 
     def _next_pending(self) -> TuneTrial | None:

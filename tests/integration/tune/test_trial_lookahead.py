@@ -36,15 +36,22 @@ def _most_at_once(spans: list[tuple[float, float]]) -> int:
     return most
 
 
-def test_slots_start_the_trial_handed_ahead_and_never_run_more_than_the_limit(tmp_path):
+def _sweep(tmp_path, fn, n: int, name: str, stop=None, **space) -> tune.Tuner:
+    """``n`` trials of ``fn``, 2 at a time (``max_concurrent_trials``); ``config["log"]``
+    is ``tmp_path/log``."""
     log = tmp_path / "log"
-    log.mkdir()
-    n = 12
-    tuner = tune.Tuner(
-        _timed, param_space={"i": tune.grid_search(list(range(n))), "s": 0.3, "log": str(log)},
+    log.mkdir(exist_ok=True)
+    return tune.Tuner(
+        fn, param_space={"i": tune.grid_search(list(range(n))), "log": str(log), **space},
         tune_config=tune.TuneConfig(max_concurrent_trials=2),
-        run_config=tune.RunConfig(storage_path=str(tmp_path), name="ahead", verbose=0),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name=name, verbose=0, stop=stop),
     )
+
+
+def test_slots_start_the_trial_handed_ahead_and_never_run_more_than_the_limit(tmp_path):
+    n = 12
+    log = tmp_path / "log"
+    tuner = _sweep(tmp_path, _timed, n, "ahead", s=0.3)
     grid = tuner.fit()
     assert not grid.errors
     assert sorted(r.metrics["i"] for r in grid) == list(range(n))  # each once, its config
@@ -53,6 +60,8 @@ def test_slots_start_the_trial_handed_ahead_and_never_run_more_than_the_limit(tm
             assert json.load(f)["i"] == r.metrics["i"]
     runs = [json.loads((log / f"{i}.json").read_text()) for i in range(n)]
     assert _most_at_once([(s, e) for s, e, _ in runs]) <= 2  # max_concurrent_trials holds
+    first_two = sorted(range(n), key=lambda i: runs[i][0])[:2]
+    assert set(first_two) == {0, 1}  # nothing handed ahead before both slots had a trial
     assert len({pid for _, _, pid in runs}) <= 2  # two slot workers ran them all
     # each slot's first trial comes as the answer to its question; the others were in its
     # worker's hands when the trial before ended (a 0.3 s trial leaves the tuner ample time)
@@ -97,15 +106,9 @@ class _StopAllAfter(tune.Stopper):
 
 
 def test_an_experiment_stopped_with_trials_handed_ahead_resumes_them(tmp_path):
-    log = tmp_path / "log"
-    log.mkdir()
     n = 10
-    tuner = tune.Tuner(
-        _timed, param_space={"i": tune.grid_search(list(range(n))), "s": 0.2, "log": str(log)},
-        tune_config=tune.TuneConfig(max_concurrent_trials=2),
-        run_config=tune.RunConfig(storage_path=str(tmp_path), name="stopped", verbose=0,
-                                  stop=_StopAllAfter(3, str(tmp_path / "stopped_once"))),
-    )
+    tuner = _sweep(tmp_path, _timed, n, "stopped", s=0.2,
+                   stop=_StopAllAfter(3, str(tmp_path / "stopped_once")))
     first = tuner.fit()
     done_first = sorted(r.metrics["i"] for r in first if r.metrics.get("i") is not None)
     assert 3 <= len(done_first) < n
@@ -134,12 +137,6 @@ def test_the_first_trials_run_together_though_one_was_handed_ahead(tmp_path):
     its first trial: the first slot's worker may be handed the second trial ahead before
     the second slot asks, and the second slot still gets one at once (it waited for the
     first slot's trial to end)."""
-    log = tmp_path / "log"
-    log.mkdir()
-    grid = tune.Tuner(
-        _meets, param_space={"i": tune.grid_search(list(range(6))), "log": str(log)},
-        tune_config=tune.TuneConfig(max_concurrent_trials=2),
-        run_config=tune.RunConfig(storage_path=str(tmp_path), name="together", verbose=0),
-    ).fit()
+    grid = _sweep(tmp_path, _meets, 6, "together").fit()
     assert not grid.errors
     assert all(r.metrics["met"] for r in grid)
