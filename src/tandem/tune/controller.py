@@ -632,8 +632,7 @@ class TuneController:
                 call.reply(True, None)
                 logger.warning("slot %s started %s, not the trial handed to it; stopping it",
                                slot.key, ask.started)
-                if slot.job is not None:
-                    slot.job.stop()
+                self._stop_slot(slot)
                 return
             prev = slot.trial
             if prev is not None and ask.outcome.run_id == prev.trial_id:
@@ -907,11 +906,8 @@ class TuneController:
         if self._stream_pending:
             return
         for slot in self._slots.values():
-            if not slot.running and slot.trial is None and slot.job is not None:
-                try:
-                    slot.job.stop()
-                except Exception as e:  # noqa: BLE001 - a job that already ended
-                    logger.debug("stopping slot %s: %s", slot.key, e)
+            if not slot.running and slot.trial is None:
+                self._stop_slot(slot)
 
     def _check_stream_stops(self) -> None:
         now = time.monotonic()
@@ -921,11 +917,15 @@ class TuneController:
                 del self._stream_stops[tid]
             elif now >= deadline:
                 del self._stream_stops[tid]
-                if slot.job is not None:
-                    try:
-                        slot.job.stop()
-                    except Exception as e:  # noqa: BLE001 - a job that already ended
-                        logger.debug("stopping slot %s: %s", slot.key, e)
+                self._stop_slot(slot)
+
+    @staticmethod
+    def _stop_slot(slot: _Slot) -> None:
+        if slot.job is not None:
+            try:
+                slot.job.stop()
+            except Exception as e:  # noqa: BLE001 - a job that already ended
+                logger.debug("stopping slot %s: %s", slot.key, e)
 
     def _stop_slots(self) -> None:
         """Ends every slot (waiting ones are told no more trials come; running ones are
@@ -943,11 +943,8 @@ class TuneController:
             # every other slot is stopped: one running a trial, and one whose worker's
             # question is still queued behind the event being handled (it would wait for an
             # answer this loop gives only after the wait below)
-            if slot.key not in answered and slot.job is not None:
-                try:
-                    slot.job.stop()
-                except Exception as e:  # noqa: BLE001 - a job that already ended
-                    logger.debug("stopping slot %s: %s", slot.key, e)
+            if slot.key not in answered:
+                self._stop_slot(slot)
         for slot in slots:
             if slot.job is not None:
                 slot.job.wait_outcome(30)
