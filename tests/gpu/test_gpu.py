@@ -13,7 +13,11 @@ On a GPU machine: ``python -m pytest tests/gpu -q``. What a user gets there:
 - (the train server's usage sampler on a real GPU: tests/unit/server/test_usage_gpu.py);
 - ``XGBoostTrainer(..., use_gpu=True)`` trains with ``device="cuda"``;
 - ``model.serve(ref, num_gpus=1)``: the replica holds a GPU (``CUDA_VISIBLE_DEVICES``), the
-  ``TorchModel``'s weights are on ``cuda`` there, and its answers equal the CPU model's.
+  ``TorchModel``'s weights are on ``cuda`` there, and its answers equal the CPU model's;
+- a tuning sweep of trials on half a GPU each, two at a time: each trial computes on the
+  GPU in a fresh process (a worker that made a CUDA context runs no other trial), and the
+  trials start in order;
+- ``JaxTrainer(..., ScalingConfig(use_gpu=True))``: JAX runs on CUDA.
 """
 
 from __future__ import annotations
@@ -226,3 +230,76 @@ def test_serve_places_a_torch_model_replica_on_a_gpu(tmp_path, monkeypatch):
     assert pid != driver_pid
     assert seen.read_text() not in ("", "-", "-1")
     np.testing.assert_allclose(np.array(r.json()["outputs"]), m.predict(x).numpy(), atol=1e-4)
+
+
+def _gpu_trial(config):
+    import os
+
+    import torch
+
+    from tandem import tune
+
+    # what the previous trial in this (reused) worker left on the GPU
+    left_over = torch.cuda.memory_allocated()
+    block = torch.full((64, 1024, 1024), float(config["x"]), device="cuda")  # 256 MB
+    tune.report({"total": float(block.sum().item()) / block.numel(), "left_over": left_over,
+                 "device": str(block.device), "pid": os.getpid(),
+                 "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "-")})
+
+
+def test_tune_trials_share_the_gpu_each_in_a_fresh_process(tmp_path):
+    from tandem import tune
+    from tandem.train import RunConfig
+
+    class StartOrder(tune.Callback):
+        started: list = []  # noqa: RUF012
+
+        def on_trial_start(self, iteration, trials, trial, **info):
+            self.started.append(trial.config["x"])
+
+    # two at a time on half a GPU each; a worker that made a CUDA context runs no other
+    # trial (a fresh process would hold no GPU memory), so each trial gets a fresh one,
+    # nothing is handed ahead, and the trials start in order
+    results = tune.Tuner(
+        tune.with_resources(_gpu_trial, {"cpu": 1, "gpu": 0.5}),
+        param_space={"x": tune.grid_search([1, 2, 3, 4, 5, 6])},
+        tune_config=tune.TuneConfig(max_concurrent_trials=2),
+        run_config=RunConfig(storage_path=str(tmp_path), callbacks=[StartOrder()]),
+    ).fit()
+    assert not results.errors
+    rows = sorted((r.config["x"], r.metrics) for r in results)
+    assert [x for x, _ in rows] == [1, 2, 3, 4, 5, 6]
+    for x, m in rows:
+        assert m["total"] == float(x)
+        assert m["device"].startswith("cuda")
+        assert m["visible"] not in ("-", "")
+        assert m["left_over"] == 0, f"trial x={x} found {m['left_over']} bytes on the GPU"
+    assert len({m["pid"] for _, m in rows}) == 6
+    assert StartOrder.started == [1, 2, 3, 4, 5, 6]
+
+
+def _jax_loop(config):
+    import jax
+    import jax.numpy as jnp
+
+    from tandem import train
+
+    device = jax.devices()[0]
+    y = jax.jit(lambda a: (a @ a.T).sum())(jnp.ones((256, 128)))
+    train.report({"platform": device.platform, "value": float(y),
+                  "on": str(next(iter(y.devices())).platform)})
+
+
+def test_jax_trainer_runs_on_the_gpu(tmp_path):
+    pytest.importorskip("jax")
+    from tandem.train import RunConfig, ScalingConfig
+    from tandem.train.jax import JaxTrainer
+
+    result = JaxTrainer(
+        _jax_loop, scaling_config=ScalingConfig(num_workers=1, use_gpu=True),
+        run_config=RunConfig(storage_path=str(tmp_path)),
+    ).fit()
+    assert result.error is None
+    assert result.metrics["platform"] == "gpu"
+    assert result.metrics["on"] == "gpu"
+    assert result.metrics["value"] == 256 * 256 * 128.0

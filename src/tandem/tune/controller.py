@@ -552,7 +552,10 @@ class TuneController:
         assert self._streams is not None
         slot.trial = trial
         self._slot_of[trial.trial_id] = slot
-        reply(True, self._streams.describe(trial, self._lookahead))
+        # a slot's worker asks ahead only once it has gone on to a second trial: a trial
+        # that leaves torch, a CUDA context or a thread behind ends its stream (a fresh
+        # process runs the next), and a trial handed ahead to it would start out of order
+        reply(True, self._streams.describe(trial, self._lookahead and slot.proven))
         self._trial_running(trial)
 
     # -- trials handed ahead ----------------------------------------------------------------
@@ -575,13 +578,14 @@ class TuneController:
                 and type(self.searcher) is BasicVariantGenerator)
 
     def _ahead_open(self) -> bool:
-        """Trials may be handed ahead now: every slot there will be runs and has asked for
-        its first trial (a trial waiting for a slot goes to one that asks for its first,
-        not ahead to one busy with another: the first trials start in order)."""
+        """Trials may be handed ahead now: every slot there will be runs, and its worker has
+        gone on to a second trial (``_Slot.proven``; a trial waiting for a slot goes to
+        one that asks for it, not ahead to one busy with another: the trials start in
+        order, and none is handed to a worker that ends after its trial)."""
         return (self._lookahead and not self._stopping_all and self._fatal is None
                 and self.max_concurrent is not None
                 and len(self._slots) >= self.max_concurrent
-                and all(s.running and (s.trial is not None or s.reply is not None)
+                and all(s.running and s.proven and (s.trial is not None or s.reply is not None)
                         for s in self._slots.values()))
 
     def _reserve(self, slot: _Slot, trial: TuneTrial) -> None:
@@ -741,6 +745,8 @@ class TuneController:
                 # payload: how the slot's last trial ended, None before its first
                 outcome = call.payload
                 slot.running = True
+                if outcome is not None and not outcome.last:
+                    slot.proven = True  # its worker goes on to another trial
                 # a trial handed ahead it did not see in time is its answer below (first in
                 # line again), or another slot's if this one ends
                 self._unreserve(slot)
@@ -1313,7 +1319,7 @@ class _Slot:
     """A slot job of a trial stream: the trial it runs, or the reply that hands its
     waiting worker the next one."""
 
-    __slots__ = ("ahead", "job", "key", "next", "reply", "running", "trial")
+    __slots__ = ("ahead", "job", "key", "next", "proven", "reply", "running", "trial")
 
     def __init__(self, key: str) -> None:
         self.key = key
@@ -1325,6 +1331,9 @@ class _Slot:
         self.ahead: Callable[[bool, object], None] | None = None
         #: the trial handed ahead (PENDING): its worker runs it once ``trial`` ends
         self.next: TuneTrial | None = None
+        #: its worker went on to a second trial, so it may be handed trials ahead (a
+        #: worker whose trial left torch, a CUDA context or a thread behind ends instead)
+        self.proven = False
 
 
 class _StopSignal:
