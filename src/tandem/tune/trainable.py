@@ -311,16 +311,20 @@ class ClassTrainableRunner:
                 if want:
                     tmp = trainable.save()
                     checkpoint = Checkpoint.from_directory(tmp)
-                train_session.report(result, checkpoint)
-                if tmp is not None:
-                    shutil.rmtree(tmp, ignore_errors=True)
+                try:
+                    train_session.report(result, checkpoint)
+                finally:  # a trial stopped at this report leaves no temporary folder
+                    if tmp is not None:
+                        shutil.rmtree(tmp, ignore_errors=True)
                 if session is not None and getattr(session, "checkpoint_requested", False):
                     # a tune.Callback set result["should_checkpoint"] (Ray's forced save)
                     session.checkpoint_requested = False
                     if not want:
                         tmp = trainable.save()
-                        session.attach_checkpoint(Checkpoint.from_directory(tmp))
-                        shutil.rmtree(tmp, ignore_errors=True)
+                        try:
+                            session.attach_checkpoint(Checkpoint.from_directory(tmp))
+                        finally:
+                            shutil.rmtree(tmp, ignore_errors=True)
                 if done:
                     break
         except BaseException:
