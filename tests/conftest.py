@@ -34,6 +34,7 @@ import psutil  # noqa: E402 - after the isolation above
 import pytest  # noqa: E402
 
 import tandem  # noqa: E402
+from tests.processes import _alive, _warm  # noqa: E402
 
 pytest_plugins = []
 if os.path.exists(os.path.join(os.path.dirname(__file__), "conftest_postgres.py")):
@@ -117,13 +118,6 @@ def _pooled_by_older_zygote(p: psutil.Process, before: set[int]) -> bool:
         return False
 
 
-def _alive(p: psutil.Process) -> bool:
-    try:
-        return p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
 def _cmd(p: psutil.Process) -> str:
     try:
         return " ".join(p.cmdline())[:120]
@@ -139,42 +133,8 @@ def storage(tmp_path):
     return str(path)
 
 
-def worker_processes() -> list[psutil.Process]:
-    """Live worker processes (children of the zygote) of this test process; warm workers
-    waiting for a job (named ``tandem-warm``, see tandem.cluster._pool) are not counted."""
-    out = []
-    for p in psutil.Process().children(recursive=False):
-        try:
-            if "tandem.cluster._zygote" in " ".join(p.cmdline()):
-                out.extend(c for c in p.children(recursive=True) if _alive(c) and not _warm(c))
-        except psutil.Error:
-            pass
-    return out
-
-
-def no_workers_left(timeout_s: float = 30.0) -> list[psutil.Process]:
-    """``worker_processes()`` once it is empty, or what it still holds after ``timeout_s``.
-
-    A killed worker ends a moment later (longer on a loaded machine), and each look is a
-    fresh scan: a warm worker the zygote forks meanwhile is seen under the zygote's name
-    for an instant before it names itself ``tandem-warm``, and is not a leftover."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        left = worker_processes()
-        if not left or time.monotonic() >= deadline:
-            return left
-        psutil.wait_procs(left, timeout=min(1.0, max(0.0, deadline - time.monotonic())))
-
-
 def pytest_unconfigure(config):
     shutil.rmtree(SESSION_HOME, ignore_errors=True)
-
-
-def _warm(p: psutil.Process) -> bool:
-    try:
-        return p.name() == "tandem-warm"
-    except psutil.Error:
-        return False
 
 
 #: What a test file that starts a local Ray cluster puts in its ``pytestmark``.

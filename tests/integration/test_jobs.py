@@ -16,7 +16,7 @@ import tandem
 from tandem import train
 from tandem._core.errors import ResourcesUnavailableError
 from tandem.train import DataParallelTrainer, RunConfig, ScalingConfig
-from tests.conftest import no_workers_left, worker_processes
+from tests.processes import no_workers_left, worker_processes
 
 pytestmark = pytest.mark.timeout(120)
 

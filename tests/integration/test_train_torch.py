@@ -12,7 +12,7 @@ import tandem
 from tandem import train
 from tandem.train import Checkpoint, CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from tandem.train.torch import TorchTrainer
-from tests.conftest import no_workers_left
+from tests.processes import no_workers_left
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,7 +12,7 @@ import tandem
 from tandem import train
 from tandem.train import Trainer
 from tandem.train.legacy import WorkerGroupError
-from tests.conftest import no_workers_left
+from tests.processes import no_workers_left
 
 pytestmark = pytest.mark.timeout(60)
 

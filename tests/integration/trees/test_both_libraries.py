@@ -17,8 +17,8 @@ from tandem._core.errors import ConfigError
 from tandem.train import FailureConfig, RunConfig, ScalingConfig
 from tandem.tune import TuneConfig, Tuner
 from tandem.tune.schedulers import ASHAScheduler
-from tests.conftest import no_workers_left, worker_processes
 from tests.integration.trees.conftest import read, rows
+from tests.processes import no_workers_left, worker_processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

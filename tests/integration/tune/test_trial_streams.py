@@ -315,7 +315,7 @@ def test_slot_workers_back_in_the_pool_are_warm_workers_not_leftovers(monkeypatc
     """After a streamed experiment the slots' processes wait in the pool for the next job,
     named ``tandem-warm`` as a warm worker forked ahead of demand is (``ps`` shows no
     worker still running; the tests' leftover check waited 30 s for them to retire)."""
-    from tests.conftest import no_workers_left
+    from tests.processes import no_workers_left
 
     monkeypatch.setenv("TANDEM_TRIAL_STREAMS", "1")
     grid = tune.Tuner(_trivial, param_space={"i": tune.grid_search(list(range(6))), "fail": -1},

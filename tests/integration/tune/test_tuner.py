@@ -14,7 +14,7 @@ from tandem import train, tune
 from tandem._core.errors import ConfigError, ResourcesUnavailableError
 from tandem.train import Checkpoint, FailureConfig, RunConfig, ScalingConfig
 from tandem.tune.schedulers import ASHAScheduler, PopulationBasedTraining
-from tests.conftest import no_workers_left
+from tests.processes import no_workers_left
 
 pytestmark = pytest.mark.timeout(180)
 
