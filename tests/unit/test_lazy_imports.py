@@ -192,6 +192,9 @@ def test_the_zygote_and_the_worker_code_load_nothing_heavy():
     out = _probe("""
 import tandem.cluster._zygote
 out["zygote"] = loaded()
+# the worker handshake's HMAC is written over hmac (tandem.cluster._wire): these two cost
+# ~20 ms of the zygote's start
+out["handshake"] = [m for m in ("multiprocessing", "secrets") if m in sys.modules]
 from tandem.train.early import WORKER_MODULES
 from tandem.tune._early import TRIAL_MODULES
 for name in (*WORKER_MODULES, *TRIAL_MODULES):
@@ -201,4 +204,4 @@ out["job service"] = [m for m in ("tandem.jobs.service", "tandem.jobs.admission"
                       if m in sys.modules]
 """)
     # a worker's nested job service is not the embedded one (its admission and scheduler)
-    assert out == {"zygote": [], "preloaded": [], "job service": []}
+    assert out == {"zygote": [], "handshake": [], "preloaded": [], "job service": []}

@@ -4,27 +4,30 @@ One frame is a 4-byte big-endian length followed by a pickle. The driver side re
 non-blocking through ``FrameReader``; worker and zygote sides use blocking ``send``/``recv``.
 
 Nothing read from a socket is unpickled before the peer proved it holds the session's
-secret key: every worker connection starts with the challenge/response handshake of
-``multiprocessing.connection`` (``deliver_challenge`` / ``answer_challenge``, an HMAC over
-a fresh random challenge, in both directions), run on the socket by ``authenticate_server``
-(the driver: challenges first) and ``authenticate_client`` (the worker: answers first). The
-handshake's messages are raw bytes (at most 256 each), never pickles. The key reaches a
+secret key: every worker connection starts with a challenge/response handshake, the one
+``multiprocessing.connection`` runs (``deliver_challenge`` / ``answer_challenge``: an HMAC
+over a fresh random challenge, in both directions; here HMAC-SHA256, as Python 3.12's, where
+3.11's is HMAC-MD5), run on the socket by ``authenticate_server`` (the driver: challenges
+first) and ``authenticate_client`` (the worker: answers first). The handshake's messages are
+raw bytes (at most 256 each), never pickles. It is written here rather than imported:
+``multiprocessing.connection`` and ``secrets`` cost ~20 ms of imports in every process that
+starts a worker (the zygote's start is on the path to a program's first trial), for two
+functions of a dozen lines over ``hmac``. The key reaches a
 worker out of band: through the zygote's stdin pipe (local) or the actor call's arguments
 (Ray), never on a command line or in the environment. See docs/security.md ("Between workers and drivers").
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
-import multiprocessing
+import os
 import pickle
 import queue
-import secrets
 import selectors
 import socket
 import struct
 import threading
-from multiprocessing.connection import answer_challenge, deliver_challenge
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -50,20 +53,27 @@ def send_frame(sock: socket.socket, lock: threading.Lock, obj: object) -> None:
             pass
 
 
-AuthenticationError = multiprocessing.AuthenticationError
+class AuthenticationError(Exception):
+    """The peer does not hold this session's key (or is no tandem peer)."""
+
+
 HANDSHAKE_TIMEOUT_S = 30.0
 """How long one handshake message may take to arrive (a worker on a loaded machine)."""
 _MAX_HANDSHAKE_MESSAGE = 256
+_CHALLENGE = b"#CHALLENGE#"
+_WELCOME = b"#WELCOME#"
+_FAILURE = b"#FAILURE#"
+_CHALLENGE_BYTES = 40
+_DIGEST = "sha256"
 
 
 def new_authkey() -> bytes:
-    """A fresh session secret (32 random bytes)."""
-    return secrets.token_bytes(32)
+    """A fresh session secret (32 random bytes from the OS, as ``secrets.token_bytes``)."""
+    return os.urandom(32)
 
 
 class _HandshakeConnection:
-    """What ``multiprocessing.connection``'s challenge functions need from a connection
-    (``send_bytes`` / ``recv_bytes``), on a blocking socket: length-prefixed raw bytes."""
+    """Length-prefixed raw bytes (``send_bytes`` / ``recv_bytes``) on a blocking socket."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
@@ -92,15 +102,40 @@ class _HandshakeConnection:
         return bytes(out)
 
 
+def _deliver_challenge(conn: _HandshakeConnection, authkey: bytes) -> None:
+    """Sends a fresh random challenge; the peer must answer with its HMAC under the key."""
+    message = os.urandom(_CHALLENGE_BYTES)
+    conn.send_bytes(_CHALLENGE + message)
+    response = conn.recv_bytes()
+    if hmac.compare_digest(response, hmac.new(authkey, message, _DIGEST).digest()):
+        conn.send_bytes(_WELCOME)
+        return
+    conn.send_bytes(_FAILURE)
+    raise AuthenticationError("the peer's answer to the challenge was wrong: it does not "
+                              "hold this session's key")
+
+
+def _answer_challenge(conn: _HandshakeConnection, authkey: bytes) -> None:
+    """Answers the peer's challenge with its HMAC under the key; the peer says if it holds."""
+    message = conn.recv_bytes()
+    if not message.startswith(_CHALLENGE) or \
+            len(message) < len(_CHALLENGE) + _CHALLENGE_BYTES:
+        raise AuthenticationError(f"the peer sent no valid challenge (got {message[:20]!r})")
+    conn.send_bytes(hmac.new(authkey, message[len(_CHALLENGE):], _DIGEST).digest())
+    if conn.recv_bytes() != _WELCOME:
+        raise AuthenticationError("the peer rejected the answer to its challenge: it does "
+                                  "not hold this session's key")
+
+
 def authenticate_server(sock: socket.socket, authkey: bytes,
                         timeout_s: float = HANDSHAKE_TIMEOUT_S) -> None:
     """The driver's side of the handshake (as ``multiprocessing.connection.Listener``):
     challenge the peer, then answer its challenge. Raises ``AuthenticationError`` (wrong or
     no key), ``EOFError`` or ``OSError`` (closed, timed out); nothing is unpickled."""
     sock.settimeout(timeout_s)
-    conn: Any = _HandshakeConnection(sock)  # duck-types the stdlib's Connection
-    deliver_challenge(conn, authkey)
-    answer_challenge(conn, authkey)
+    conn = _HandshakeConnection(sock)
+    _deliver_challenge(conn, authkey)
+    _answer_challenge(conn, authkey)
     sock.settimeout(None)
 
 
@@ -109,12 +144,9 @@ def authenticate_client(sock: socket.socket, authkey: bytes,
     """The worker's side (as ``multiprocessing.connection.Client``): answer the driver's
     challenge, then challenge the driver, before the first frame is sent or read."""
     sock.settimeout(timeout_s)
-    conn: Any = _HandshakeConnection(sock)  # duck-types the stdlib's Connection
-    try:
-        answer_challenge(conn, authkey)
-    except AssertionError as e:  # Python 3.11 checks the challenge's prefix with assert
-        raise AuthenticationError(f"the driver sent no valid challenge: {e}") from None
-    deliver_challenge(conn, authkey)
+    conn = _HandshakeConnection(sock)
+    _answer_challenge(conn, authkey)
+    _deliver_challenge(conn, authkey)
     sock.settimeout(None)
 
 
