@@ -17,7 +17,11 @@ On a GPU machine: ``python -m pytest tests/gpu -q``. What a user gets there:
 - a tuning sweep of trials on half a GPU each, two at a time: each trial computes on the
   GPU in a fresh process (a worker that made a CUDA context runs no other trial), and the
   trials start in order;
-- ``JaxTrainer(..., ScalingConfig(use_gpu=True))``: JAX runs on CUDA.
+- ``JaxTrainer(..., ScalingConfig(use_gpu=True))``: JAX runs on CUDA;
+- a GPU worker that dies restarts (``FailureConfig(max_failures=1)``) from its last
+  checkpoint, on the GPU again;
+- a ``TorchModel`` trained on the GPU and registered is loaded and predicts, with the same
+  answers, in a process that has no GPU (its weights are saved on the CPU).
 """
 
 from __future__ import annotations
@@ -303,3 +307,103 @@ def test_jax_trainer_runs_on_the_gpu(tmp_path):
     assert result.metrics["platform"] == "gpu"
     assert result.metrics["on"] == "gpu"
     assert result.metrics["value"] == 256 * 256 * 128.0
+
+
+def _crash_once(config):
+    import os
+    import tempfile
+
+    import torch
+
+    from tandem import train
+    from tandem.train import Checkpoint
+    from tandem.train.torch import get_device, prepare_model
+
+    with open(os.path.join(config["out"], "starts"), "a") as f:
+        f.write("start\n")
+    device = get_device()
+    model = prepare_model(torch.nn.Linear(4, 1))
+    start = 0
+    ckpt = train.get_checkpoint()
+    if ckpt is not None:
+        with ckpt.as_directory() as d:
+            state = torch.load(os.path.join(d, "state.pt"), map_location=device)
+        start = state["epoch"] + 1
+        model.load_state_dict(state["model"])
+    for epoch in range(start, 4):
+        model(torch.randn(8, 4, device=device)).pow(2).mean().backward()
+        with tempfile.TemporaryDirectory() as d:
+            torch.save({"epoch": epoch, "model": model.state_dict()},
+                       os.path.join(d, "state.pt"))
+            train.report({"epoch": epoch, "device": str(next(model.parameters()).device)},
+                         checkpoint=Checkpoint.from_directory(d))
+        crashed = os.path.join(config["out"], "crashed")
+        if epoch == 1 and not os.path.exists(crashed):
+            open(crashed, "w").close()
+            os._exit(1)  # the worker dies: the gang restarts from the last checkpoint
+
+
+def test_a_crashed_gpu_gang_restarts_from_its_checkpoint_on_the_gpu(tmp_path):
+    from tandem.train import FailureConfig, RunConfig, ScalingConfig
+    from tandem.train.torch import TorchTrainer
+
+    result = TorchTrainer(
+        _crash_once, train_loop_config={"out": str(tmp_path)},
+        scaling_config=ScalingConfig(num_workers=1, use_gpu=True),
+        run_config=RunConfig(storage_path=str(tmp_path / "runs"),
+                             failure_config=FailureConfig(max_failures=1)),
+    ).fit()
+    assert result.error is None
+    assert (tmp_path / "starts").read_text().count("start") == 2  # crashed once, restarted
+    assert result.metrics["epoch"] == 3
+    assert result.metrics["device"].startswith("cuda")
+
+
+def test_a_model_trained_on_the_gpu_predicts_in_a_process_without_one(tmp_path, monkeypatch):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import numpy as np
+    import torch.nn.functional as F
+    from sklearn.datasets import load_digits
+
+    from tandem import model
+    from tandem.train import RunConfig
+
+    monkeypatch.setenv("TANDEM_MODELS_PATH", str(tmp_path / "models"))
+
+    class Digits(model.TorchModel):
+        def setup(self):
+            self.net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(),
+                                           torch.nn.Linear(32, 10))
+
+        def forward(self, x):
+            return self.net(x)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return F.cross_entropy(self.forward(x), y)
+
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16.0).astype(np.float32)
+    result = model.train(
+        Digits, dataset={"train": (X[:1400], y[:1400])},
+        train_settings={"num_workers": 1, "use_gpu": True, "num_epochs": 3, "seed": 0},
+        run_config=RunConfig(storage_path=str(tmp_path / "runs")),
+    )
+    model.put(result.model, name="digits")
+    here = torch.as_tensor(result.model.predict(X[1400:1410])).cpu().numpy()
+    code = ("import json, sys, numpy as np, torch\n"
+            "from tandem import model\n"
+            "assert not torch.cuda.is_available()\n"
+            "m = model.get('digits')\n"
+            "x = np.array(json.loads(sys.stdin.read()), dtype=np.float32)\n"
+            "print(json.dumps(torch.as_tensor(m.predict(x)).tolist()))\n")
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(X[1400:1410].tolist()),
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    there = np.array(json.loads(proc.stdout.strip().splitlines()[-1]))
+    np.testing.assert_allclose(there, here, atol=1e-4)
