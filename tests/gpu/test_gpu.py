@@ -103,12 +103,12 @@ def test_two_workers_share_one_gpu_by_fractions(tmp_path):
     assert float(ranks[0][4]) == 3.0
 
 
-def test_model_object_trains_and_predicts_on_gpu(tmp_path):
+def _digits_mlp():
+    """A small classifier of scikit-learn's digits, defined in a function so that it travels
+    by value (a process without this test module loads it)."""
     import torch.nn.functional as F
-    from sklearn.datasets import load_digits
 
     from tandem import model
-    from tandem.train import RunConfig
 
     class MLP(model.TorchModel):
         default_config = {"hidden": 64, "lr": 3e-3}  # noqa: RUF012
@@ -130,6 +130,17 @@ def test_model_object_trains_and_predicts_on_gpu(tmp_path):
             logits = self.forward(x)
             return {"accuracy": (logits.argmax(1) == y).float().mean(),
                     "on_gpu": torch.tensor(float(x.is_cuda and logits.is_cuda))}
+
+    return MLP
+
+
+def test_model_object_trains_and_predicts_on_gpu(tmp_path):
+    from sklearn.datasets import load_digits
+
+    from tandem import model
+    from tandem.train import RunConfig
+
+    MLP = _digits_mlp()
 
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
@@ -366,7 +377,6 @@ def test_a_model_trained_on_the_gpu_predicts_in_a_process_without_one(tmp_path, 
     import sys
 
     import numpy as np
-    import torch.nn.functional as F
     from sklearn.datasets import load_digits
 
     from tandem import model
@@ -374,22 +384,10 @@ def test_a_model_trained_on_the_gpu_predicts_in_a_process_without_one(tmp_path, 
 
     monkeypatch.setenv("TANDEM_MODELS_PATH", str(tmp_path / "models"))
 
-    class Digits(model.TorchModel):
-        def setup(self):
-            self.net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(),
-                                           torch.nn.Linear(32, 10))
-
-        def forward(self, x):
-            return self.net(x)
-
-        def training_step(self, batch, batch_idx):
-            x, y = batch
-            return F.cross_entropy(self.forward(x), y)
-
     X, y = load_digits(return_X_y=True)
     X = (X / 16.0).astype(np.float32)
     result = model.train(
-        Digits, dataset={"train": (X[:1400], y[:1400])},
+        _digits_mlp(), dataset={"train": (X[:1400], y[:1400])},
         train_settings={"num_workers": 1, "use_gpu": True, "num_epochs": 3, "seed": 0},
         run_config=RunConfig(storage_path=str(tmp_path / "runs")),
     )
