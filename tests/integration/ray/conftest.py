@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 import tandem
+from tests.processes import _alive
 
 try:
     import ray
@@ -113,13 +114,6 @@ def _descendants() -> list[psutil.Process]:
         return [p for p in psutil.Process().children(recursive=True) if _alive(p)]
     except psutil.Error:
         return []
-
-
-def _alive(p: psutil.Process) -> bool:
-    try:
-        return p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def _cmd(p: psutil.Process) -> str:
