@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -156,8 +155,3 @@ def server(tmp_path_factory) -> Iterator[Server]:
         yield srv
     finally:
         stop_server(srv)
-
-
-def ray_cli() -> str:
-    beside = os.path.join(os.path.dirname(sys.executable), "ray")
-    return beside if os.path.exists(beside) else (shutil.which("ray") or "ray")

@@ -1,7 +1,7 @@
 """RayCluster(autoscaling=True) on a real Ray autoscaler (Ray's fake multi-node provider:
 the autoscaler launches real raylets on this machine when asked for room).
 
-The head runs as ``ray start --head --block`` under this test, so every Ray process (the
+The head runs as ``ray start --head --block`` under this test (tests/ray_head.py), so every Ray process (the
 nodes the autoscaler launches included) is a descendant and is ended with it; tandem runs
 in a subprocess, as this test process may be connected to another Ray cluster.
 """
@@ -11,16 +11,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 
-import psutil
 import pytest
+
+from tests.ray_head import port_outside_ephemeral_range, ray_head
 
 pytest.importorskip("ray")
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(150), pytest.mark.ray_cluster]
@@ -79,22 +77,11 @@ DRIVER = textwrap.dedent('''
 ''')
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ray_cli() -> str:
-    beside = os.path.join(os.path.dirname(sys.executable), "ray")
-    return beside if os.path.exists(beside) else (shutil.which("ray") or "ray")
-
-
 @pytest.fixture
 def autoscaling_head():
     """A head with no room for the job and an autoscaler that can add one 'big' node."""
-    port = _free_port()
-    tmp = tempfile.mkdtemp(prefix="tas", dir="/tmp")  # Ray's socket paths must stay short
+    port = port_outside_ephemeral_range()
+    config_dir = tempfile.mkdtemp(prefix="tasc", dir="/tmp")
     config = {
         "cluster_name": "tandem-test", "max_workers": 1,
         # as Ray's own fake multi-node example: nodes are processes, nothing to set up
@@ -113,47 +100,19 @@ def autoscaling_head():
         "worker_setup_commands": [], "head_start_ray_commands": [],
         "worker_start_ray_commands": [],
     }
-    config_path = os.path.join(tmp, "autoscaling.json")
+    config_path = os.path.join(config_dir, "autoscaling.json")
     with open(config_path, "w") as f:
         json.dump(config, f)
     env = dict(os.environ, RAY_FAKE_CLUSTER="1", AUTOSCALER_UPDATE_INTERVAL_S="1",
                RAY_AUTH_MODE="disabled")  # a private test cluster: no token file to share
-    head = subprocess.Popen(
-        [_ray_cli(), "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
-         f"--autoscaling-config={config_path}", "--include-dashboard=false",
-         f"--temp-dir={tmp}", "--disable-usage-stats"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert head.poll() is None, "ray start --head exited"
-                assert time.monotonic() < deadline, "the Ray head did not come up"
-                time.sleep(0.2)
-        yield f"127.0.0.1:{port}"
+    try:  # KEEP_RAY_TMP=1 keeps Ray's folder (its logs: monitor.log)
+        with ray_head(["--num-cpus=1", f"--autoscaling-config={config_path}",
+                       "--include-dashboard=false"], env=env, port=port, prefix="tas",
+                      up_within_s=60, keep_tmp=os.environ.get("KEEP_RAY_TMP") is not None
+                      ) as address:
+            yield address
     finally:
-        tree = [head, *psutil.Process(head.pid).children(recursive=True)] \
-            if head.poll() is None else []
-        head.send_signal(signal.SIGTERM)  # ray start --block stops its processes
-        try:
-            head.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
-        _, alive = psutil.wait_procs([p for p in tree if p.pid != head.pid], timeout=2)
-        for p in alive:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
-        if head.poll() is None:
-            head.kill()
-            head.wait()
-        if os.environ.get("KEEP_RAY_TMP") is None:  # set it to read Ray's logs (monitor.log)
-            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(config_dir, ignore_errors=True)
 
 
 def test_a_job_too_big_for_today_s_nodes_makes_the_autoscaler_add_one(autoscaling_head):
