@@ -10,12 +10,13 @@ are frames exchanged. The cluster layer knows nothing of training. A task is a c
 
 from __future__ import annotations
 
+import atexit
 import os
 import socket
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import cloudpickle
 
@@ -58,6 +59,84 @@ class WorkerChannel:
         if not self.closing:
             # The driver is gone (or closed us): nothing may outlive it.
             os._exit(1)
+
+
+#: Seconds a worker's exit handlers may run (``atexit``, and ``weakref.finalize`` objects
+#: such as a ``tempfile.TemporaryDirectory`` left open) before the worker exits without the
+#: rest. A run that ended well waits a few seconds for its workers to end on their own (see
+#: the train controller's ``_kill_gang``) and kills what is left.
+EXIT_HANDLERS_TIMEOUT_S = 10.0
+
+
+def forget_inherited_exit_handlers() -> None:
+    """Called in a worker just forked from the zygote: the exit handlers registered in the
+    zygote clean up the zygote's own state and do not run in its forks (as in a process
+    ``multiprocessing`` forks); those registered in the worker do, when it exits (as in a
+    fresh Python process, and a Ray worker). Logging's flush and ``weakref.finalize``'s
+    exit function are registered again, for the worker's own handlers and finalizers."""
+    import weakref
+
+    atexit._clear()
+    for info in list(weakref.finalize._registry.values()):  # type: ignore[attr-defined]
+        info.atexit = False  # the zygote's finalizers (its temporary folders, say)
+    logging = sys.modules.get("logging")
+    if logging is not None:
+        atexit.register(logging.shutdown)
+    atexit.register(weakref.finalize._exitfunc)  # type: ignore[attr-defined]
+    weakref.finalize._registered_with_atexit = True  # type: ignore[attr-defined]
+    atexit.register = _register_counted
+
+
+_atexit_register = atexit.register
+_USER_EXIT_HANDLERS = 0
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _register_counted(func: Callable[_P, _T], /, *args: _P.args,
+                      **kwargs: _P.kwargs) -> Callable[_P, _T]:
+    """``atexit.register`` in a worker: the same, and counts the handlers of the user's
+    code (see ``_left_running``); an installed package's (registered as it is imported)
+    is no reason for a fresh process."""
+    global _USER_EXIT_HANDLERS
+    target = getattr(func, "func", func)  # a functools.partial's function
+    name = getattr(target, "__module__", None)
+    module = sys.modules.get(name) if isinstance(name, str) else None
+    file = getattr(module, "__file__", None)
+    if not (isinstance(name, str) and (name == "tandem" or name.startswith("tandem.")
+                                       or (file is not None
+                                           and file.startswith(_installed_roots())))):
+        _USER_EXIT_HANDLERS += 1
+    return _atexit_register(func, *args, **kwargs)
+
+
+def user_exit_handlers() -> int:
+    """How many exit handlers the user's code registered in this worker so far."""
+    return _USER_EXIT_HANDLERS
+
+
+def run_exit_handlers(code: int) -> None:
+    """Runs what the worker registered to run at its exit (see
+    ``forget_inherited_exit_handlers``), bounded by ``EXIT_HANDLERS_TIMEOUT_S``: a handler
+    that hangs does not keep the process (the worker exits with ``code`` without the rest).
+    Non-daemon threads are not joined first, unlike a Python process's own exit: a thread a
+    train function left running would keep the worker forever."""
+    timer = threading.Timer(EXIT_HANDLERS_TIMEOUT_S, _exit_handlers_ran_long, (code,))
+    timer.daemon = True
+    timer.start()
+    atexit._run_exitfuncs()
+    timer.cancel()
+
+
+def _exit_handlers_ran_long(code: int) -> None:
+    try:
+        sys.stderr.write(f"tandem: this worker's exit handlers (atexit) ran past "
+                         f"{EXIT_HANDLERS_TIMEOUT_S:g} s; it exits without the rest\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
 
 
 #: True in a process that runs tandem's workers (the zygote and its forks, a Ray worker
@@ -163,6 +242,7 @@ def _run_reused(channel: SocketChannel, msg: Any, names: ProcessNames | None = N
     env, env_data, cwd = dict(os.environ), _environ_data(), os.getcwd()
     path, argv = list(sys.path), list(sys.argv)
     baseline = set(sys.modules)
+    exit_handlers = user_exit_handlers()
     clean = str(msg[1].get("reuse")) == "clean"  # CLEAN_REUSE_PREFIX: reused unseen
     control: queue.SimpleQueue = queue.SimpleQueue()
     wc = WorkerChannel(channel, msg[1]["worker_id"])
@@ -200,7 +280,7 @@ def _run_reused(channel: SocketChannel, msg: Any, names: ProcessNames | None = N
         if code != 0 or _rss_mb() > float(os.environ.get("TANDEM_REUSE_MAX_RSS_MB",
                                                           REUSE_MAX_RSS_MB)):
             return code
-        if clean and _left_running():
+        if clean and _left_running(exit_handlers):
             return code  # a fresh process for the next task: this one is not clean
         # said first, so the driver ends the job and hands over the next task while this
         # process cleans up; the next assignment waits in ``control`` until it is done
@@ -227,12 +307,17 @@ def _run_reused(channel: SocketChannel, msg: Any, names: ProcessNames | None = N
 STATEFUL_FRAMEWORKS = ("torch", "tensorflow", "jax")
 
 
-def _left_running() -> bool:
+def _left_running(exit_handlers: int) -> bool:
     """Whether the task left something running that a fresh process would not have: a
     thread not of tandem's own (a user's daemon thread too), a ``multiprocessing`` child,
-    a CUDA context (GPU memory held), or a framework with process-wide state loaded
-    (``STATEFUL_FRAMEWORKS``)."""
+    a CUDA context (GPU memory held), a framework with process-wide state loaded
+    (``STATEFUL_FRAMEWORKS``), or an ``atexit`` handler of its own: more than the
+    ``exit_handlers`` (``user_exit_handlers()``) there were before it (a fresh process
+    would have run it as the task ended: this one runs it as it exits, see
+    ``run_exit_handlers``)."""
     if any(name in sys.modules for name in STATEFUL_FRAMEWORKS):
+        return True
+    if _USER_EXIT_HANDLERS > exit_handlers:
         return True
     for t in threading.enumerate():
         if t is not threading.main_thread() and not t.name.startswith("tandem-"):

@@ -193,6 +193,7 @@ class _Zygote:
 
     def _become_worker(self, spec: dict) -> None:
         code = 1
+        exit_handlers = None
         warm = "warm_id" in spec
         if warm:  # first thing: the moment a scan sees it under the zygote's name is short
             _set_process_name(WARM_NAME)
@@ -212,6 +213,8 @@ class _Zygote:
             os.close(devnull)
             from tandem.cluster import _worker_main
 
+            _worker_main.forget_inherited_exit_handlers()
+            exit_handlers = _worker_main.run_exit_handlers
             names = _worker_main.ProcessNames(
                 lambda idle: _set_process_name(WARM_NAME if idle else _NAME))
             if warm:  # forked ahead of demand: takes on a job when assigned
@@ -225,6 +228,8 @@ class _Zygote:
             traceback.print_exc()
         finally:
             try:
+                if exit_handlers is not None:  # the worker's own: see _worker_main
+                    exit_handlers(code)
                 sys.stdout.flush()
                 sys.stderr.flush()
             except BaseException:  # noqa: BLE001, S110 - exiting anyway

@@ -23,6 +23,7 @@ class ProcessBaseline:
         self._path = list(sys.path)
         self._argv = list(sys.argv)
         self._modules = set(sys.modules)
+        self._exit_handlers = _worker_main.user_exit_handlers()
 
     def restore(self) -> None:
         _worker_main._restore_environ(self._env, self._env_data)
@@ -32,9 +33,8 @@ class ProcessBaseline:
         _worker_main._drop_user_modules(self._modules)
         _worker_main._reseed()
 
-    @staticmethod
-    def left_running() -> bool:
+    def left_running(self) -> bool:
         """Whether a task left something a fresh process would not have (a thread of its
-        own, a ``multiprocessing`` child, a CUDA context, torch/TensorFlow/JAX loaded): such
-        a process must not run another task."""
-        return _worker_main._left_running()
+        own, a ``multiprocessing`` child, a CUDA context, torch/TensorFlow/JAX loaded, an
+        ``atexit`` handler registered): such a process must not run another task."""
+        return _worker_main._left_running(self._exit_handlers)

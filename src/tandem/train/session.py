@@ -147,8 +147,9 @@ def at_worker_exit(hook: Callable[[bool], None]) -> None:
     """Calls ``hook(failed)`` once when this worker's train function has returned
     (``failed=False``) or raised (``True``), before the worker reports its end; outside a
     worker, at interpreter exit (``failed=False``). A hook's own error is printed, not
-    raised. ``setup_mlflow``/``setup_wandb`` end their runs with it (worker processes leave
-    without running ``atexit`` handlers)."""
+    raised. ``setup_mlflow``/``setup_wandb`` end their runs with it: a worker's ``atexit``
+    handlers run only when its process exits, which a reused worker does after its last
+    trial, not after each."""
     hooks = getattr(_session, "exit_hooks", None)
     if hooks is None:  # not in a worker (or the 1.x Trainer's worker)
         import atexit
