@@ -132,7 +132,8 @@ class ProgressReporter:
         if self.verbose <= 0:
             return
         n_err = sum(1 for t in trials if t.status.value == "ERROR")
-        print(f"tandem: {len(trials)} trials finished in {elapsed_s:.1f} s"
+        print(f"tandem: {len(trials)} trial{'' if len(trials) == 1 else 's'} finished in "
+              f"{elapsed_s:.1f} s"
               f"{f', {n_err} errored' if n_err else ''}. Results: {self.experiment_path}", flush=True)
 
 

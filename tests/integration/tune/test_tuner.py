@@ -297,6 +297,10 @@ def test_progress_lines_without_a_terminal(storage, capsys):
     assert len(lines) == 4
     assert any("TERMINATED" in line and "loss=" in line for line in lines)
     assert "2 trials finished" in out
+    tune.Tuner(quadratic, param_space={"x": 0.1},
+               tune_config=tune.TuneConfig(metric="loss", mode="min"),
+               run_config=RunConfig(storage_path=storage, verbose=1)).fit()
+    assert "tandem: 1 trial finished in " in capsys.readouterr().out
 
 
 def test_tensorboard_logger_writes_event_files(storage):
