@@ -102,14 +102,23 @@ def _register_counted(func: Callable[_P, _T], /, *args: _P.args,
     is no reason for a fresh process."""
     global _USER_EXIT_HANDLERS
     target = getattr(func, "func", func)  # a functools.partial's function
-    name = getattr(target, "__module__", None)
-    module = sys.modules.get(name) if isinstance(name, str) else None
-    file = getattr(module, "__file__", None)
-    if not (isinstance(name, str) and (name == "tandem" or name.startswith("tandem.")
-                                       or (file is not None
-                                           and file.startswith(_installed_roots())))):
+    if _users_code(getattr(target, "__module__", None)):
         _USER_EXIT_HANDLERS += 1
     return _atexit_register(func, *args, **kwargs)
+
+
+def _users_code(name: object) -> bool:
+    """Whether a function of module ``name`` is the user's: ``__main__`` always (a
+    function of the driver's script, pickled by value, names the driver's ``__main__``,
+    which in a worker is the zygote's module, installed where tandem is); not tandem's, an
+    installed package's or the standard library's; a module with no file (a built-in
+    function, say ``os.remove``) counts as the user's."""
+    if not isinstance(name, str) or name == "__main__":
+        return True
+    if name == "tandem" or name.startswith("tandem."):
+        return False
+    file = getattr(sys.modules.get(name), "__file__", None)
+    return file is None or not file.startswith(_installed_roots())
 
 
 def user_exit_handlers() -> int:

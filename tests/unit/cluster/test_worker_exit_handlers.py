@@ -104,3 +104,28 @@ def test_a_handler_that_raises_is_printed_and_the_others_still_run(tmp_path):
     assert code == 0
     assert "ZeroDivisionError" in err
     assert (tmp_path / "first_registered").read_text() == "yes"
+
+
+def test_which_handlers_count_as_the_user_s(monkeypatch, tmp_path):
+    """A handler of the driver's script counts though the worker's ``__main__`` is the
+    zygote's module, installed where tandem is; an installed package's and tandem's do
+    not."""
+    from tandem.cluster import _worker_main as wm
+
+    installed = wm._installed_roots()[0]
+    monkeypatch.setattr(sys.modules["__main__"], "__file__",
+                        os.path.join(installed, "tandem", "cluster", "_zygote.py"),
+                        raising=False)
+    assert wm._users_code("__main__")
+    assert wm._users_code(None)
+    assert not wm._users_code("tandem.cluster._worker_main")
+    assert not wm._users_code("json")  # the standard library
+    assert not wm._users_code("psutil")  # an installed package
+    user = tmp_path / "tb_users_mod.py"
+    user.write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    __import__("tb_users_mod")
+    try:
+        assert wm._users_code("tb_users_mod")
+    finally:
+        sys.modules.pop("tb_users_mod", None)
