@@ -68,15 +68,76 @@ def _set_parent_death_signal() -> None:
         _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _thread_count() -> int:
-    """The process's threads, native ones included (a library's own thread pool is not in
-    ``threading``'s count, and a fork carries it no better than a Python thread)."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        import threading
+#: Native threads a fork may leave behind, by the name the library gives them: jemalloc's
+#: background purger (pyarrow's allocator, which pandas and scikit-learn >= 1.9 load at
+#: import), which its own fork handlers start again in the child when it is needed.
+FORK_SAFE_THREAD_NAMES = ("jemalloc_bg_thd",)
+#: Libraries whose unnamed threads, started as they load, are fork-safe: OpenBLAS (numpy's,
+#: scipy's) parks its pool before a fork and starts it again in the child
+#: (``pthread_atfork``), as every forked numpy process relies on; one thread fewer than the
+#: cores it uses.
+FORK_SAFE_THREAD_LIBS = ("openblas",)
 
-        return threading.active_count()
+
+class ThreadCheck:
+    """What an import started that a fork would not carry (``started()``), taken around one
+    import: any Python thread, and native threads but those of the fork-safe libraries
+    above. A learned import that starts one ends the learning (a worker forked after it could
+    wait forever on a lock the missing thread held); torch's and numpy's imports start
+    none, TensorFlow's does."""
+
+    def __init__(self) -> None:
+        self._python = _python_threads()
+        self._tids = _thread_names()
+        self._libs = _mapped_libraries() if self._tids is not None else frozenset()
+
+    def started(self) -> str | None:
+        """None when the import started nothing a fork would lose, else what it started."""
+        if _python_threads() > self._python:
+            return "a Python thread"
+        if self._tids is None:  # no /proc: native threads cannot be told apart
+            return None
+        now = _thread_names() or {}
+        new = [name for tid, name in now.items() if tid not in self._tids]
+        unnamed = [n for n in new if not n.startswith(FORK_SAFE_THREAD_NAMES)]
+        if not unnamed:
+            return None
+        loaded = [lib for lib in _mapped_libraries() - self._libs
+                  if any(k in os.path.basename(lib).lower() for k in FORK_SAFE_THREAD_LIBS)]
+        if loaded and len(unnamed) <= len(loaded) * (os.cpu_count() or 1):
+            return None
+        return f"{len(unnamed)} native thread(s) ({', '.join(sorted(set(unnamed)))})"
+
+
+def _python_threads() -> int:
+    return len(sys._current_frames())
+
+
+def _thread_names() -> dict[str, str] | None:
+    """Thread id -> name (``comm``), or None without /proc."""
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    names: dict[str, str] = {}
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names[tid] = f.read().strip()
+        except OSError:  # ended meanwhile
+            pass
+    return names
+
+
+def _mapped_libraries() -> frozenset[str]:
+    """The shared libraries mapped into this process (~0.5 ms with torch loaded)."""
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return frozenset()
+    return frozenset(line.rsplit(None, 1)[-1].decode(errors="replace") for line in lines
+                     if b".so" in line and line.count(b" ") >= 5)
 
 
 class _Zygote:
@@ -152,18 +213,19 @@ class _Zygote:
         """Imports the next module a job's workers imported (``ImportLearner``), in their
         order, a failure skipped; one per turn of the loop, so forks and exits asked for
         meanwhile are not held up by a long list. Once the list is done (or an import
-        started a thread (Python or native), which a fork would not carry: then the rest is dropped),
+        started a thread a fork would not carry, ``ThreadCheck``: then the rest is dropped),
         tells the driver ``("learned", count, why_to_stop_or_None)``."""
         name = self._learning.popleft()
         self._learned += 1  # names done with, imported or not
         if name not in sys.modules:
-            before = _thread_count()
+            check = ThreadCheck()
             try:
                 importlib.import_module(name)
             except BaseException:  # noqa: BLE001, S110 - a module that cannot load here is skipped
                 pass
-            if _thread_count() > before:
-                self._stop_learning = f"importing {name!r} started a thread"
+            started = check.started()
+            if started is not None:
+                self._stop_learning = f"importing {name!r} started {started}"
                 self._learned += len(self._learning)
                 self._learning.clear()
         if not self._learning:

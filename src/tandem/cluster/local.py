@@ -1039,7 +1039,7 @@ class _IOThread(_wire.IOThread):
                 if not msg[2]:
                     continue
                 self._learning = False
-                logger.warning("stopped learning worker imports: %s", msg[2])
+                logger.info("stopped learning worker imports: %s", msg[2])  # nothing to act on
             elif kind == "preloaded":
                 with self._pool_lock:
                     self.preloads_out = max(0, self.preloads_out - 1)

@@ -26,9 +26,9 @@ never a pickle. The zygote frames after it are the driver's own, as over a pipe.
 
 Learning: a per-driver zygote reports the modules it imported for its driver (preloads and
 learned imports) on a pipe; the host imports them too, one per turn of its loop, a failure
-skipped, until an import starts a thread or the host's memory passes its bound (PSS,
-``$TANDEM_WARM_POOL_MB`` / ``--max-pss-mb``, default 500 MiB): the next driver starts with
-them. The host exits after ``--idle-timeout`` seconds (default 900) with no driver connected,
+skipped, until an import starts a thread a fork would lose (``_zygote.ThreadCheck``) or
+the host's memory passes its bound (PSS, ``$TANDEM_WARM_POOL_MB`` / ``--max-pss-mb``,
+default 500 MiB): the next driver starts with them. The host exits after ``--idle-timeout`` seconds (default 900) with no driver connected,
 or on ``tandem warm stop``; per-driver zygotes still serving a driver go on until it exits.
 
 Drivers use a running, matching host automatically (``connect``), and fall back silently to
@@ -752,15 +752,16 @@ class _Host:
     def _learn_one(self) -> None:
         name = self.learning.pop(0)
         if name not in sys.modules:
-            before = _zygote._thread_count()
+            check = _zygote.ThreadCheck()
             try:
                 importlib.import_module(name)
             except BaseException:  # noqa: BLE001, S110 - a module that cannot load here is skipped
                 pass
             else:
                 self.learned.append(name)
-            if _zygote._thread_count() > before:
-                self.stop_learning = f"importing {name!r} started a thread"
+            started = check.started()
+            if started is not None:
+                self.stop_learning = f"importing {name!r} started {started}"
                 self.learning.clear()
         if not self.learning:
             gc.freeze()

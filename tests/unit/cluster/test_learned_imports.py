@@ -177,10 +177,10 @@ def test_tandem_init_bounds_the_pool_memory():
         tandem.shutdown()
 
 
-def test_learning_stops_at_an_import_that_starts_a_native_thread(tmp_path, monkeypatch):
-    """A library's own thread (started below ``threading``, as a native pool is) makes the
-    zygote stop learning: a fork carries no thread, and Python 3.12 warns about forking a
-    multi-threaded process (seen on a GPU machine)."""
+def test_learning_stops_at_an_import_that_starts_a_python_thread(tmp_path, monkeypatch):
+    """A thread started below ``threading`` (``_thread``, as a library's pool may be) makes
+    the zygote stop learning: a fork carries no thread, and Python 3.12 warns about forking
+    a multi-threaded process (seen on a GPU machine)."""
     from tandem.cluster import _wire
     from tandem.cluster._zygote import _Zygote
 
@@ -200,3 +200,79 @@ def test_learning_stops_at_an_import_that_starts_a_native_thread(tmp_path, monke
     assert msgs[0][0] == "learned" and msgs[0][1] == 2
     for fd in (inp, _in_w, out_r, out, z._wake_r, z._wake_w):
         os.close(fd)
+
+
+# A learned import in a fresh zygote-like process: (threads before, after, why it stopped).
+_LEARN_IN_A_FRESH_PROCESS = """
+import json, os, sys
+from tandem.cluster._zygote import _Zygote
+inp, _w = os.pipe(); _r, out = os.pipe()
+z = _Zygote(inp, out)
+before = len(os.listdir("/proc/self/task"))
+z._learning.extend(sys.argv[1:])
+while z._learning:
+    z._learn_one()
+print(json.dumps([before, len(os.listdir("/proc/self/task")), z._stop_learning]))
+"""
+
+
+def _learn_fresh(tmp_path, *names):
+    import json
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    out = subprocess.run([sys.executable, "-c", _LEARN_IN_A_FRESH_PROCESS, *names], env=env,
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="threads are read from /proc")
+def test_learning_stops_at_a_native_thread_of_an_unknown_library(tmp_path):
+    """A thread with no Python state, started by a library tandem knows nothing of (here
+    libc's ``sleep`` run by ``pthread_create`` through ctypes), stops the learning too."""
+    (tmp_path / "native_probe.py").write_text(
+        "import ctypes\n"
+        "libc = ctypes.CDLL('libc.so.6')\n"
+        "t = ctypes.c_ulong()\n"
+        "sleep = ctypes.cast(libc.sleep, ctypes.c_void_p)\n"
+        "assert libc.pthread_create(ctypes.byref(t), None, sleep, ctypes.c_void_p(30)) == 0\n")
+    before, after, why = _learn_fresh(tmp_path, "native_probe", "json")
+    assert after == before + 1
+    assert why is not None and "'native_probe' started 1 native thread" in why
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="threads are read from /proc")
+def test_fork_safe_native_threads_do_not_stop_the_learning(tmp_path):
+    """pyarrow (which pandas and scikit-learn >= 1.9 import) starts jemalloc's background
+    thread, numpy and scipy an OpenBLAS thread per extra core: each library starts them
+    again after a fork, so the zygote learns on (it stopped at scikit-learn's first module
+    before, and the digits example's restarted gang imported it all again)."""
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("scipy.linalg")
+    before, after, why = _learn_fresh(tmp_path, "pyarrow", "scipy.linalg", "json")
+    assert after > before  # the imports did start threads: the check is not vacuous
+    assert why is None
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="threads are read from /proc")
+def test_a_worker_forked_after_fork_safe_threads_uses_their_libraries(tmp_path):
+    """The claim above, on a real fork of a process whose learned pyarrow and scipy
+    started their threads: the child runs OpenBLAS's and Arrow's thread pools to the end."""
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("scipy.linalg")
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys\n"
+        "import pyarrow as pa, pyarrow.compute as pc, numpy as np, scipy.linalg\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    a = np.random.rand(600, 600); scipy.linalg.lu_factor(a @ a)\n"
+        "    arr = pa.array(np.random.rand(1_000_000)); pc.sort_indices(arr); pc.sum(arr)\n"
+        "    os._exit(7)\n"
+        "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    assert out.strip() == "7"
