@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 #: ``high(config)``: reports until ``config["finish"]`` exists. A script defines
 #: ``get_checkpoint`` and ``report`` (train's or tune's) and ``train`` before these.
 LOOPS = """
-import json, os, tempfile, time
+import contextlib, json, os, tempfile, time
 
 def low(config):
     step = 0
@@ -40,14 +40,15 @@ def low(config):
     resumed_at = step
     while True:
         told = train.get_preemption_info() is not None
-        checkpoint = None
-        if told:
-            d = tempfile.mkdtemp(dir=config["tmp"])
-            with open(os.path.join(d, "state.json"), "w") as f:
-                json.dump({"step": step + 1}, f)
-            checkpoint = Checkpoint.from_directory(d)
-        report({"step": step, "resumed_at": resumed_at, "told": told},
-               checkpoint=checkpoint)
+        with contextlib.ExitStack() as stack:  # the checkpoint's folder ends after the report
+            checkpoint = None
+            if told:
+                d = stack.enter_context(tempfile.TemporaryDirectory(dir=config["tmp"]))
+                with open(os.path.join(d, "state.json"), "w") as f:
+                    json.dump({"step": step + 1}, f)
+                checkpoint = Checkpoint.from_directory(d)
+            report({"step": step, "resumed_at": resumed_at, "told": told},
+                   checkpoint=checkpoint)
         step += 1
         if os.path.exists(config["finish"]):
             return

@@ -238,9 +238,9 @@ def test_fsspec_url_storage(tmp_path):
     def f():
         import tempfile
 
-        d = tempfile.mkdtemp()
-        open(os.path.join(d, "w.txt"), "w").write("weights")
-        train.report({"loss": 0.5}, checkpoint=Checkpoint.from_directory(d))
+        with tempfile.TemporaryDirectory() as d:
+            open(os.path.join(d, "w.txt"), "w").write("weights")
+            train.report({"loss": 0.5}, checkpoint=Checkpoint.from_directory(d))
 
     tandem.init(num_cpus=2)
     url = f"local://{tmp_path}/remote"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -82,13 +83,14 @@ def resumable(config):
         if step == 12 and rank == 1 and not os.path.exists(config["marker"]):
             open(config["marker"], "w").close()
             os.kill(os.getpid(), 9)  # SIGKILL: no goodbye, no traceback
-        checkpoint = None
-        if step % 5 == 0 and rank == 0:
-            d = tempfile.mkdtemp()
-            with open(os.path.join(d, "state.json"), "w") as f:
-                json.dump({"step": step}, f)
-            checkpoint = Checkpoint.from_directory(d)
-        train.report({"step": step}, checkpoint=checkpoint)
+        with contextlib.ExitStack() as stack:  # the checkpoint's folder ends after the report
+            checkpoint = None
+            if step % 5 == 0 and rank == 0:
+                d = stack.enter_context(tempfile.TemporaryDirectory())
+                with open(os.path.join(d, "state.json"), "w") as f:
+                    json.dump({"step": step}, f)
+                checkpoint = Checkpoint.from_directory(d)
+            train.report({"step": step}, checkpoint=checkpoint)
 
 
 def test_sigkill_of_rank1_resumes_from_latest_checkpoint(storage, tmp_path):
@@ -146,9 +148,9 @@ def test_failure_budget_spent_raises_with_worker_traceback(storage):
 def test_checkpoint_config_keeps_top_k(storage):
     def f():
         for i, score in enumerate([0.5, 0.9, 0.1, 0.7]):
-            d = tempfile.mkdtemp()
-            open(os.path.join(d, "i"), "w").write(str(i))
-            train.report({"score": score}, checkpoint=Checkpoint.from_directory(d))
+            with tempfile.TemporaryDirectory() as d:
+                open(os.path.join(d, "i"), "w").write(str(i))
+                train.report({"score": score}, checkpoint=Checkpoint.from_directory(d))
 
     tandem.init(num_cpus=2)
     result = TorchTrainer(

@@ -44,12 +44,12 @@ def _loop(config):
     specs = [True, ValidationTaskConfig(fn_kwargs={"scale": 100}), True,
              ValidationTaskConfig(timeout_s=2)]
     for i, spec in enumerate(specs):
-        d = tempfile.mkdtemp()
-        with open(os.path.join(d, "w"), "w") as f:
-            f.write(str(i))
-        # every rank reports the checkpoint (Ray takes the lowest rank's validation spec)
-        train.report({"i": i, "pid": os.getpid()}, checkpoint=Checkpoint.from_directory(d),
-                     validation=spec if rank == 0 else False)
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "w"), "w") as f:
+                f.write(str(i))
+            # every rank reports the checkpoint (Ray takes the lowest rank's validation spec)
+            train.report({"i": i, "pid": os.getpid()}, checkpoint=Checkpoint.from_directory(d),
+                         validation=spec if rank == 0 else False)
     seen = [(c.metrics.get("val_score"), c.status.value)
             for c in train.get_all_reported_checkpoints()]  # VALIDATED: waits for them
     train.report({"seen": seen, "errors": errors,
@@ -84,8 +84,8 @@ def test_validation_metrics_land_on_their_checkpoint(tmp_path, caplog):
 
 
 def _asks_without_config(config):
-    d = tempfile.mkdtemp()
-    train.report({"i": 0}, checkpoint=Checkpoint.from_directory(d), validation=True)
+    with tempfile.TemporaryDirectory() as d:
+        train.report({"i": 0}, checkpoint=Checkpoint.from_directory(d), validation=True)
 
 
 def test_validation_refused_without_config_and_bad_values(tmp_path):
@@ -160,10 +160,10 @@ def _report_then_wait(config):
     if train.get_checkpoint() is not None:  # the resumed run: nothing more to train
         train.report({"resumed": True})
         return
-    d = tempfile.mkdtemp()
-    with open(os.path.join(d, "w"), "w") as f:
-        f.write("7")
-    train.report({"i": 0}, checkpoint=Checkpoint.from_directory(d), validation=True)
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "w"), "w") as f:
+            f.write("7")
+        train.report({"i": 0}, checkpoint=Checkpoint.from_directory(d), validation=True)
     threading.Event().wait()  # until the test stops the run
 
 

@@ -19,9 +19,10 @@ def train_loop(config):
         opt.zero_grad()
         loss.backward()
         opt.step()
-        d = tempfile.mkdtemp()
-        torch.save(model.state_dict(), f"{d}/model.pt")
-        train.report({"loss": loss.item(), "step": step}, checkpoint=Checkpoint.from_directory(d))
+        with tempfile.TemporaryDirectory() as d:
+            torch.save(model.state_dict(), f"{d}/model.pt")
+            train.report({"loss": loss.item(), "step": step},
+                         checkpoint=Checkpoint.from_directory(d))
     print(f"worker {train.get_context().get_world_rank()} of "
           f"{train.get_context().get_world_size()} done", flush=True)
 

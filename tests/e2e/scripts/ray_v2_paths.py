@@ -33,11 +33,11 @@ def train_fn(config):
         with ckpt.as_directory() as d, open(os.path.join(d, "step")) as f:
             start = int(f.read()) + 1
     for step in range(start, config["steps"]):
-        d = tempfile.mkdtemp()
-        with open(os.path.join(d, "step"), "w") as f:
-            f.write(str(step))
-        report({"step": step, "world": ctx.get_world_size()},
-               checkpoint=Checkpoint.from_directory(d))
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "step"), "w") as f:
+                f.write(str(step))
+            report({"step": step, "world": ctx.get_world_size()},
+                   checkpoint=Checkpoint.from_directory(d))
         if step == config.get("fail_at"):
             raise ValueError("boom")
 

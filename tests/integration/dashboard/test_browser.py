@@ -19,20 +19,21 @@ CHROMIUM = os.environ.get("TANDEM_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = os.path.join(os.path.dirname(__file__), "..", "..", "artifacts")
 
 LONG_JOB = """
-import sys, time, os, tempfile
+import contextlib, sys, time, os, tempfile
 from tandem import train
 from tandem.train import Checkpoint, DataParallelTrainer, RunConfig, ScalingConfig
 
 def loop(config):
     for i in range(1, 2000):
         print(f"step {i} loss {1.0 / i:.4f}", flush=True)
-        ckpt = None
-        if i % 5 == 0:
-            d = tempfile.mkdtemp()
-            open(os.path.join(d, "w.txt"), "w").write(str(i))
-            ckpt = Checkpoint.from_directory(d)
-        train.report({"loss": 1.0 / i, "accuracy": 1 - 1.0 / (i + 1), "epoch": i // 10},
-                     checkpoint=ckpt)
+        with contextlib.ExitStack() as stack:  # the checkpoint's folder ends after the report
+            ckpt = None
+            if i % 5 == 0:
+                d = stack.enter_context(tempfile.TemporaryDirectory())
+                open(os.path.join(d, "w.txt"), "w").write(str(i))
+                ckpt = Checkpoint.from_directory(d)
+            train.report({"loss": 1.0 / i, "accuracy": 1 - 1.0 / (i + 1), "epoch": i // 10},
+                         checkpoint=ckpt)
         time.sleep(0.25)
 
 handle = DataParallelTrainer(

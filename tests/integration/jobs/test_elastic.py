@@ -3,6 +3,7 @@ checkpoint when capacity frees, with the data re-split and iterations going on."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -33,14 +34,15 @@ def elastic_loop(config):
     ctx = train.get_context()
     for step in range(start, config["steps"]):
         time.sleep(0.05)
-        checkpoint = None
-        if step % 3 == 2:
-            d = tempfile.mkdtemp()
-            with open(os.path.join(d, "s.json"), "w") as f:
-                json.dump({"step": step + 1}, f)
-            checkpoint = Checkpoint.from_directory(d)
-        train.report({"step": step, "world": ctx.get_world_size(), "rows": len(shard)},
-                      checkpoint=checkpoint)
+        with contextlib.ExitStack() as stack:  # the checkpoint's folder ends after the report
+            checkpoint = None
+            if step % 3 == 2:
+                d = stack.enter_context(tempfile.TemporaryDirectory())
+                with open(os.path.join(d, "s.json"), "w") as f:
+                    json.dump({"step": step + 1}, f)
+                checkpoint = Checkpoint.from_directory(d)
+            train.report({"step": step, "world": ctx.get_world_size(), "rows": len(shard)},
+                          checkpoint=checkpoint)
 
 
 def test_an_elastic_gang_starts_small_and_grows_at_a_checkpoint(tmp_path):
@@ -94,10 +96,11 @@ def shrinking_loop(config):
             was_small = True
             if ctx.get_world_rank() == 0:
                 open(config["small"], "w").close()
-        d = tempfile.mkdtemp()
-        with open(os.path.join(d, "s.json"), "w") as f:
-            json.dump({"step": step + 1, "was_small": was_small}, f)
-        train.report({"step": step, "world": world}, checkpoint=Checkpoint.from_directory(d))
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "s.json"), "w") as f:
+                json.dump({"step": step + 1, "was_small": was_small}, f)
+            train.report({"step": step, "world": world},
+                         checkpoint=Checkpoint.from_directory(d))
         if was_small and world == 2 and step >= 5:
             return
 

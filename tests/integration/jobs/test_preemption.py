@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -33,16 +34,17 @@ def low_priority_loop(config):
     for step in range(start, config["steps"]):
         time.sleep(0.05)  # one "training step" of work
         info = train.get_preemption_info()
-        checkpoint = None
-        if (info is not None and not saved) or step == config["steps"] - 1:
-            saved = info is not None
-            d = tempfile.mkdtemp()
-            with open(os.path.join(d, "state.json"), "w") as f:
-                json.dump({"step": step + 1}, f)
-            checkpoint = Checkpoint.from_directory(d)
-        train.report({"step": step, "preempted": info is not None,
-                      "deadline_ms": info.deadline_ms if info else 0,
-                      "ranks": info.preempted_ranks if info else []}, checkpoint=checkpoint)
+        with contextlib.ExitStack() as stack:  # the checkpoint's folder ends after the report
+            checkpoint = None
+            if (info is not None and not saved) or step == config["steps"] - 1:
+                saved = info is not None
+                d = stack.enter_context(tempfile.TemporaryDirectory())
+                with open(os.path.join(d, "state.json"), "w") as f:
+                    json.dump({"step": step + 1}, f)
+                checkpoint = Checkpoint.from_directory(d)
+            train.report({"step": step, "preempted": info is not None,
+                          "deadline_ms": info.deadline_ms if info else 0,
+                          "ranks": info.preempted_ranks if info else []}, checkpoint=checkpoint)
 
 
 def test_a_low_priority_run_yields_with_a_checkpoint_and_resumes(tmp_path):

@@ -5,6 +5,7 @@ goes on from the checkpoint."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -42,15 +43,16 @@ def elastic_loop(config):
             while os.path.exists(config["hold"]):  # the test resizes the cluster meanwhile
                 time.sleep(0.05)
         time.sleep(config["step_s"])
-        checkpoint = None
-        if step % 2 == 1:
-            d = tempfile.mkdtemp()
-            with open(os.path.join(d, "s.json"), "w") as f:
-                json.dump({"step": step + 1}, f)
-            checkpoint = Checkpoint.from_directory(d)
-        train.report({"step": step, "world": ctx.get_world_size(), "rows": len(shard),
-                      "node": ray.get_runtime_context().get_node_id()},
-                     checkpoint=checkpoint)
+        with contextlib.ExitStack() as stack:  # the checkpoint's folder ends after the report
+            checkpoint = None
+            if step % 2 == 1:
+                d = stack.enter_context(tempfile.TemporaryDirectory())
+                with open(os.path.join(d, "s.json"), "w") as f:
+                    json.dump({"step": step + 1}, f)
+                checkpoint = Checkpoint.from_directory(d)
+            train.report({"step": step, "world": ctx.get_world_size(), "rows": len(shard),
+                          "node": ray.get_runtime_context().get_node_id()},
+                         checkpoint=checkpoint)
 
 
 def _wait_for(probe, timeout_s: float, what: str) -> None:

@@ -24,7 +24,7 @@ pytest.importorskip("ray")
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(150), pytest.mark.ray_cluster]
 
 DRIVER = textwrap.dedent('''
-    import json, sys, tempfile, threading, time
+    import json, sys, threading, time
     import ray
     from ray._private.ray_constants import AUTOSCALER_RESOURCE_REQUEST_CHANNEL
     from ray.experimental.internal_kv import _internal_kv_get
@@ -65,7 +65,7 @@ DRIVER = textwrap.dedent('''
     result = DataParallelTrainer(
         where, scaling_config=ScalingConfig(num_workers=2,
                                             resources_per_worker={"CPU": 1, "big": 1}),
-        run_config=RunConfig(storage_path=tempfile.mkdtemp()),
+        run_config=RunConfig(storage_path=sys.argv[2]),
     ).fit()
     watcher.join(5)
     time.sleep(1.5)  # the demand of a placed job is withdrawn
@@ -115,9 +115,10 @@ def autoscaling_head():
         shutil.rmtree(config_dir, ignore_errors=True)
 
 
-def test_a_job_too_big_for_today_s_nodes_makes_the_autoscaler_add_one(autoscaling_head):
+def test_a_job_too_big_for_today_s_nodes_makes_the_autoscaler_add_one(autoscaling_head,
+                                                                     tmp_path):
     out = subprocess.run(
-        [sys.executable, "-c", DRIVER, autoscaling_head],
+        [sys.executable, "-c", DRIVER, autoscaling_head, str(tmp_path / "storage")],
         capture_output=True, text=True, timeout=90,
         env=dict(os.environ, RAY_AUTH_MODE="disabled"),
     )

@@ -331,9 +331,10 @@ def test_tuner_fit_goes_to_the_server(server, tmp_path):
 
     def objective(config):
         for i in range(3):
-            d = tempfile.mkdtemp()
-            open(os.path.join(d, "w"), "w").write(str(i))
-            tune.report({"score": config["x"] * (i + 1)}, checkpoint=Checkpoint.from_directory(d))
+            with tempfile.TemporaryDirectory() as d:
+                open(os.path.join(d, "w"), "w").write(str(i))
+                tune.report({"score": config["x"] * (i + 1)},
+                            checkpoint=Checkpoint.from_directory(d))
 
     grid = tune.Tuner(objective, param_space={"x": tune.grid_search([1, 2])},
                       tune_config=tune.TuneConfig(

@@ -25,11 +25,11 @@ def resumable(config):
             start = int(open(os.path.join(d, "step")).read()) + 1
     for step in range(start, config["steps"]):
         time.sleep(config["sleep"])
-        d = tempfile.mkdtemp()
-        with open(os.path.join(d, "step"), "w") as f:
-            f.write(str(step))
-        train.report({"step": step, "started_at_step": start},
-                     checkpoint=Checkpoint.from_directory(d))
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "step"), "w") as f:
+                f.write(str(step))
+            train.report({"step": step, "started_at_step": start},
+                         checkpoint=Checkpoint.from_directory(d))
 
 def quick():
     train.report({"ok": 1})

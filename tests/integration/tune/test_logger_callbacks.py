@@ -5,6 +5,7 @@ trial starts again (``Tuner.restore``), as in Ray 2.60."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -92,13 +93,14 @@ def checkpoint_at_two_then_fail_once(config):
         with ckpt.as_directory() as d, open(os.path.join(d, "it")) as f:
             start = int(f.read())
     for it in range(start + 1, 5):
-        checkpoint = None
-        if it == 2:
-            d = tempfile.mkdtemp()
-            with open(os.path.join(d, "it"), "w") as f:
-                f.write(str(it))
-            checkpoint = Checkpoint.from_directory(d)
-        tune.report({"it": it, "start": start}, checkpoint=checkpoint)
+        with contextlib.ExitStack() as stack:  # the checkpoint's folder ends after the report
+            checkpoint = None
+            if it == 2:
+                d = stack.enter_context(tempfile.TemporaryDirectory())
+                with open(os.path.join(d, "it"), "w") as f:
+                    f.write(str(it))
+                checkpoint = Checkpoint.from_directory(d)
+            tune.report({"it": it, "start": start}, checkpoint=checkpoint)
         marker = os.path.join(config["marker_dir"], "failed_once")
         if it == 3 and not os.path.exists(marker):
             open(marker, "w").close()

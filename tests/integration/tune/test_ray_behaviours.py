@@ -145,10 +145,10 @@ def _loop(config):
 
     seen = []
     for i in range(3):
-        d = tempfile.mkdtemp()
-        with open(os.path.join(d, "x"), "w") as f:
-            f.write(str(i))
-        train.report({"i": i}, checkpoint=Checkpoint.from_directory(d))
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "x"), "w") as f:
+                f.write(str(i))
+            train.report({"i": i}, checkpoint=Checkpoint.from_directory(d))
         seen.append([c.metrics["i"] for c in train.get_all_reported_checkpoints()])
     train.report({"seen": seen})
 

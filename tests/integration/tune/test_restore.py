@@ -33,9 +33,9 @@ SCRIPT = textwrap.dedent(
             pass
         for step in range(start, config["steps"]):
             time.sleep(config["sleep"])
-            d = tempfile.mkdtemp()
-            open(os.path.join(d, "step"), "w").write(str(step + 1))
-            tune.report({"step": step + 1}, checkpoint=Checkpoint.from_directory(d))
+            with tempfile.TemporaryDirectory() as d:
+                open(os.path.join(d, "step"), "w").write(str(step + 1))
+                tune.report({"step": step + 1}, checkpoint=Checkpoint.from_directory(d))
 
     if __name__ == "__main__":
         tandem.init(num_cpus=2)

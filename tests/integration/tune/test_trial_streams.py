@@ -91,8 +91,9 @@ def _keeps(config):
                       c.metrics, c.status.name] for c in kept])
     ctx = tune.get_context()
     try:
-        train.report({"x": 1}, checkpoint=tune.Checkpoint.from_directory(tempfile.mkdtemp()),
-                     validation=True)
+        with tempfile.TemporaryDirectory() as d:
+            train.report({"x": 1}, checkpoint=tune.Checkpoint.from_directory(d),
+                         validation=True)
         validation = "accepted"
     except ValueError as e:
         validation = str(e)

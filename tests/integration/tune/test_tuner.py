@@ -94,11 +94,11 @@ def pbt_trainable(config):
     while True:
         time.sleep(0.05)  # both trials must be running side by side for PBT to compare them
         state["steps"] += 1
-        d = tempfile.mkdtemp()
-        with open(os.path.join(d, "state.json"), "w") as f:
-            json.dump(state, f)
-        tune.report({"score": config["lr"] * state["steps"], "origin": state["origin"],
-                     "lr": config["lr"]}, checkpoint=Checkpoint.from_directory(d))
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "state.json"), "w") as f:
+                json.dump(state, f)
+            tune.report({"score": config["lr"] * state["steps"], "origin": state["origin"],
+                         "lr": config["lr"]}, checkpoint=Checkpoint.from_directory(d))
 
 
 def test_pbt_exploit_loads_the_donors_checkpoint(storage):
@@ -180,10 +180,12 @@ def test_trainer_inside_trial_pattern_on_a_full_cluster(storage):
         import torch.distributed as dist
 
         for i in range(2):
-            d = tempfile.mkdtemp()
-            open(os.path.join(d, "w"), "w").write(str(i))
-            ckpt = Checkpoint.from_directory(d) if train.get_context().get_world_rank() == 0 else None
-            train.report({"loss": config["lr"] * (2 - i), "world": dist.get_world_size()}, checkpoint=ckpt)
+            with tempfile.TemporaryDirectory() as d:
+                open(os.path.join(d, "w"), "w").write(str(i))
+                ckpt = (Checkpoint.from_directory(d)
+                        if train.get_context().get_world_rank() == 0 else None)
+                train.report({"loss": config["lr"] * (2 - i), "world": dist.get_world_size()},
+                             checkpoint=ckpt)
 
     def train_driver_fn(config):
         TorchTrainer(loop, train_loop_config=config, scaling_config=ScalingConfig(num_workers=2),
@@ -217,9 +219,9 @@ def flaky(config):
         if i == 3 and not os.path.exists(marker):
             open(marker, "w").close()
             raise RuntimeError("transient")
-        d = tempfile.mkdtemp()
-        open(os.path.join(d, "i"), "w").write(str(i + 1))
-        tune.report({"i": i, "resumed_at": start}, checkpoint=Checkpoint.from_directory(d))
+        with tempfile.TemporaryDirectory() as d:
+            open(os.path.join(d, "i"), "w").write(str(i + 1))
+            tune.report({"i": i, "resumed_at": start}, checkpoint=Checkpoint.from_directory(d))
 
 
 def test_failing_trials_retry_from_checkpoint_and_do_not_stop_others(storage, tmp_path):
