@@ -60,11 +60,11 @@ def train_loop(config: dict) -> None:
             logits = model(x_te)
             loss = nn.functional.cross_entropy(logits, y_te).item()
             accuracy = (logits.argmax(1) == y_te).float().mean().item()
-        ckpt = None
-        if train.get_context().get_world_rank() == 0:
-            d = tempfile.mkdtemp()
-            inner = model.module if hasattr(model, "module") else model
-            torch.save({"model": inner.state_dict(), "opt": opt.state_dict(), "epoch": epoch},
-                       os.path.join(d, "state.pt"))
-            ckpt = train.Checkpoint.from_directory(d)
-        train.report({"epoch": epoch, "loss": loss, "accuracy": accuracy}, checkpoint=ckpt)
+        with tempfile.TemporaryDirectory() as d:  # report() copies it into the run folder
+            ckpt = None
+            if train.get_context().get_world_rank() == 0:
+                inner = model.module if hasattr(model, "module") else model
+                torch.save({"model": inner.state_dict(), "opt": opt.state_dict(),
+                            "epoch": epoch}, os.path.join(d, "state.pt"))
+                ckpt = train.Checkpoint.from_directory(d)
+            train.report({"epoch": epoch, "loss": loss, "accuracy": accuracy}, checkpoint=ckpt)
