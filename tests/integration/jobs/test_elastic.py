@@ -3,7 +3,6 @@ checkpoint when capacity frees, with the data re-split and iterations going on."
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import tempfile
@@ -14,6 +13,7 @@ import pytest
 import tandem
 from tandem import train
 from tandem.train import Checkpoint, DataParallelTrainer, RunConfig, ScalingConfig
+from tests.helpers.steps import report_step, resume_step
 
 pytestmark = pytest.mark.slow
 
@@ -25,24 +25,12 @@ def busy_loop(config):
 
 
 def elastic_loop(config):
-    start = 0
-    ckpt = train.get_checkpoint()
-    if ckpt is not None:
-        with ckpt.as_directory() as d, open(os.path.join(d, "s.json")) as f:
-            start = json.load(f)["step"]
     shard = train.get_dataset_shard("train")
     ctx = train.get_context()
-    for step in range(start, config["steps"]):
+    for step in range(resume_step(train), config["steps"]):
         time.sleep(0.05)
-        with contextlib.ExitStack() as stack:  # the checkpoint's folder ends after the report
-            checkpoint = None
-            if step % 3 == 2:
-                d = stack.enter_context(tempfile.TemporaryDirectory())
-                with open(os.path.join(d, "s.json"), "w") as f:
-                    json.dump({"step": step + 1}, f)
-                checkpoint = Checkpoint.from_directory(d)
-            train.report({"step": step, "world": ctx.get_world_size(), "rows": len(shard)},
-                          checkpoint=checkpoint)
+        report_step(train, {"step": step, "world": ctx.get_world_size(), "rows": len(shard)},
+                    step + 1 if step % 3 == 2 else None)
 
 
 def test_an_elastic_gang_starts_small_and_grows_at_a_checkpoint(tmp_path):

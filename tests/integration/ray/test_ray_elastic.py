@@ -5,10 +5,7 @@ goes on from the checkpoint."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import tempfile
 import time
 
 import pytest
@@ -16,12 +13,12 @@ import pytest
 import tandem
 from tandem import train
 from tandem.train import (
-    Checkpoint,
     DataParallelTrainer,
     FailureConfig,
     RunConfig,
     ScalingConfig,
 )
+from tests.helpers.steps import report_step, resume_step
 
 ray = pytest.importorskip("ray")
 
@@ -31,28 +28,16 @@ ROWS = 40
 
 
 def elastic_loop(config):
-    start = 0
-    ckpt = train.get_checkpoint()
-    if ckpt is not None:
-        with ckpt.as_directory() as d, open(os.path.join(d, "s.json")) as f:
-            start = json.load(f)["step"]
     ctx = train.get_context()
     shard = train.get_dataset_shard("train")
-    for step in range(start, config["steps"]):
+    for step in range(resume_step(train), config["steps"]):
         if os.path.exists(config["hold"]) and step >= config["hold_at"]:
             while os.path.exists(config["hold"]):  # the test resizes the cluster meanwhile
                 time.sleep(0.05)
         time.sleep(config["step_s"])
-        with contextlib.ExitStack() as stack:  # the checkpoint's folder ends after the report
-            checkpoint = None
-            if step % 2 == 1:
-                d = stack.enter_context(tempfile.TemporaryDirectory())
-                with open(os.path.join(d, "s.json"), "w") as f:
-                    json.dump({"step": step + 1}, f)
-                checkpoint = Checkpoint.from_directory(d)
-            train.report({"step": step, "world": ctx.get_world_size(), "rows": len(shard),
-                          "node": ray.get_runtime_context().get_node_id()},
-                         checkpoint=checkpoint)
+        report_step(train, {"step": step, "world": ctx.get_world_size(), "rows": len(shard),
+                            "node": ray.get_runtime_context().get_node_id()},
+                    step + 1 if step % 2 == 1 else None)
 
 
 def _wait_for(probe, timeout_s: float, what: str) -> None:
