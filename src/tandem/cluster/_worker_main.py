@@ -342,8 +342,10 @@ def _left_running(exit_handlers: int) -> bool:
 
 
 def _reseed() -> None:
-    """``random`` and ``numpy.random`` seeded from the OS, as in a fresh process (a task
-    that seeded them must not make the next task's draws repeat)."""
+    """``random`` and ``numpy.random`` seeded from the OS, as in a fresh process: after each
+    fork from the zygote (whose numpy was seeded once, for all its forks) and between two
+    tasks of a reused process (a task that seeded them must not make the next task's draws
+    repeat)."""
     import random
 
     random.seed()

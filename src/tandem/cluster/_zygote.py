@@ -276,6 +276,10 @@ class _Zygote:
             from tandem.cluster import _worker_main
 
             _worker_main.forget_inherited_exit_handlers()
+            # numpy's global generator was seeded once, when the zygote imported numpy:
+            # every fork would draw the same numbers (Python's ``random`` is reseeded by
+            # its own fork hook). Seeded from the OS, as a fresh process's is.
+            _worker_main._reseed()
             exit_handlers = _worker_main.run_exit_handlers
             names = _worker_main.ProcessNames(
                 lambda idle: _set_process_name(WARM_NAME if idle else _NAME))

@@ -254,3 +254,31 @@ def test_a_reused_worker_runs_the_next_task_of_its_kind_only_and_clean(tmp_path,
         assert pid not in cluster.warm_worker_pids()
     finally:
         cluster.shutdown()
+
+
+def draws_numpy(channel):
+    import os
+
+    import numpy as np
+
+    channel.send(("draw", os.getpid(), float(np.random.rand()), float(np.random.normal())))
+    return 0
+
+
+def test_workers_forked_after_numpy_was_imported_draw_their_own_numbers(tmp_path):
+    """numpy's global generator is seeded when numpy is imported: with numpy imported in
+    the zygote (preloaded here; torch's preload and learned imports bring it too), every
+    fork inherited the same state, so trials of a sweep and ranks of a gang drew the same
+    "random" numbers (Ray's example ``pbt_function``: 4 trials with identical results).
+    Each worker is seeded from the OS, as a fresh process is."""
+    cluster = LocalCluster(num_cpus=2, warm_pool=WarmPoolConfig(max_workers=2, idle_s=60))
+    try:
+        placement = cluster.place([{"CPU": 1.0}])
+        draws = []
+        for i in range(4):  # forked at the start and warm ones, from the same zygote
+            _, out = _run(cluster, placement, tmp_path, draws_numpy, f"n{i}",
+                          preload=["numpy"])
+            draws.append(out[0][2:])
+        assert len(set(draws)) == 4, draws
+    finally:
+        cluster.shutdown()
