@@ -342,10 +342,10 @@ def _left_running(exit_handlers: int) -> bool:
 
 
 def _reseed() -> None:
-    """``random`` and ``numpy.random`` seeded from the OS, as in a fresh process: after each
-    fork from the zygote (whose numpy was seeded once, for all its forks) and between two
-    tasks of a reused process (a task that seeded them must not make the next task's draws
-    repeat)."""
+    """``random``, ``numpy.random`` and torch's default generators seeded from the OS, as in
+    a fresh process: after each fork from the zygote (whose numpy and torch seeded theirs
+    once, as they were imported, for all its forks) and between two tasks of a reused
+    process (a task that seeded them must not make the next task's draws repeat)."""
     import random
 
     random.seed()
@@ -354,6 +354,12 @@ def _reseed() -> None:
         try:
             np_random.seed()
         except Exception:  # noqa: BLE001 - a numpy without the legacy global state
+            pass
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "seed"):  # a fresh process's torch seeds its
+        try:  # generators from the OS too (~60 us; CUDA's is seeded when CUDA starts)
+            torch.seed()
+        except Exception:  # noqa: BLE001 - a torch half imported or without generators
             pass
 
 

@@ -276,9 +276,9 @@ class _Zygote:
             from tandem.cluster import _worker_main
 
             _worker_main.forget_inherited_exit_handlers()
-            # numpy's global generator was seeded once, when the zygote imported numpy:
-            # every fork would draw the same numbers (Python's ``random`` is reseeded by
-            # its own fork hook). Seeded from the OS, as a fresh process's is.
+            # numpy's and torch's global generators were seeded once, when the zygote
+            # imported them: every fork would draw the same numbers (Python's ``random`` is
+            # reseeded by its own fork hook). Seeded from the OS, as a fresh process's are.
             _worker_main._reseed()
             exit_handlers = _worker_main.run_exit_handlers
             names = _worker_main.ProcessNames(

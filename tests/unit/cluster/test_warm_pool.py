@@ -282,3 +282,30 @@ def test_workers_forked_after_numpy_was_imported_draw_their_own_numbers(tmp_path
         assert len(set(draws)) == 4, draws
     finally:
         cluster.shutdown()
+
+
+def draws_torch(channel):
+    import os
+
+    import torch
+
+    channel.send(("draw", os.getpid(), torch.initial_seed(), float(torch.rand(1))))
+    return 0
+
+
+def test_workers_forked_after_torch_was_imported_draw_their_own_numbers(tmp_path):
+    """torch seeds its default generator from the OS once, as it is imported: forks of a
+    zygote that preloaded torch (every torch gang's) drew the same numbers, dropout masks
+    and initial weights included, where Ray's worker processes each have their own seed."""
+    pytest.importorskip("torch")
+    cluster = LocalCluster(num_cpus=2, warm_pool=WarmPoolConfig(max_workers=2, idle_s=60))
+    try:
+        placement = cluster.place([{"CPU": 1.0}])
+        draws = []
+        for i in range(3):
+            _, out = _run(cluster, placement, tmp_path, draws_torch, f"t{i}",
+                          preload=["torch"])
+            draws.append(out[0][2:])
+        assert len({seed for seed, _ in draws}) == 3 and len(set(draws)) == 3, draws
+    finally:
+        cluster.shutdown()
