@@ -99,14 +99,14 @@ class ThreadCheck:
             return None
         now = _thread_names() or {}
         new = [name for tid, name in now.items() if tid not in self._tids]
-        unnamed = [n for n in new if not n.startswith(FORK_SAFE_THREAD_NAMES)]
-        if not unnamed:
+        others = [n for n in new if not n.startswith(FORK_SAFE_THREAD_NAMES)]
+        if not others:
             return None
         loaded = [lib for lib in _mapped_libraries() - self._libs
                   if any(k in os.path.basename(lib).lower() for k in FORK_SAFE_THREAD_LIBS)]
-        if loaded and len(unnamed) <= len(loaded) * (os.cpu_count() or 1):
-            return None
-        return f"{len(unnamed)} native thread(s) ({', '.join(sorted(set(unnamed)))})"
+        if loaded and len(others) <= len(loaded) * (os.cpu_count() or 1):
+            return None  # OpenBLAS's pool: at most one thread per core per library loaded
+        return f"{len(others)} native thread(s) ({', '.join(sorted(set(others)))})"
 
 
 def _python_threads() -> int:
